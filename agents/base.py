@@ -1,0 +1,119 @@
+"""The interface every memory system implements, and the shared assistant scaffold.
+
+The scaffold (system prompt, reply role, how the in-episode transcript is shown) is the same
+for every system; a system only decides what it reads into ``memory_lines`` / ``prior`` and
+what it writes in ``end_turn`` / ``end_episode``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+from memprobe.config import Config
+from memprobe.llm import LLM
+from memprobe.prompts import prompt_path, render
+
+HistoryTurn = dict[str, str]  # {"agent": reply, "user": user message}
+
+
+def agent_input(task: str, history: list[HistoryTurn]) -> str:
+    """What the assistant is asked at one turn: the task, then the transcript so far."""
+    if not history:
+        return task
+    lines = "\n".join(f"Agent: {h['agent']}\nUser: {h['user']}" for h in history)
+    return f"{task}\n\n[Conversation so far]\n{lines}"
+
+
+def latest_user_message(task: str, history: list[HistoryTurn]) -> str:
+    return history[-1]["user"] if history else task
+
+
+class MemorySystem(ABC):
+    """One user's assistant with its memory. One instance per user; ``reset`` empties it."""
+
+    name: str = ""
+    searchable: bool = True
+    gpu: bool = False
+    llm_writer: bool = False
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        assistant: LLM,
+        writer: LLM | None = None,
+        workdir: Path | None = None,
+        prompts: dict[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        self.assistant = assistant
+        self.writer = writer
+        self.workdir = workdir
+        # Prompt files come from the rule's declared inputs, so editing one reruns this job.
+        self.prompts = {"assistant": str(prompt_path("assistant_system")), **(prompts or {})}
+        self.user_id = ""
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def reset(self, user_id: str) -> None:
+        self.user_id = user_id
+
+    # -- the dialogue -------------------------------------------------------------------------
+    def respond(self, task_index: int, task: str, history: list[HistoryTurn]) -> str:
+        """The assistant's reply at one turn, after the system's own memory reads."""
+        memory_lines = self.recall(task, history)
+        reply = self.reply(task, history, memory_lines=memory_lines, prior=self.prior(task_index))
+        self.end_turn(task_index, task, history)
+        return reply
+
+    def reply(
+        self,
+        task: str,
+        history: list[HistoryTurn],
+        *,
+        memory_lines: list[str],
+        prior: list[dict[str, str]],
+    ) -> str:
+        if memory_lines:
+            block = "Memories about this user:\n" + "\n".join(f"- {m}" for m in memory_lines)
+        else:
+            block = ""
+        messages = render(self.prompts["assistant"], memory_block=block, request="")
+        system = messages[0]
+        user = {"role": "user", "content": agent_input(task, history)}
+        where = f"user {self.user_id}, turn {len(history) + 1}"
+        return self.assistant.text([system, *prior, user], where=where)
+
+    def recall(self, task: str, history: list[HistoryTurn]) -> list[str]:
+        """Memory lines shown to the reply call (default: none)."""
+        return []
+
+    def prior(self, task_index: int) -> list[dict[str, str]]:
+        """Earlier conversation replayed before the current request (default: none)."""
+        return []
+
+    def end_turn(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
+        """Write hook after each reply (``history`` excludes the reply just made)."""
+
+    def end_episode(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
+        """Write hook after the episode; ``history`` is complete, final user message included."""
+
+    # -- the probes -----------------------------------------------------------------------
+    @abstractmethod
+    def get_all_memories(self) -> list[dict[str, Any]]:
+        """Every stored item (each with ``content``): the dump_all input and footprint E."""
+
+    def search(self, query: str, k: int) -> list[dict[str, Any]]:
+        raise NotImplementedError(f"system {self.name} has no search (retrieve mode)")
+
+    def save(self, directory: Path) -> None:
+        """Write the native store so that ``load`` can rebuild it in the probe job."""
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def load(self, directory: Path) -> None:
+        """Rebuild the store written by ``save``."""
+
+    def meta(self) -> dict[str, Any]:
+        """Versions and settings recorded in memories.json."""
+        return {}

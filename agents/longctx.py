@@ -1,0 +1,95 @@
+"""longctx_full: keep every turn verbatim, replay it all in the reply, MiniLM search.
+
+Notes are ``[Task k] <task>``, ``Agent: <reply>`` and ``User: <message>`` in chronological
+order. By default the final agent reply of each task is stored too; the release dropped it
+(reference-release.md §3.5), which ``compat.longctx_drop_final_reply`` reproduces.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from memprobe.agents.base import HistoryTurn, MemorySystem
+
+from memprobe import embeddings
+from memprobe.records import write_atomic
+
+STORE_FILE = "notes.json"
+
+
+class LongContext(MemorySystem):
+    name = "longctx_full"
+    searchable = True
+
+    def reset(self, user_id: str) -> None:
+        super().reset(user_id)
+        self.notes: list[dict[str, Any]] = []
+        self.episodes: list[tuple[str, list[dict[str, str | None]]]] = []
+
+    def prior(self, task_index: int) -> list[dict[str, str]]:
+        messages: list[dict[str, str]] = []
+        for task, turns in self.episodes:
+            messages.append({"role": "user", "content": task})
+            for t in turns:
+                if t["agent"] is not None:
+                    messages.append({"role": "assistant", "content": t["agent"]})
+                messages.append({"role": "user", "content": t["user"] or ""})
+        return messages
+
+    def end_episode(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
+        turns: list[dict[str, str | None]] = [dict(h) for h in history]
+        if self.config.compat.longctx_drop_final_reply and turns:
+            turns[-1]["agent"] = None
+        self.episodes.append((task, turns))
+        self.notes.append(
+            {"content": f"[Task {task_index}] {task}", "category": "task", "task_index": task_index}
+        )
+        for i, t in enumerate(turns, start=1):
+            if t["agent"] is not None:
+                self.notes.append(
+                    {
+                        "content": f"Agent: {t['agent']}",
+                        "category": "agent_reply",
+                        "task_index": task_index,
+                        "turn": i,
+                    }
+                )
+            self.notes.append(
+                {
+                    "content": f"User: {t['user']}",
+                    "category": "user_reply",
+                    "task_index": task_index,
+                    "turn": i,
+                }
+            )
+
+    def get_all_memories(self) -> list[dict[str, Any]]:
+        return [dict(n) for n in self.notes]
+
+    def search(self, query: str, k: int) -> list[dict[str, Any]]:
+        if not self.notes:
+            return []
+        if getattr(self, "_matrix", None) is None or len(self._matrix) != len(self.notes):
+            self._matrix = embeddings.encode([n["content"] for n in self.notes])
+        qvec = embeddings.encode([query])[0]
+        return [{**self.notes[i], "score": s} for i, s in embeddings.top_k(qvec, self._matrix, k)]
+
+    def save(self, directory: Path) -> None:
+        super().save(directory)
+        write_atomic(
+            directory / STORE_FILE,
+            {"notes": self.notes, "episodes": [list(e) for e in self.episodes]},
+        )
+
+    def load(self, directory: Path) -> None:
+        state = json.loads((directory / STORE_FILE).read_text(encoding="utf-8"))
+        self.notes = state["notes"]
+        self.episodes = [(t, turns) for t, turns in state["episodes"]]
+        self._matrix = None
+
+    def load_dump(self, memories: list[dict[str, Any]]) -> None:
+        """Search over a memories.json dump alone (the release's notes are exactly its dump)."""
+        self.notes = [dict(m) for m in memories]
+        self._matrix = None

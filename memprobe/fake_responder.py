@@ -1,0 +1,127 @@
+"""Deterministic, schema-valid replies to OpenAI chat requests, for dry runs and tests.
+
+The reply is derived from the request alone (hash of model, messages and seed), so the same
+request always gets the same reply. For a ``response_format`` json_schema request the reply is
+an instance built from that schema (enums, lengths, bounds, required keys honoured); otherwise
+it is a short plain-text answer. This is never the backend of a real run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+_WORDS = (
+    "careful planner prefers short steps likes checklists budget weekend garden notes "
+    "practical calm direct examples morning routine family project deadline reading "
+    "cooking repair spreadsheet travel patient curious"
+).split()
+
+
+def request_digest(body: dict[str, Any]) -> str:
+    basis = {k: body.get(k) for k in ("model", "messages", "seed", "response_format")}
+    blob = json.dumps(basis, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _num(digest: str, salt: str) -> int:
+    return int(hashlib.sha256(f"{digest}:{salt}".encode()).hexdigest()[:12], 16)
+
+
+def _text(digest: str, path: str, max_len: int | None, min_len: int = 0) -> str:
+    n = _num(digest, path)
+    words = [_WORDS[(n >> (4 * i)) % len(_WORDS)] for i in range(6)]
+    text = f"{' '.join(words)} {digest[:6]}"
+    if max_len is not None:
+        text = text[:max_len].rstrip() or text[:max_len]
+    if len(text) < min_len:
+        text = text.ljust(min_len, "x")
+    return text
+
+
+def _resolve(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        schema = defs[name]
+    return schema
+
+
+def instance(
+    schema: dict[str, Any], digest: str, path: str = "$", defs: dict | None = None, slot: int = 0
+) -> Any:
+    """Build a value that validates against ``schema``; ``slot`` spreads enum picks in arrays."""
+    defs = defs if defs is not None else schema.get("$defs", {})
+    schema = _resolve(schema, defs)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        options = schema["enum"]
+        return options[(_num(digest, path.split("[")[0]) + slot) % len(options)]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            options = [s for s in schema[key] if _resolve(s, defs).get("type") != "null"]
+            return instance((options or schema[key])[0], digest, path, defs, slot)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((t for t in kind if t != "null"), "null")
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        return {
+            name: instance(sub, digest, f"{path}.{name}", defs, slot) for name, sub in props.items()
+        }
+    if kind == "array":
+        lo = schema.get("minItems", 1)
+        hi = schema.get("maxItems", max(lo, 2))
+        n = max(lo, min(hi, 2))
+        items = schema.get("items", {"type": "string"})
+        return [instance(items, digest, f"{path}[{i}]", defs, slot + i) for i in range(n)]
+    if kind == "string":
+        return _text(digest, path, schema.get("maxLength"), schema.get("minLength", 0))
+    if kind in ("integer", "number"):
+        lo = schema.get("minimum", 0)
+        hi = schema.get("maximum", lo + 4)
+        value = lo + _num(digest, path) % (int(hi - lo) + 1)
+        return int(value) if kind == "integer" else float(value)
+    if kind == "boolean":
+        return _num(digest, path) % 2 == 0
+    if kind == "null":
+        return None
+    return _text(digest, path, 40)
+
+
+def fake_content(body: dict[str, Any]) -> str:
+    """The reply text for one chat-completions request body."""
+    digest = request_digest(body)
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        schema = fmt["json_schema"]["schema"]
+        return json.dumps(instance(schema, digest), ensure_ascii=False)
+    if fmt.get("type") == "json_object":
+        return json.dumps({"facts": [_text(digest, "fact", 60)]})
+    return f"Here is a practical answer: {_text(digest, 'reply', None)}."
+
+
+def completion_body(body: dict[str, Any], content: str) -> dict[str, Any]:
+    """Wrap reply text as an OpenAI chat.completion object with token usage."""
+    prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
+    prompt_tokens = max(1, prompt_chars // 4)
+    completion_tokens = max(1, len(content) // 4)
+    return {
+        "id": f"fake-{request_digest(body)[:16]}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "fake"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }

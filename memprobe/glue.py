@@ -1,0 +1,75 @@
+"""What every Snakemake script shares: config, logging, LLM clients, clean failures.
+
+A script is ``glue.run(main, snakemake)``: known errors (bad config, bad input file, an LLM
+that never answered validly) become one line on stderr and in the job log, exit status 1, and
+Snakemake removes the job's outputs, so no partial artifact survives.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memprobe.config import Config, ConfigError, load_config
+from memprobe.llm import LLM, LLMError, client_for
+from memprobe.prompts import PromptError
+from memprobe.records import RecordError
+from memprobe.taxonomy import TaxonomyError
+
+KNOWN_ERRORS = (ConfigError, LLMError, RecordError, PromptError, TaxonomyError, ValueError)
+log = logging.getLogger("memprobe")
+
+
+class Job:
+    """A thin view of the ``snakemake`` object that scripts receive."""
+
+    def __init__(self, smk: Any) -> None:
+        self.smk = smk
+        self.cfg: Config = load_config(dict(smk.config))
+        self.input = smk.input
+        self.output = smk.output
+        self.wildcards = smk.wildcards
+        self.rule = smk.rule
+        tag = "_".join(f"{v}" for v in dict(smk.wildcards).values()) or "all"
+        self.name = f"{smk.rule}/{tag}"
+        self.ledger_path = Path(self.cfg.results_dir) / "usage" / smk.rule / f"{tag}.csv"
+
+    def llm(self, role: str) -> LLM:
+        return client_for(role, self.cfg, ledger_path=self.ledger_path, job=self.name)
+
+
+def prompt_inputs(job: Job) -> dict[str, str]:
+    """Named prompt inputs of a rule (``<name>_prompt=...``) as ``{name: path}``."""
+    return {
+        key.removesuffix("_prompt"): str(value)
+        for key, value in dict(job.input.items()).items()
+        if key.endswith("_prompt")
+    }
+
+
+def setup_logging(logfile: str | None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if logfile:
+        Path(logfile).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(logfile, mode="w", encoding="utf-8"))
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(message)s",
+        datefmt="%H:%M:%S",
+        handlers=handlers,
+        force=True,
+    )
+    for noisy in ("httpx", "openai", "httpcore", "sentence_transformers"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def run(main: Callable[[Job], None], smk: Any) -> None:
+    setup_logging(smk.log[0] if len(smk.log) else None)
+    try:
+        main(Job(smk))
+    except KNOWN_ERRORS as err:
+        log.error("memprobe: %s: %s", smk.rule, err)
+        sys.exit(1)

@@ -1,0 +1,38 @@
+"""Checks run once before any job (Snakefile ``onstart``): fail in one line, not per job."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+from memprobe.config import ROLES, Config, role_settings
+
+
+class PreflightError(RuntimeError):
+    pass
+
+
+def endpoints(cfg: Config) -> list[str]:
+    if cfg.llm.backend != "openai":
+        return []
+    return sorted({role_settings(cfg, r)["base_url"] for r in ROLES})
+
+
+def reachable(base_url: str, timeout_s: float = 5.0) -> str | None:
+    """None if something answers HTTP at ``base_url``; otherwise the reason it did not."""
+    url = base_url.rstrip("/") + "/models"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError:
+        return None  # it answered (401/404 are fine: the server is there)
+    except (urllib.error.URLError, TimeoutError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        return str(reason)
+
+
+def check(cfg: Config) -> None:
+    for url in endpoints(cfg):
+        problem = reachable(url)
+        if problem:
+            raise PreflightError(f"llm.base_url: endpoint {url} is unreachable ({problem})")

@@ -1,0 +1,287 @@
+"""Typed records for every artifact, plus atomic JSON I/O.
+
+Every artifact is written through :func:`write_atomic` (temp file in the same folder, fsync,
+rename), so a killed job never leaves a torn file that Snakemake would mistake for finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class RecordError(ValueError):
+    """An artifact or input file that is missing, unreadable or of the wrong shape."""
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- users -------------------------------------------------------------------------------
+class Location(Record):
+    country: str
+    city: str
+
+
+class Persona(Record):
+    user_id: str
+    seed: int
+    name: str
+    age: int
+    age_group: str
+    gender: str
+    location: Location
+    occupation: str
+    values_orientation: str
+    attitude: str = ""
+    stories: list[str] = Field(default_factory=list)
+    interests: list[str] = Field(default_factory=list)
+
+
+class BankEntry(Record):
+    category: str
+    dimension: str
+    short: str
+    explanation: str
+
+
+class Bank(Record):
+    user_id: str
+    entries: list[BankEntry]
+
+    def by_category(self, category: str) -> list[BankEntry]:
+        return [e for e in self.entries if e.category == category]
+
+
+class CriticVerdict(Record):
+    verdict: Literal["neutral", "fishing"]
+    inferred_trait: str
+    why: str = ""
+
+
+class Task(Record):
+    index: int  # 1-based episode index; episode i targets bank entry i
+    task: str
+    rationale: str = ""
+    target_category: str
+    target_dimension: str
+    target_short: str
+    verdicts: list[CriticVerdict] = Field(default_factory=list)
+    revisions: list[str] = Field(default_factory=list)
+    status: Literal["neutral", "fishing_budget_spent", "imported"] = "neutral"
+    leak_share: float = 0.0
+    leak_flag: bool = False
+
+
+class Tasks(Record):
+    user_id: str
+    tasks: list[Task]
+
+
+# -- rollout -----------------------------------------------------------------------------
+FeedbackType = Literal[
+    "correction",
+    "add_context",
+    "too_deep",
+    "too_shallow",
+    "followup",
+    "expose_gap",
+    "satisfied",
+]
+
+
+class Turn(Record):
+    turn: int
+    agent_response: str
+    feedback_type: FeedbackType
+    user_text: str
+
+
+class Episode(Record):
+    index: int
+    task: str
+    target_dimension: str
+    end_reason: Literal["satisfied", "max_turns"]
+    turns: list[Turn]
+
+
+class Episodes(Record):
+    user_id: str
+    system: str
+    episodes: list[Episode]
+
+
+class Memories(Record):
+    user_id: str
+    system: str
+    num_memories: int
+    memories: list[dict[str, Any]]
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+# -- preference (metric D) ---------------------------------------------------------------
+class PrefScore(Record):
+    idx: int
+    score: int | Literal["na"]
+    reason: str = ""
+
+
+class PrefTurn(Record):
+    turn: int
+    score: float | None
+    per_pref: list[PrefScore]
+
+
+class PrefEpisode(Record):
+    index: int
+    turns: list[PrefTurn]
+
+
+class Preference(Record):
+    user_id: str
+    system: str
+    D: float | None
+    episodes: list[PrefEpisode]
+
+
+# -- probes and scoring ------------------------------------------------------------------
+class RetrievedQuery(Record):
+    category: str
+    dimension: str
+    query: str
+    items: list[dict[str, Any]]
+
+
+class Retrieved(Record):
+    user_id: str
+    system: str
+    k: int
+    queries: list[RetrievedQuery]
+
+
+class SlotFillEntry(Record):
+    category: str
+    dimension: str
+    label: str
+    reason: str
+    called: bool = True
+
+
+class SlotFill(Record):
+    user_id: str
+    system: str
+    mode: str
+    overflow: bool = False
+    memory_tokens: int = 0
+    entries: list[SlotFillEntry]
+
+
+class JudgeEntry(Record):
+    category: str
+    dimension: str
+    explanation: str
+    ground_truth: str
+    predicted: str
+    slot_fill_reason: str
+    score: float
+    judge_reason: str
+    scoring_mode: str
+
+
+class Judge(Record):
+    user_id: str
+    system: str
+    mode: str
+    overflow: bool = False
+    per_category: dict[str, float | None]
+    overall: float
+    details: list[JudgeEntry]
+
+
+AttributionLabel = Literal[
+    "ok",
+    "memory_failure",
+    "task_design_failure",
+    "agent_elicitation_failure",
+    "simulator_too_strict",
+    "no_targeted_task",
+]
+
+
+class AttributionEntry(Record):
+    category: str
+    dimension: str
+    score: float
+    label: AttributionLabel
+    ep_index: int | None
+    stages: list[dict[str, Any]]
+
+
+class Attribution(Record):
+    user_id: str
+    system: str
+    mode: str
+    counts: dict[str, int]
+    details: list[AttributionEntry]
+
+
+class OracleVerdict(Record):
+    can_invite: bool
+    reason: str
+
+
+class Oracle(Record):
+    user_id: str
+    verdicts: dict[str, OracleVerdict]
+
+
+# -- I/O ---------------------------------------------------------------------------------
+def write_atomic(path: str | os.PathLike[str], data: BaseModel | dict | list | str) -> None:
+    """Write JSON (or text) so that readers see either the old file or the whole new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, BaseModel):
+        text = data.model_dump_json(indent=2)
+    elif isinstance(data, str):
+        text = data
+    else:
+        text = json.dumps(data, indent=2, ensure_ascii=False)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise RecordError(f"{path}: file not found") from None
+    except json.JSONDecodeError as err:
+        raise RecordError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+
+
+def load(path: str | os.PathLike[str], model: type[T]) -> T:
+    """Read and validate one artifact; errors name the file and the offending key."""
+    raw = read_json(path)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise RecordError(f"{path}: {loc}: {first['msg']}") from None

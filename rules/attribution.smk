@@ -1,0 +1,23 @@
+# Failure attribution, Stage 1/2 on the target episode's transcript (paper §3.5).
+# Stage 0 (rules/users.smk: stage0) is shared by every system and mode.
+
+
+rule attribution:
+    input:
+        judge=f"{R}/{{system}}/{{user}}/{{mode}}/judge.json",
+        bank=f"{R}/users/{{user}}/bank.json",
+        tasks=f"{R}/users/{{user}}/tasks.json",
+        episodes=f"{R}/{{system}}/{{user}}/episodes.json",
+        oracle=f"{R}/oracle/{{user}}.json",
+        disclosure=prompt("attribution_disclosure"),
+        subclass=prompt("attribution_subclass"),
+    output:
+        f"{R}/{{system}}/{{user}}/{{mode}}/attribution.json",
+    log:
+        "logs/attribution/{system}/{user}/{mode}.log",
+    conda:
+        "../envs/memprobe.yaml"
+    resources:
+        llm_slots=1,
+    script:
+        "../scripts/attribution.py"

@@ -1,0 +1,56 @@
+# The interaction loop: one job per user x system (paper §3.3), then metric D over it.
+
+
+rule rollout:
+    input:
+        persona=f"{R}/users/{{user}}/persona.json",
+        bank=f"{R}/users/{{user}}/bank.json",
+        tasks=f"{R}/users/{{user}}/tasks.json",
+        simulator_prompt=prompt("user_simulator"),
+        assistant_prompt=prompt("assistant_system"),
+        agent=agent_module,
+    output:
+        episodes=f"{R}/{{system}}/{{user}}/episodes.json",
+        memories=f"{R}/{{system}}/{{user}}/memories.json",
+        store=directory(f"{R}/{{system}}/{{user}}/store"),
+    log:
+        "logs/rollout/{system}/{user}.log",
+    conda:
+        "../envs/memprobe.yaml"
+    resources:
+        llm_slots=1,
+    script:
+        "../scripts/rollout.py"
+
+
+rule preference:
+    input:
+        episodes=f"{R}/{{system}}/{{user}}/episodes.json",
+        bank=f"{R}/users/{{user}}/bank.json",
+        prompt=prompt("preference_judge"),
+    output:
+        f"{R}/{{system}}/{{user}}/preference.json",
+    log:
+        "logs/preference/{system}/{user}.log",
+    conda:
+        "../envs/memprobe.yaml"
+    resources:
+        llm_slots=1,
+    script:
+        "../scripts/preference.py"
+
+
+rule probe:
+    input:
+        store=f"{R}/{{system}}/{{user}}/store",
+        bank=f"{R}/users/{{user}}/bank.json",
+        guides=GUIDES,
+        agent=agent_module,
+    output:
+        f"{R}/{{system}}/{{user}}/retrieved_k{{k}}.json",
+    log:
+        "logs/probe/{system}/{user}_k{k}.log",
+    conda:
+        "../envs/memprobe.yaml"
+    script:
+        "../scripts/probe.py"

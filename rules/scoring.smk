@@ -1,0 +1,36 @@
+# Metric B: slot-fill from memory, then the recovery judge (paper §3.4).
+
+
+rule slotfill:
+    input:
+        memory=slotfill_memory,
+        bank=f"{R}/users/{{user}}/bank.json",
+        guides=GUIDES,
+        prompt=prompt("slotfill"),
+    output:
+        f"{R}/{{system}}/{{user}}/{{mode}}/slotfill.json",
+    log:
+        "logs/slotfill/{system}/{user}/{mode}.log",
+    conda:
+        "../envs/memprobe.yaml"
+    resources:
+        llm_slots=1,
+    script:
+        "../scripts/slotfill.py"
+
+
+rule judge:
+    input:
+        slotfill=f"{R}/{{system}}/{{user}}/{{mode}}/slotfill.json",
+        bank=f"{R}/users/{{user}}/bank.json",
+        prompt=prompt("recovery_judge"),
+    output:
+        f"{R}/{{system}}/{{user}}/{{mode}}/judge.json",
+    log:
+        "logs/judge/{system}/{user}/{mode}.log",
+    conda:
+        "../envs/memprobe.yaml"
+    resources:
+        llm_slots=1,
+    script:
+        "../scripts/judge.py"

@@ -1,0 +1,71 @@
+# Simulated users: persona -> hidden bank -> leak-controlled tasks (paper §3.2).
+
+
+rule persona:
+    input:
+        prompt=prompt("persona_narrative"),
+    output:
+        f"{R}/users/{{user}}/persona.json",
+    log:
+        "logs/persona/{user}.log",
+    conda:
+        "../envs/memprobe.yaml"
+    resources:
+        llm_slots=1,
+    script:
+        "../scripts/persona.py"
+
+
+rule bank:
+    input:
+        persona=f"{R}/users/{{user}}/persona.json",
+        pool=POOL,
+        guides=GUIDES,
+        prompt=prompt("bank_select"),
+    output:
+        f"{R}/users/{{user}}/bank.json",
+    log:
+        "logs/bank/{user}.log",
+    conda:
+        "../envs/memprobe.yaml"
+    resources:
+        llm_slots=1,
+    script:
+        "../scripts/bank.py"
+
+
+rule tasks:
+    input:
+        persona=f"{R}/users/{{user}}/persona.json",
+        bank=f"{R}/users/{{user}}/bank.json",
+        guides=GUIDES,
+        write=prompt("task_write"),
+        critic=prompt("task_critic"),
+        edit=prompt("task_edit"),
+    output:
+        f"{R}/users/{{user}}/tasks.json",
+    log:
+        "logs/tasks/{user}.log",
+    conda:
+        "../envs/memprobe.yaml"
+    resources:
+        llm_slots=1,
+    script:
+        "../scripts/tasks.py"
+
+
+rule stage0:
+    input:
+        bank=f"{R}/users/{{user}}/bank.json",
+        tasks=f"{R}/users/{{user}}/tasks.json",
+        prompt=prompt("attribution_oracle"),
+    output:
+        f"{R}/oracle/{{user}}.json",
+    log:
+        "logs/stage0/{user}.log",
+    conda:
+        "../envs/memprobe.yaml"
+    resources:
+        llm_slots=1,
+    script:
+        "../scripts/stage0.py"

@@ -1,0 +1,19 @@
+from memprobe import attribution, glue, records
+
+
+def main(job: glue.Job) -> None:
+    compat = job.cfg.compat.retrieve_attribution_empty_transcript
+    result = attribution.attribute_user(
+        records.load(job.input.judge, records.Judge),
+        records.load(job.input.bank, records.Bank),
+        records.load(job.input.tasks, records.Tasks),
+        records.load(job.input.episodes, records.Episodes),
+        records.load(job.input.oracle, records.Oracle),
+        job.llm("disclosure"),
+        {"disclosure": job.input.disclosure, "subclass": job.input.subclass},
+        empty_transcript=compat and job.wildcards.mode == "retrieve",
+    )
+    records.write_atomic(job.output[0], result)
+
+
+glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)

@@ -1,0 +1,11 @@
+from memprobe import glue, records, users
+
+
+def main(job: glue.Job) -> None:
+    persona = users.make_persona(
+        job.cfg.seed, job.wildcards.user, job.llm("generator"), job.input.prompt
+    )
+    records.write_atomic(job.output[0], persona)
+
+
+glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)

@@ -1,0 +1,42 @@
+from pathlib import Path
+
+from memprobe.agents import registry
+
+from memprobe import glue, records, simulation
+
+
+def main(job: glue.Job) -> None:
+    name = job.wildcards.system
+    spec = registry.spec(name)
+    store = Path(job.output.store)
+    system = registry.create(
+        name,
+        config=job.cfg,
+        assistant=job.llm("assistant"),
+        writer=job.llm("writer") if spec.llm_writer else None,
+        prompts=glue.prompt_inputs(job),
+        workdir=store,
+    )
+    episodes = simulation.rollout(
+        system,
+        job.llm("simulator"),
+        job.input.simulator_prompt,
+        records.load(job.input.persona, records.Persona),
+        records.load(job.input.bank, records.Bank),
+        records.load(job.input.tasks, records.Tasks),
+        job.cfg.max_turns,
+    )
+    system.save(store)
+    items = system.get_all_memories()
+    memories = records.Memories(
+        user_id=job.wildcards.user,
+        system=name,
+        num_memories=len(items),
+        memories=items,
+        meta=system.meta(),
+    )
+    records.write_atomic(job.output.episodes, episodes)
+    records.write_atomic(job.output.memories, memories)
+
+
+glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)

@@ -1,0 +1,17 @@
+from memprobe import glue, records, taxonomy, users
+
+
+def main(job: glue.Job) -> None:
+    tasks = users.make_tasks(
+        records.load(job.input.persona, records.Persona),
+        records.load(job.input.bank, records.Bank),
+        taxonomy.load_guides(job.input.guides),
+        {role: job.llm(role) for role in ("generator", "critic", "editor")},
+        {"write": job.input.write, "critic": job.input.critic, "edit": job.input.edit},
+        max_edits=job.cfg.tasks.max_edits,
+        leak_threshold=job.cfg.tasks.leak_threshold,
+    )
+    records.write_atomic(job.output[0], tasks)
+
+
+glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)
