@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from memprobe import CATEGORIES, MODES
 
@@ -123,6 +131,23 @@ class Users(_Strict):
     release_dir: str | None = None
 
 
+class Release(_Strict):
+    """Reading the authors' release (memprobe/release.py, rules/release.smk, config/release.yaml).
+
+    ``users.source: release`` imports banks and tasks only (any system can then be run on the
+    release's users); ``import_runs: true`` also imports every run artifact (episodes, memories,
+    preference, slot-fill/judge, attribution, the Stage 0 oracle) so the tables rebuild the
+    paper's numbers.
+    """
+
+    import_runs: bool = False
+    runs: dict[str, str] = Field(
+        default_factory=dict, description="system -> release run id (default <system>_pooled_50)"
+    )
+    bank_file: str = "Deeppersona/data/user_memory_banks_pooled_final.json"
+    tasks_dir: str = "benchmark_data/CustomTasksPooledFinal"
+
+
 def _default_dims() -> dict[str, int]:
     return dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True))
 
@@ -132,6 +157,9 @@ class Config(_Strict):
     n_users: int = Field(ge=1)
     results_dir: str = "results"
     users: Users = Field(default_factory=Users)
+    # Top-level alias of users.release_dir, so `--config release_dir=PATH` works.
+    release_dir: str | None = None
+    release: Release = Field(default_factory=Release)
     dims_per_category: dict[
         Literal[
             "skill_memory",
@@ -164,16 +192,39 @@ class Config(_Strict):
 
     @field_validator("systems")
     @classmethod
-    def _known_systems(cls, v: list[str]) -> list[str]:
+    def _known_systems(cls, v: list[str], info: ValidationInfo) -> list[str]:
         from memprobe.agents.registry import system_names
 
         known = system_names()
+        # An import of the release's run records needs the names only, not the systems.
+        release = info.data.get("release")
+        importing = release is not None and release.import_runs
         for name in v:
-            if name not in known:
+            if name not in known and not importing:
                 raise ValueError(f"unknown system {name!r}; expected one of {', '.join(known)}")
         if len(set(v)) != len(v):
             raise ValueError("a system is listed twice")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _release_dir_alias(cls, raw: Any) -> Any:
+        if isinstance(raw, dict) and raw.get("release_dir"):
+            users = dict(raw.get("users") or {})
+            users["release_dir"] = raw["release_dir"]
+            raw = {**raw, "users": users}
+        return raw
+
+    @model_validator(mode="after")
+    def _release_needs_dir(self) -> Config:
+        if self.release.import_runs and self.users.source != "release":
+            raise ValueError("release.import_runs: needs users.source: release")
+        if self.users.source == "release" and not self.users.release_dir:
+            raise ValueError(
+                "users.release_dir: required when users.source is 'release' "
+                "(or pass --config release_dir=PATH)"
+            )
+        return self
 
     @field_validator("k")
     @classmethod
