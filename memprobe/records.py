@@ -180,6 +180,8 @@ class SlotFill(Record):
     system: str
     mode: str
     overflow: bool = False
+    # "flag": overflowing dims were not scored (the paper's dagger); "chunked": scored by chunks.
+    overflow_strategy: Literal["flag", "chunked"] | None = None
     memory_tokens: int = 0
     entries: list[SlotFillEntry]
 
@@ -197,13 +199,21 @@ class JudgeEntry(Record):
 
 
 class Judge(Record):
+    """Per-user recovery scores; ``flagged`` cells get the tables' dagger."""
+
     user_id: str
     system: str
     mode: str
     overflow: bool = False
+    overflow_strategy: Literal["flag", "chunked"] | None = None
     per_category: dict[str, float | None]
     overall: float
     details: list[JudgeEntry]
+
+    @property
+    def flagged(self) -> bool:
+        """The store overflowed and was not scored (unknown -> 0), as the paper's dagger marks."""
+        return self.overflow and self.overflow_strategy != "chunked"
 
 
 AttributionLabel = Literal[

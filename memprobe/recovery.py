@@ -59,6 +59,17 @@ def is_unknown(label: str) -> bool:
     return label.strip().strip(".").lower() in ("", UNKNOWN)
 
 
+def memory_budget(context_tokens: int) -> int:
+    """Tokens left for the memory JSON once the slot-fill template and the reply are counted."""
+    return context_tokens - PROMPT_OVERHEAD_TOKENS - REPLY_TOKENS
+
+
+def store_overflows(memories: list[dict[str, Any]], context_tokens: int) -> tuple[bool, int]:
+    """Whether the serialized store exceeds the slot-fill context, and its token estimate."""
+    tokens = count_tokens(serialize(memories))
+    return tokens > memory_budget(context_tokens), tokens
+
+
 # -- probe (retrieve mode input) ---------------------------------------------------------
 def probe(system, bank: Bank, guides: dict[str, str], k: int, user_id: str) -> Retrieved:
     queries = []
@@ -101,7 +112,7 @@ def slotfill_user(
     context_tokens: int = 128_000,
     overflow: str = "flag",
 ) -> SlotFill:
-    budget = context_tokens - PROMPT_OVERHEAD_TOKENS - REPLY_TOKENS
+    budget = memory_budget(context_tokens)
     by_dim = {q.dimension: q.items for q in retrieved.queries} if retrieved else {}
     store_text = serialize(memories or [])
     tokens = count_tokens(store_text) if mode == "dump_all" else 0
@@ -186,6 +197,7 @@ def slotfill_user(
         system=system,
         mode=mode,
         overflow=over,
+        overflow_strategy=overflow if over else None,  # type: ignore[arg-type]
         memory_tokens=tokens,
         entries=entries,
     )
@@ -244,6 +256,7 @@ def judge_user(
         system=slotfill.system,
         mode=slotfill.mode,
         overflow=slotfill.overflow,
+        overflow_strategy=slotfill.overflow_strategy,
         per_category=per,
         overall=overall,
         details=details,
