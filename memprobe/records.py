@@ -81,9 +81,21 @@ class Task(Record):
     leak_flag: bool = False
 
 
+class LeakReport(Record):
+    """Per-user summary of the deterministic leak check (content-word overlap with the target)."""
+
+    threshold: float
+    mean_share: float
+    max_share: float
+    flagged: list[int] = Field(default_factory=list)  # task indices over the threshold
+    edited: int = 0  # tasks the editor rewrote at least once
+    budget_spent: int = 0  # tasks still fishing when the edit budget ran out
+
+
 class Tasks(Record):
     user_id: str
     tasks: list[Task]
+    leak: LeakReport | None = None  # None where no leak check was run
 
 
 # -- rollout -----------------------------------------------------------------------------

@@ -6,9 +6,9 @@ import hashlib
 import json
 import logging
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, WithJsonSchema, create_model
 
 from memprobe import CATEGORIES
 from memprobe.llm import LLM
@@ -17,13 +17,14 @@ from memprobe.records import (
     Bank,
     BankEntry,
     CriticVerdict,
+    LeakReport,
     Location,
     Persona,
     RecordError,
     Task,
     Tasks,
 )
-from memprobe.taxonomy import Pool
+from memprobe.taxonomy import Pool, check_counts
 
 log = logging.getLogger("memprobe")
 
@@ -45,41 +46,105 @@ def age_group(age: int) -> str:
 
 
 # -- persona -----------------------------------------------------------------------------
-class PersonaNarrative(BaseModel):
-    attitude: str = Field(max_length=600)
-    stories: list[str] = Field(min_length=1, max_length=3)
-    interests: list[str] = Field(min_length=1, max_length=6)
+RETIREMENT_AGE = 66  # 66 and older are retired; the release samples occupations for 18-65
+MAX_STORY_CHARS = 500
+
+
+def _us_places() -> list[str]:
+    """Real US place names from Faker's geo data (Faker's ``city()`` invents names)."""
+    from faker.providers.geo import Provider as Geo
+
+    return sorted({c[2] for c in Geo.land_coords if c[3] == "US"})
+
+
+# Entries of Faker's en_US job list that are cut-off fragments, not occupations.
+_BROKEN_JOBS = frozenset({"Copy", "Land", "Make", "Sub"})
+_SENIOR_TITLE = re.compile(r"\b(chief|director|head|senior|principal|lead|partner)\b", re.I)
+
+
+def occupation_for_age(age: int, fake) -> str:
+    """An occupation that fits the age: pupils, students, workers, retirees."""
+    rng = fake.random
+    if age <= 10:
+        return "elementary school student"
+    if age <= 13:
+        return "middle school student"
+    if age <= 17:
+        return "high school student"
+    if age <= 22 and rng.random() < 0.5:
+        return "university student"
+    job = fake.job()
+    # Redraw truncated Faker entries, and senior titles for young workers (bounded).
+    for _ in range(20):
+        young_senior = age < 30 and _SENIOR_TITLE.search(job)
+        if job not in _BROKEN_JOBS and not young_senior:
+            break
+        job = fake.job()
+    job = _plain_title(job)
+    if age >= RETIREMENT_AGE:
+        return f"retired {job[0].lower()}{job[1:]}"
+    return job
+
+
+def _plain_title(job: str) -> str:
+    """Faker lists some jobs as "Engineer, civil"; say "Civil engineer" like a person would."""
+    job = re.sub(r"\s*\([^)]*\)", "", job)  # "(England and Wales)", "(IT)": noise in a persona
+    head, sep, rest = job.partition(", ")
+    if not sep:
+        return job
+    title = f"{rest} {head.lower()}"
+    return title[0].upper() + title[1:]
+
+
+def life_stage(age: int, occupation: str) -> str:
+    """A one-line reminder for the narrative model of what this age allows."""
+    if age < 13:
+        return "a child: life is school, family, friends and hobbies; no job, partner or children"
+    if age < 18:
+        return "a teenager in school: no career, spouse or children of their own"
+    if occupation == "university student":
+        return "a young adult at university, early in life"
+    if age >= RETIREMENT_AGE:
+        return "retired from paid work; stories can span a whole working life"
+    return f"working as {occupation}"
 
 
 def sample_attributes(seed: int, user_id: str) -> dict:
-    """Seeded demographic attributes (Faker for names, places and jobs)."""
+    """Seeded attributes: the same (seed, user_id) always gives the same person."""
     from faker import Faker
 
     useed = user_seed(seed, user_id)
     fake = Faker("en_US")
-    fake.seed_instance(useed)
+    fake.seed_instance(useed)  # per-instance: other users and threads cannot shift this draw
     rng = fake.random
     age = rng.randint(7, 85)
     gender = rng.choice(("female", "male"))
-    name = fake.name_female() if gender == "female" else fake.name_male()
-    if age < 18:
-        occupation = "student"
-    elif age <= 65:
-        occupation = fake.job()
-    else:
-        occupation = f"retired {fake.job().lower()}"
+    first = fake.first_name_female() if gender == "female" else fake.first_name_male()
+    occupation = occupation_for_age(age, fake)
     return {
         "user_id": user_id,
         "seed": useed,
-        "name": name,
+        "name": f"{first} {fake.last_name()}",
         "age": age,
         "age_group": age_group(age),
         "gender": gender,
-        "location": Location(country="United States", city=fake.city()),
+        "location": Location(country="United States", city=rng.choice(_us_places())),
         "occupation": occupation,
         "values_orientation": rng.choice(VALUES),
         "n_stories": rng.randint(1, 3),
     }
+
+
+def narrative_schema(n_stories: int) -> type[BaseModel]:
+    """The narrative reply; the story count is the sampled one, so the schema fixes it."""
+    story = Annotated[str, Field(min_length=20, max_length=MAX_STORY_CHARS)]
+    interest = Annotated[str, Field(min_length=2, max_length=60)]
+    return create_model(
+        "PersonaNarrative",
+        attitude=(str, Field(min_length=20, max_length=400)),
+        stories=(list[story], Field(min_length=n_stories, max_length=n_stories)),
+        interests=(list[interest], Field(min_length=2, max_length=5)),
+    )
 
 
 def make_persona(seed: int, user_id: str, llm: LLM, prompt: str) -> Persona:
@@ -89,17 +154,20 @@ def make_persona(seed: int, user_id: str, llm: LLM, prompt: str) -> Persona:
         prompt,
         name=attrs["name"],
         age=attrs["age"],
-        age_group=attrs["age_group"],
         gender=attrs["gender"],
         city=attrs["location"].city,
         country=attrs["location"].country,
         occupation=attrs["occupation"],
+        stage=life_stage(attrs["age"], attrs["occupation"]),
         values_orientation=attrs["values_orientation"],
         n_stories=n_stories,
     )
-    story = llm.json(messages, PersonaNarrative, where=f"user {user_id}, persona")
+    story = llm.json(messages, narrative_schema(n_stories), where=f"user {user_id}, persona")
     return Persona(
-        **attrs, attitude=story.attitude, stories=story.stories, interests=story.interests
+        **attrs,
+        attitude=story.attitude.strip(),
+        stories=[s.strip() for s in story.stories],
+        interests=[i.strip() for i in story.interests],
     )
 
 
@@ -117,36 +185,45 @@ def persona_block(p: Persona, stories: bool = True) -> str:
 
 # -- bank --------------------------------------------------------------------------------
 def bank_schema(names: list[str], n: int) -> type[BaseModel]:
-    """A reply schema whose names are the pool's (an enum) and whose length is exactly n."""
-    name_type = Literal[tuple(names)]  # type: ignore[valid-type]
+    """The bank reply: the request's schema carries the pool names as an enum and exactly n
+    items (for endpoints that constrain decoding), but parsing accepts any string and any
+    count so that :func:`check_bank_dims` can name the problem when an endpoint ignores it."""
+    name = Annotated[str, WithJsonSchema({"type": "string", "enum": list(names)})]
+    short = Annotated[str, WithJsonSchema({"type": "string", "maxLength": 120})]
     entry = create_model(
         "BankDim",
-        name=(name_type, ...),
-        short=(str, Field(max_length=160)),
-        explanation=(str, Field(min_length=1, max_length=1200)),
+        name=(name, ...),
+        short=(short, ...),
+        explanation=(str, Field(min_length=1, max_length=800)),
     )
-    return create_model("BankReply", dims=(list[entry], Field(min_length=n, max_length=n)))
+    return create_model(
+        "BankReply",
+        dims=(list[entry], Field(json_schema_extra={"minItems": n, "maxItems": n})),
+    )
 
 
 def check_bank_dims(dims: list[dict], names: list[str], n: int, category: str) -> None:
-    """Raise ValueError naming the first problem: count, unknown name, duplicate, long short."""
+    """Raise ValueError listing every problem: count, unknown name, duplicate, long short."""
+    problems: list[str] = []
     if len(dims) != n:
-        raise ValueError(f"{category}: expected exactly {n} dims, got {len(dims)}")
+        problems.append(f"expected exactly {n} dims, got {len(dims)}")
     seen: set[str] = set()
     for i, d in enumerate(dims):
-        if d["name"] not in names:
-            raise ValueError(f"{category}[{i}]: {d['name']!r} is not a pool dimension")
-        if d["name"] in seen:
-            raise ValueError(f"{category}[{i}]: duplicate dimension {d['name']!r}")
-        seen.add(d["name"])
+        name = d["name"]
+        if name not in names:
+            problems.append(f"dims[{i}]: {name!r} is not a {category} dimension of the pool")
+        elif name in seen:
+            problems.append(f"dims[{i}]: duplicate dimension {name!r}")
+        seen.add(name)
         words = len(d["short"].split())
-        if words > MAX_SHORT_WORDS or words == 0:
-            raise ValueError(
-                f"{category}[{i}] ({d['name']}): short has {words} words, "
-                f"expected 1-{MAX_SHORT_WORDS}"
+        if not 1 <= words <= MAX_SHORT_WORDS:
+            problems.append(
+                f"dims[{i}] ({name}): short has {words} words, expected 1-{MAX_SHORT_WORDS}"
             )
         if not d["explanation"].strip():
-            raise ValueError(f"{category}[{i}] ({d['name']}): empty explanation")
+            problems.append(f"dims[{i}] ({name}): empty explanation")
+    if problems:
+        raise ValueError(f"bank {category}: " + "; ".join(problems))
 
 
 def make_bank(
@@ -163,8 +240,7 @@ def make_bank(
         if n == 0:
             continue
         names = pool.names(cat)
-        if n > len(names):
-            raise ValueError(f"dims_per_category.{cat}: {n} requested, pool has {len(names)}")
+        check_counts(pool, {cat: n})
         pool_text = "\n".join(
             f"- {d.name}: {d.axis}  [e.g. {' / '.join(d.answer_space)}]"
             for d in pool.categories[cat].dimensions
@@ -202,14 +278,14 @@ def make_bank(
 
 # -- tasks -------------------------------------------------------------------------------
 class TaskDraft(BaseModel):
-    task: str = Field(min_length=1, max_length=800)
-    rationale: str = Field(default="", max_length=400)
+    task: str = Field(min_length=1, max_length=600)
+    rationale: str = Field(default="", max_length=300)
 
 
 class CriticReply(BaseModel):
-    inferred_trait: str = Field(max_length=200)
+    inferred_trait: str = Field(max_length=150)
     verdict: Literal["neutral", "fishing"]
-    why: str = Field(default="", max_length=400)
+    why: str = Field(default="", max_length=300)
 
 
 _STOP = set(
@@ -217,12 +293,22 @@ _STOP = set(
     "this that these those they them their he she his her i me my you your we our not no very "
     "more most less than then so too can could would should will just only about into over "
     "under when while who whom which what how why all any some each both few many much own same "
-    "other such has have had do does did doing prefers prefer likes like user".split()
+    "other such has have had do does did doing prefers prefer likes like user every also often "
+    "always usually rather quite".split()
 )
 
 
+def _stem(word: str) -> str:
+    """A crude suffix strip so that "budgets"/"budgeting" count as "budget"."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
 def content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z][a-z'-]+", text.lower()) if len(w) > 2 and w not in _STOP}
+    words = re.findall(r"[a-z][a-z'-]+", text.lower())
+    return {_stem(w.strip("'-")) for w in words if len(w) > 2 and w not in _STOP}
 
 
 def leak_share(task: str, short: str) -> float:
@@ -231,6 +317,18 @@ def leak_share(task: str, short: str) -> float:
     if not target:
         return 0.0
     return round(len(target & content_words(task)) / len(target), 4)
+
+
+def leak_report(tasks: list[Task], threshold: float) -> LeakReport:
+    shares = [t.leak_share for t in tasks]
+    return LeakReport(
+        threshold=threshold,
+        mean_share=round(sum(shares) / len(shares), 4) if shares else 0.0,
+        max_share=max(shares, default=0.0),
+        flagged=[t.index for t in tasks if t.leak_share > threshold],
+        edited=sum(1 for t in tasks if t.revisions),
+        budget_spent=sum(1 for t in tasks if t.status == "fishing_budget_spent"),
+    )
 
 
 def make_task(
@@ -244,6 +342,11 @@ def make_task(
     max_edits: int,
     leak_threshold: float,
 ) -> Task:
+    """Write one task, then criticise and edit it until neutral or ``max_edits`` is spent.
+
+    ``verdicts[i]`` judges version i; ``revisions`` holds every replaced version in order, so
+    the final ``task`` is version ``len(revisions)``.
+    """
     where = f"user {persona.user_id}, task {index} ({entry.dimension})"
     draft = llms["generator"].json(
         render(
@@ -259,15 +362,16 @@ def make_task(
         TaskDraft,
         where=where,
     )
-    text, rationale = draft.task.strip(), draft.rationale
+    text, rationale = draft.task.strip(), draft.rationale.strip()
     verdicts: list[CriticVerdict] = []
     revisions: list[str] = []
     status = "neutral"
     while True:
+        # The critic is blind: it sees the category and the request, never the target.
         crit = llms["critic"].json(
             render(prompts["critic"], category=entry.category, task=text),
             CriticReply,
-            where=where,
+            where=f"{where}, critic round {len(verdicts) + 1}",
         )
         verdicts.append(
             CriticVerdict(verdict=crit.verdict, inferred_trait=crit.inferred_trait, why=crit.why)
@@ -276,15 +380,22 @@ def make_task(
             break
         if len(revisions) >= max_edits:
             status = "fishing_budget_spent"
-            log.warning("%s: still fishing after %d edits; marked", where, max_edits)
+            log.warning("%s: still fishing after %d edit(s); marked", where, max_edits)
             break
         edit = llms["editor"].json(
-            render(prompts["edit"], task=text, inferred_trait=crit.inferred_trait, why=crit.why),
+            render(
+                prompts["edit"],
+                category=entry.category,
+                dimension=entry.dimension,
+                task=text,
+                inferred_trait=crit.inferred_trait,
+                why=crit.why,
+            ),
             TaskDraft,
-            where=where,
+            where=f"{where}, edit {len(revisions) + 1}",
         )
         revisions.append(text)
-        text, rationale = edit.task.strip(), edit.rationale
+        text, rationale = edit.task.strip(), edit.rationale.strip()
     share = leak_share(text, entry.short)
     return Task(
         index=index,
@@ -310,6 +421,7 @@ def make_tasks(
     max_edits: int = 3,
     leak_threshold: float = 0.5,
 ) -> Tasks:
+    """One task per bank entry, in bank order (sequential: each sees the earlier scenes)."""
     tasks: list[Task] = []
     for i, entry in enumerate(bank.entries, start=1):
         tasks.append(
@@ -326,7 +438,18 @@ def make_tasks(
             )
         )
         log.info("tasks %s: %d/%d done", persona.user_id, i, len(bank.entries))
-    return Tasks(user_id=persona.user_id, tasks=tasks)
+    report = leak_report(tasks, leak_threshold)
+    log.info(
+        "tasks %s: leak mean %.2f max %.2f, %d flagged over %.2f, %d edited, %d budget spent",
+        persona.user_id,
+        report.mean_share,
+        report.max_share,
+        len(report.flagged),
+        leak_threshold,
+        report.edited,
+        report.budget_spent,
+    )
+    return Tasks(user_id=persona.user_id, tasks=tasks, leak=report)
 
 
 def check_tasks_match_bank(tasks: Tasks, bank: Bank, source: str) -> None:

@@ -1,4 +1,13 @@
 # Simulated users: persona -> hidden bank -> leak-controlled tasks (paper §3.2).
+import sys
+
+from memprobe import taxonomy
+
+# The pool is validated when the DAG loads: a bad pool stops the run before any job.
+try:
+    taxonomy.check_counts(taxonomy.load_pool(POOL), CFG.dims_per_category)
+except taxonomy.TaxonomyError as err:
+    sys.exit(f"memprobe: {err}")
 
 
 rule persona:
