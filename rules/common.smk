@@ -2,11 +2,14 @@
 import sys
 
 from memprobe import preflight
+from memprobe import taxonomy
 from memprobe.agents import registry
 from memprobe.config import ConfigError, load_config
 
 try:
-    CFG = load_config(config)
+    CFG = load_config(
+        config, source=" + ".join(map(str, workflow.configfiles)) or "config"
+    )
 except ConfigError as err:
     sys.exit(f"memprobe: {err}")
 
@@ -16,13 +19,24 @@ SYSTEMS = CFG.systems
 K = CFG.primary_k
 GUIDES = "prompts/category_guides.yaml"
 POOL = "config/dimension_pool.yaml"
+# The pool is an input of every bank job: a broken one stops the run here, in one line.
+try:
+    taxonomy.load_pool(POOL)
+except taxonomy.TaxonomyError as err:
+    sys.exit(f"memprobe: {err}")
 # (system, mode) pairs that apply: retrieve needs a system with search().
-PAIRS = [
-    (s, m)
-    for s in SYSTEMS
-    for m in CFG.modes
-    if m == "dump_all" or registry.spec(s).searchable
-]
+if CFG.release.import_runs:
+    # Imported runs (rules/release.smk): a mode applies where the release holds its records.
+    from memprobe import release
+
+    PAIRS = release.pairs(CFG)
+else:
+    PAIRS = [
+        (s, m)
+        for s in SYSTEMS
+        for m in CFG.modes
+        if m == "dump_all" or registry.spec(s).searchable
+    ]
 
 
 wildcard_constraints:
@@ -39,6 +53,31 @@ def prompt(name):
 def agent_module(wildcards):
     """The system's module file: editing it reruns exactly that system's jobs."""
     return registry.spec(wildcards.system).source_file()
+
+
+def agent_prompts(wildcards):
+    """The system's own prompt files as ``<name>_prompt`` inputs (editing one reruns its jobs)."""
+    return {f"{p}_prompt": prompt(p) for p in registry.spec(wildcards.system).prompts}
+
+
+# GPU placement (memt): only the rollout/probe jobs of a system flagged `gpu` in the registry
+# ask for a GPU; every other job gets gpu=0 and no gpu_model, so the SLURM plugin adds no
+# --gpus flag. gpu_model/cpus_per_gpu come from config memt.* (set per site, docs/cluster.md).
+def gpu_count(wildcards):
+    return 1 if registry.spec(wildcards.system).gpu else 0
+
+
+def gpu_model(wildcards):
+    return CFG.memt.gpu_model if gpu_count(wildcards) else None
+
+
+def cpus_per_gpu(wildcards):
+    return CFG.memt.cpus_per_gpu if gpu_count(wildcards) else None
+
+
+def probe_llm_slots(wildcards):
+    """A GPU system's search calls its served model, so its probe takes an LLM slot."""
+    return gpu_count(wildcards)
 
 
 def slotfill_memory(wildcards):
