@@ -2,7 +2,8 @@
 
 One file per request under ``<dir>/<key[:2]>/<key>.json``, written by atomic rename, so
 parallel jobs (``--cores 8``) never need a lock and a SIGKILL never leaves a torn entry: a
-reader sees either no entry or a whole one. A rerun of a finished job replays its calls from
+reader sees either no entry or a whole one. A kill mid-write leaves at most a ``.tmp-*`` file,
+which no key ever names. A rerun of a finished job replays its calls from
 here and pays nothing.
 """
 
@@ -37,12 +38,16 @@ class ResponseCache:
         path = self._path(key)
         try:
             with open(path, encoding="utf-8") as fh:
-                return json.load(fh)
+                entry = json.load(fh)
         except FileNotFoundError:
             return None
-        except json.JSONDecodeError:
-            # Impossible with atomic writes; treat a foreign/corrupt file as a miss.
+        except (ValueError, OSError):
+            # Impossible with atomic writes; a foreign/corrupt file is a miss, re-asked and
+            # overwritten, never a crash.
             return None
+        if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
+            return None
+        return entry
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
         path = self._path(key)

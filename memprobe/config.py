@@ -95,6 +95,9 @@ class LLMSettings(_Strict):
 
     @model_validator(mode="after")
     def _openai_needs_base_url(self) -> LLMSettings:
+    resample_invalid: int = Field(
+        default=2, ge=0, description="identical re-sends of an empty/non-JSON/off-schema reply"
+    )
         if self.backend == "openai" and not self.base_url:
             missing = [r for r in ROLES if not (self.roles.get(r) and self.roles[r].base_url)]
             if missing:

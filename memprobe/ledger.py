@@ -6,6 +6,7 @@ The paper's Table 5 token counts are not auditable; ours are rebuilt from these 
 from __future__ import annotations
 
 import csv
+import io
 import os
 import threading
 import time
@@ -21,6 +22,10 @@ COLUMNS = (
     "latency_s",
     "cached",
     "reask",
+    # sha256 of the request (no secret in it): "no finished call paid twice" is checkable as
+    # "no key with two rows cached=false, status=ok".
+    "key",
+    "status",  # ok | invalid (a paid reply that was thrown away and asked for again)
 )
 
 
@@ -40,6 +45,8 @@ class Ledger:
         latency_s: float,
         cached: bool,
         reask: int = 0,
+        key: str = "",
+        status: str = "ok",
     ) -> None:
         if self.path is None:
             return
@@ -53,15 +60,24 @@ class Ledger:
             "latency_s": f"{latency_s:.4f}",
             "cached": "true" if cached else "false",
             "reask": reask,
+            "key": key,
+            "status": status,
         }
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=COLUMNS)
+        writer.writerow(row)
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            new = not self.path.exists()
             # Append mode: rows of a killed-and-resumed job accumulate, so the ledger shows
-            # which calls were paid and which were replayed from the cache.
-            with open(self.path, "a", newline="", encoding="utf-8") as fh:
-                writer = csv.DictWriter(fh, fieldnames=COLUMNS)
-                if new:
-                    writer.writeheader()
-                writer.writerow(row)
-                fh.flush()
+            # which calls were paid and which were replayed from the cache. One write() per
+            # row on an O_APPEND fd: a SIGKILL cannot leave half a row for the next to extend.
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                data = buf.getvalue()
+                if os.fstat(fd).st_size == 0:
+                    head = io.StringIO()
+                    csv.DictWriter(head, fieldnames=COLUMNS).writeheader()
+                    data = head.getvalue() + data
+                os.write(fd, data.encode("utf-8"))
+            finally:
+                os.close(fd)

@@ -12,7 +12,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from memprobe import CATEGORIES
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -51,6 +53,15 @@ class BankEntry(Record):
     dimension: str
     short: str
     explanation: str
+
+    @field_validator("category")
+    @classmethod
+    def _known_category(cls, v: str) -> str:
+        # Bank files may be hand-made or imported: an unknown category would silently drop
+        # the entry from every per-category score.
+        if v not in CATEGORIES:
+            raise ValueError(f"unknown category {v!r}; expected one of {', '.join(CATEGORIES)}")
+        return v
 
 
 class Bank(Record):
@@ -141,6 +152,18 @@ class Memories(Record):
 
 # -- preference (metric D) ---------------------------------------------------------------
 class PrefScore(Record):
+    @model_validator(mode="after")
+    def _consistent(self) -> Memories:
+        # An imported dump is scored as-is: each item must carry the text the scorers read.
+        for i, item in enumerate(self.memories):
+            if not isinstance(item.get("content"), str):
+                raise ValueError(f"memories.{i}.content: expected a string")
+        if self.num_memories != len(self.memories):
+            raise ValueError(
+                f"num_memories is {self.num_memories} but memories has {len(self.memories)} items"
+            )
+        return self
+
     idx: int
     score: int | Literal["na"]
     reason: str = ""
@@ -306,4 +329,5 @@ def load(path: str | os.PathLike[str], model: type[T]) -> T:
     except ValidationError as err:
         first = err.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise RecordError(f"{path}: {loc}: {first['msg']}") from None
+        msg = first["msg"].removeprefix("Value error, ")
+        raise RecordError(f"{path}: {loc}: {msg}") from None

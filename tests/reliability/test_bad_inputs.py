@@ -1,0 +1,180 @@
+"""Must-show 3: each bad input -> a one-line error naming the file/key, exit != 0, no artifact.
+
+Config and pool errors stop the run when the DAG loads; broken files (hand-made, imported or
+edited) fail the job that reads them, and Snakemake removes that job's outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import Workflow
+from tests.reliability.conftest import TARGET, stray_temp_files
+
+
+def _cfg(edit):
+    def mutate(root: Path) -> None:
+        path = root / "test-config.yaml"
+        cfg = yaml.safe_load(path.read_text())
+        edit(cfg)
+        path.write_text(yaml.safe_dump(cfg))
+
+    return mutate
+
+
+def _pool(edit):
+    def mutate(root: Path) -> None:
+        path = root / "config" / "dimension_pool.yaml"
+        pool = yaml.safe_load(path.read_text())
+        edit(pool)
+        path.write_text(yaml.safe_dump(pool))
+
+    return mutate
+
+
+def _json(rel: str, edit):
+    def mutate(root: Path) -> None:
+        path = root / "results" / rel
+        data = json.loads(path.read_text())
+        edit(data)
+        path.write_text(json.dumps(data))
+
+    return mutate
+
+
+def _text(rel: str, text: str):
+    def mutate(root: Path) -> None:
+        (root / rel).write_text(text)
+
+    return mutate
+
+
+def _first_dim(pool):
+    return next(iter(pool["categories"].values()))["dimensions"][0]
+
+
+def _dup_dim(pool):
+    cats = list(pool["categories"].values())
+    cats[1]["dimensions"].append(dict(cats[0]["dimensions"][0]))
+
+
+U = "users/user_001"
+TASKS = f"results/{U}/tasks.json"
+EPISODES = "results/nomem/user_001/episodes.json"
+SLOTFILL = "results/longctx_full/user_001/dump_all/slotfill.json"
+BANK = f"results/{U}/bank.json"
+MEM = "longctx_full/user_001/memories.json"
+
+CASES = {
+    # name: (mutation, target, fragments the one error line must contain)
+    "n_users zero": (_cfg(lambda c: c.update(n_users=0)), TARGET, ["n_users"]),
+    "unknown config key": (_cfg(lambda c: c.update(n_user=2)), TARGET, ["n_user: unknown key"]),
+    "unknown system": (_cfg(lambda c: c.update(systems=["nosuch"])), TARGET, ["systems", "nosuch"]),
+    "unknown backend": (_cfg(lambda c: c["llm"].update(backend="gpt")), TARGET, ["llm.backend"]),
+    "k zero": (_cfg(lambda c: c.update(k=0)), TARGET, ["k"]),
+    "max_attempts not a number": (
+        _cfg(lambda c: c["llm"].update(max_attempts="many")),
+        TARGET,
+        ["llm.max_attempts"],
+    ),
+    "negative dimension count": (
+        _cfg(lambda c: c["dims_per_category"].update(skill_memory=-1)),
+        TARGET,
+        ["dims_per_category", "skill_memory"],
+    ),
+    "unknown category in config": (
+        _cfg(lambda c: c["dims_per_category"].update(hobbies=1)),
+        TARGET,
+        ["dims_per_category", "unknown key"],
+    ),
+    "openai backend without base_url": (
+        _cfg(lambda c: c["llm"].pop("base_url")),
+        TARGET,
+        ["llm.base_url", "required"],
+    ),
+    "pool not YAML": (
+        _text("config/dimension_pool.yaml", "categories: [\n"),
+        TARGET,
+        ["dimension_pool.yaml", "not valid YAML"],
+    ),
+    "pool missing a category": (
+        _pool(lambda p: p["categories"].pop("self_model")),
+        TARGET,
+        ["dimension_pool.yaml", "self_model"],
+    ),
+    "pool answer space too small": (
+        _pool(lambda p: _first_dim(p).update(answer_space=["a"])),
+        TARGET,
+        ["dimension_pool.yaml", "answer_space"],
+    ),
+    "pool duplicate dimension": (_pool(_dup_dim), TARGET, ["dimension_pool.yaml", "duplicate"]),
+    "bank not JSON": (
+        _text(BANK, '{"user_id": "user_001", "entr'),
+        TASKS,
+        ["bank.json", "not valid JSON"],
+    ),
+    "bank entry missing dimension": (
+        _json(f"{U}/bank.json", lambda b: b["entries"][0].pop("dimension")),
+        TASKS,
+        ["bank.json", "entries.0.dimension"],
+    ),
+    "bank entry unknown category": (
+        _json(f"{U}/bank.json", lambda b: b["entries"][0].update(category="hobbies")),
+        TASKS,
+        ["bank.json", "entries.0.category", "hobbies"],
+    ),
+    "persona age not a number": (
+        _json(f"{U}/persona.json", lambda p: p.update(age="old")),
+        BANK,
+        ["persona.json", "age"],
+    ),
+    "task index not a number": (
+        _json(f"{U}/tasks.json", lambda t: t["tasks"][0].update(index="first")),
+        EPISODES,
+        ["tasks.json", "tasks.0.index"],
+    ),
+    "memories count mismatch": (
+        _json(MEM, lambda m: m.update(num_memories=m["num_memories"] + 1)),
+        SLOTFILL,
+        ["memories.json", "num_memories"],
+    ),
+    "memory item without content": (
+        _json(MEM, lambda m: m["memories"].__setitem__(0, {"text": "x"})),
+        SLOTFILL,
+        ["memories.json", "memories.0.content"],
+    ),
+    "memories not a list": (
+        _json(MEM, lambda m: m.update(memories={"a": 1})),
+        SLOTFILL,
+        ["memories.json", "memories"],
+    ),
+}
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_gives_one_line_error_and_no_artifact(case, clean_run, endpoint, tmp_path):
+    mutate, target, fragments = CASES[case]
+    root = tmp_path / "case"
+    shutil.copytree(clean_run.wf.root, root, symlinks=True)
+    wf = Workflow.__new__(Workflow)
+    wf.root, wf.config_path = root, root / "test-config.yaml"
+    cfg = yaml.safe_load(wf.config_path.read_text())
+    cfg["llm"]["base_url"] = endpoint.base_url  # the clean run's endpoint is gone
+    wf.config_path.write_text(yaml.safe_dump(cfg))
+    (root / target).unlink()
+    mutate(root)
+    proc = wf.run(target, check=False)
+    out = proc.stdout + proc.stderr
+    lines = [ln for ln in out.splitlines() if "memprobe:" in ln]
+    assert proc.returncode != 0
+    assert lines, out[-2000:]
+    assert all(f in lines[0] for f in fragments), lines[0]
+    assert "Traceback" not in out, out[-2000:]
+    assert not (root / target).exists()
+    assert not stray_temp_files(root)
