@@ -7,10 +7,26 @@ configfile: "config/config.yaml"
 
 
 include: "rules/common.smk"
-include: "rules/users.smk"
-include: "rules/rollout.smk"
-include: "rules/scoring.smk"
-include: "rules/attribution.smk"
+
+
+# config/release.yaml (release.import_runs): every run artifact is imported from the authors'
+# release instead of generated; users.source: release alone imports banks and tasks only.
+if CFG.release.import_runs:
+
+    include: "rules/release.smk"
+
+else:
+
+    include: "rules/users.smk"
+    include: "rules/rollout.smk"
+    include: "rules/scoring.smk"
+    include: "rules/attribution.smk"
+
+    if CFG.users.source == "release":
+
+        include: "rules/release.smk"
+
+
 include: "rules/tables.smk"
 
 
@@ -18,3 +34,4 @@ rule all:
     default_target: True
     input:
         f"{R}/table2.csv",
+        rules.tables.input,

@@ -13,8 +13,8 @@ class PreflightError(RuntimeError):
 
 
 def endpoints(cfg: Config) -> list[str]:
-    if cfg.llm.backend != "openai":
-        return []
+    if cfg.llm.backend != "openai" or cfg.release.import_runs:
+        return []  # an import of the release's records makes no LLM call
     return sorted({role_settings(cfg, r)["base_url"] for r in ROLES})
 
 

@@ -1,0 +1,15 @@
+from memprobe import glue, records, release, taxonomy
+
+
+def main(job: glue.Job) -> None:
+    result = release.retrieved(
+        release.Layout(job.cfg),
+        job.wildcards.system,
+        job.wildcards.user,
+        int(job.wildcards.k),
+        taxonomy.load_guides(job.input.guides),
+    )
+    records.write_atomic(job.output[0], result)
+
+
+glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)

@@ -1,0 +1,14 @@
+from memprobe import glue, records, release
+
+
+def main(job: glue.Job) -> None:
+    user = job.wildcards.user
+    bank = release.bank(job.input.bank_file, user, job.cfg.dims_per_category)
+    tasks = release.tasks(job.input.task_file, user, bank)
+    persona = release.persona(job.input.bank_file, user)
+    records.write_atomic(job.output.persona, persona)
+    records.write_atomic(job.output.bank, bank)
+    records.write_atomic(job.output.tasks, tasks)
+
+
+glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)

@@ -1,0 +1,18 @@
+from memprobe import glue, records, recovery, taxonomy
+
+
+def main(job: glue.Job) -> None:
+    result = recovery.slotfill_user(
+        user_id=job.wildcards.user,
+        system=job.wildcards.system,
+        mode="retrieve",
+        bank=records.load(job.input.bank, records.Bank),
+        guides=taxonomy.load_guides(job.input.guides),
+        llm=job.llm("slotfill"),
+        prompt=job.input.prompt,
+        retrieved=records.load(job.input.memory, records.Retrieved),
+    )
+    records.write_atomic(job.output[0], result)
+
+
+glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)

@@ -1,0 +1,25 @@
+"""A stand-in for memprobe.llm.LLM that records every request and answers from a function."""
+
+from __future__ import annotations
+
+import json
+
+
+class RecordingLLM:
+    def __init__(self, answer) -> None:
+        self.answer = answer  # (messages, schema) -> dict
+        self.requests: list[list[dict[str, str]]] = []
+
+    def json(self, messages, schema, *, check=None, sample=0, where=""):
+        self.requests.append(messages)
+        return schema.model_validate(self.answer(messages, schema))
+
+    def map(self, fn, items):
+        return [fn(x) for x in items]
+
+    def prompt_text(self, i: int) -> str:
+        return "\n".join(m["content"] for m in self.requests[i])
+
+    @staticmethod
+    def dumps(obj) -> str:
+        return json.dumps(obj)

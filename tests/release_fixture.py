@@ -1,0 +1,42 @@
+"""The synthetic release fixture (tests/fixtures/release) and a config that imports it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from memprobe.config import Config, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "release"
+USERS = ("user_001", "user_002", "user_003")
+SYSTEMS = ["nomem", "longctx_full", "memt"]
+
+
+def release_config(**overrides) -> dict:
+    """config/release.yaml, narrowed to the fixture: 3 users, 2/2/2/1/1 dims, 3 systems.
+
+    context_tokens 2000 leaves 1200 tokens (~4800 chars) for the store: memt's stores of
+    users 2 and 3 (20x400 and 30x300 chars) overflow, user 1's (3x100) fits.
+    """
+    cfg = yaml.safe_load((ROOT / "config" / "release.yaml").read_text())
+    cfg.update(
+        n_users=3,
+        release_dir=str(FIXTURE),
+        dims_per_category={
+            "skill_memory": 2,
+            "knowledge_memory": 2,
+            "episodic_memory": 2,
+            "self_model": 1,
+            "assistance_preference": 1,
+        },
+        systems=list(SYSTEMS),
+        slotfill={"context_tokens": 2000, "overflow": "flag"},
+    )
+    cfg.update(overrides)
+    return cfg
+
+
+def cfg_model(**overrides) -> Config:
+    return load_config(release_config(**overrides))
