@@ -87,6 +87,9 @@ class LLMSettings(_Strict):
     timeout_s: float = Field(default=120.0, gt=0)
     max_attempts: int = Field(default=5, ge=1, description="transport tries per request")
     max_reasks: int = Field(default=2, ge=0, description="re-asks after an invalid reply")
+    resample_invalid: int = Field(
+        default=2, ge=0, description="identical re-sends of an empty/non-JSON/off-schema reply"
+    )
     backoff_s: float = Field(default=1.0, ge=0)
     concurrency: int = Field(default=4, ge=1, description="parallel calls inside one job")
     cache_dir: str = ".cache/llm"
@@ -95,9 +98,6 @@ class LLMSettings(_Strict):
 
     @model_validator(mode="after")
     def _openai_needs_base_url(self) -> LLMSettings:
-    resample_invalid: int = Field(
-        default=2, ge=0, description="identical re-sends of an empty/non-JSON/off-schema reply"
-    )
         if self.backend == "openai" and not self.base_url:
             missing = [r for r in ROLES if not (self.roles.get(r) and self.roles[r].base_url)]
             if missing:
@@ -117,6 +117,8 @@ class Compat(_Strict):
     longctx_drop_final_reply: bool = False
     retrieve_attribution_empty_transcript: bool = False
     judge_unknown_labels: bool = False
+    # memt search: the release returned items in ReAct discovery order (scores were None).
+    memt_discovery_order: bool = False
 
 
 class SlotFill(_Strict):
@@ -127,6 +129,40 @@ class SlotFill(_Strict):
 class TaskGen(_Strict):
     max_edits: int = Field(default=3, ge=0, description="editor rounds before a task is marked")
     leak_threshold: float = Field(default=0.5, ge=0, le=1)
+
+
+class MemT(_Strict):
+    """Mem-T (the memt system): where its policy model is served and how its store behaves.
+
+    Either ``endpoint`` (an OpenAI-compatible server already running Mem-T) or ``serve: true``
+    with ``model_path``, in which case the memt jobs start ``vllm serve`` themselves
+    (memprobe/vllm_server.py) from the separate env ``envs/vllm.yaml``.
+    """
+
+    endpoint: str | None = None
+    serve: bool = False
+    model_path: str | None = None
+    model: str = Field(default="Mem-T-4B", description="served model name")
+    api_key_env: str = "MEMT_API_KEY"
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)  # the release's hard-coded value
+    max_tokens: int = Field(default=1024, ge=1)
+    max_tool_steps: int = Field(default=6, ge=1)
+    update_topk: int = Field(default=3, ge=1)
+    search_topk: int = Field(default=5, ge=1, description="items per search_* tool call")
+    embedder: str | None = Field(default=None, description="sentence-transformers path or name")
+    vllm_bin: str = Field(default="vllm", description="the vllm executable of envs/vllm.yaml")
+    vllm_args: list[str] = Field(default_factory=list)
+    port: int = Field(default=0, ge=0, le=65535, description="0 = pick a free port")
+    startup_timeout_s: float = Field(default=900.0, gt=0)
+    # SLURM placement of the memt jobs; set here, not per rule, so only memt jobs get a GPU.
+    gpu_model: str | None = None
+    cpus_per_gpu: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _serve_needs_model(self) -> MemT:
+        if self.serve and not self.model_path:
+            raise ValueError("model_path: required when memt.serve is true")
+        return self
 
 
 class Users(_Strict):
@@ -180,6 +216,7 @@ class Config(_Strict):
     compat: Compat = Field(default_factory=Compat)
     tasks: TaskGen = Field(default_factory=TaskGen)
     slotfill: SlotFill = Field(default_factory=SlotFill)
+    memt: MemT = Field(default_factory=MemT)
     llm: LLMSettings
 
     @field_validator("dims_per_category")
@@ -226,6 +263,16 @@ class Config(_Strict):
             raise ValueError(
                 "users.release_dir: required when users.source is 'release' "
                 "(or pass --config release_dir=PATH)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _memt_reachable(self) -> Config:
+        serving = self.memt.endpoint or self.memt.serve or self.release.import_runs
+        if "memt" in self.systems and not serving:
+            raise ValueError(
+                "memt: set memt.endpoint (a running Mem-T server) or memt.serve: true "
+                "with memt.model_path"
             )
         return self
 

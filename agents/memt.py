@@ -1,0 +1,427 @@
+"""memt: our client of Mem-T's tool protocol (reference-release.md §3.5, arXiv 2601.23014).
+
+Mem-T is a trained memory-operation policy served behind an OpenAI-compatible endpoint (vLLM).
+It answers in text with ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks;
+we parse them and execute the operations on a small on-disk vector store with five collections
+(turns, facts, experiences, personas, summary).
+
+- Write, per user turn: the raw turn goes to ``turns``; one *formation* call (create_fact,
+  create_experience, update_persona, update_summary); then per fact/experience candidate the
+  most similar stored items and one *update* call (add_item, update_item, delete_item,
+  ignore_item).
+- Read: a ReAct loop (search_summary/facts/experiences/personas/turns, finish) within
+  ``memt.max_tool_steps``. ``search(query, k)`` returns the top-k distinct surfaced items
+  ranked by cosine similarity to the query; the release's discovery order (scores None) is
+  ``compat.memt_discovery_order``. Raw turns are never returned by search (as in the release).
+- A malformed tool call (bad JSON, unknown tool, missing arguments, unknown id) is counted in
+  ``meta()["stats"]`` and skipped; it never fails the rollout.
+- The assistant reply stays on the shared reply role (the paper's ``memt_memonly``).
+
+Deliberate difference from the release: persona and summary documents do not embed every
+source turn (the release's did, which made the memt dump overflow the slot-filler); their
+metadata keeps the source turn ids instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
+
+from memprobe import embeddings
+from memprobe.llm import LLM
+from memprobe.prompts import render
+from memprobe.records import write_atomic
+
+COLLECTIONS = ("turns", "facts", "experiences", "personas", "summary")
+FORMATION_TOOLS = ("create_fact", "create_experience", "update_persona", "update_summary")
+UPDATE_TOOLS = ("add_item", "update_item", "delete_item", "ignore_item")
+RETRIEVE_TOOLS = tuple(f"search_{c}" for c in COLLECTIONS) + ("finish",)
+SUMMARY_ID = "hmb_session"
+SOURCE_SEP = "\n\n----- ORIGINAL SOURCE -----\n"
+MAX_REPLY_MEMORIES = 20
+FALLBACK_CHARS = 400
+STORE_FILE = "memt_store.json"
+VECTORS_FILE = "memt_vectors.npz"
+NUDGE = (
+    "No valid tool call was found in your last message. Call exactly one tool as "
+    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>, or call finish.'
+)
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+def parse_tool_calls(text: str, allowed: tuple[str, ...]) -> tuple[list[ToolCall], int]:
+    """The well-formed calls of ``allowed`` tools in order, and the number of malformed blocks.
+
+    A trailing block without its closing tag is accepted (servers often stop on the tag).
+    """
+    calls: list[ToolCall] = []
+    malformed = 0
+    for match in _TOOL_CALL.finditer(text or ""):
+        try:
+            obj = json.loads(match.group(1))
+        except json.JSONDecodeError:
+            malformed += 1
+            continue
+        args = obj.get("arguments", {}) if isinstance(obj, dict) else None
+        if isinstance(args, str):  # some servers double-encode the arguments
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                args = None
+        if (
+            not isinstance(obj, dict)
+            or obj.get("name") not in allowed
+            or not isinstance(args, dict)
+        ):
+            malformed += 1
+            continue
+        calls.append(ToolCall(obj["name"], args))
+    return calls, malformed
+
+
+@dataclass
+class Hit:
+    collection: str
+    id: str
+    score: float
+
+
+class VectorStore:
+    """Five named collections of ``{document, metadata}`` with normalised embeddings, on disk."""
+
+    def __init__(self, embedder: str | None) -> None:
+        self.embedder = embedder
+        self.items: dict[str, dict[str, dict[str, Any]]] = {c: {} for c in COLLECTIONS}
+        self.vectors: dict[str, dict[str, np.ndarray]] = {c: {} for c in COLLECTIONS}
+
+    def embed(self, text: str) -> np.ndarray:
+        return embeddings.encode([text], path=self.embedder)[0]
+
+    def upsert(self, col: str, item_id: str, document: str, metadata: dict[str, Any]) -> None:
+        # The vector is of the distilled text (memory_content), not of the source block.
+        self.items[col][item_id] = {"document": document, "metadata": metadata}
+        self.vectors[col][item_id] = self.embed(metadata.get("memory_content") or document)
+
+    def delete(self, col: str, item_id: str) -> bool:
+        self.vectors[col].pop(item_id, None)
+        return self.items[col].pop(item_id, None) is not None
+
+    def query(self, col: str, text: str, n: int) -> list[Hit]:
+        ids = list(self.items[col])
+        if not ids or n < 1:
+            return []
+        matrix = np.stack([self.vectors[col][i] for i in ids])
+        ranked = embeddings.top_k(self.embed(text), matrix, n)
+        return [Hit(col, ids[i], score) for i, score in ranked]
+
+    def similarity(self, vec: np.ndarray, col: str, item_id: str) -> float:
+        return float(self.vectors[col][item_id] @ vec)
+
+    def save(self, directory: Path) -> None:
+        arrays = {}
+        for col in COLLECTIONS:
+            ids = list(self.items[col])
+            if ids:
+                arrays[col] = np.stack([self.vectors[col][i] for i in ids])
+        tmp = directory / f".{VECTORS_FILE}.tmp.npz"
+        np.savez(tmp, **arrays)
+        tmp.replace(directory / VECTORS_FILE)
+
+    def load(self, directory: Path, items: dict[str, dict[str, dict[str, Any]]]) -> None:
+        self.items = {c: dict(items.get(c, {})) for c in COLLECTIONS}
+        with np.load(directory / VECTORS_FILE) as arrays:
+            for col in COLLECTIONS:
+                ids = list(self.items[col])
+                matrix = arrays[col] if col in arrays.files else np.zeros((0, 0))
+                if len(ids) != len(matrix):
+                    raise ValueError(
+                        f"{directory / VECTORS_FILE}: collection {col} has {len(matrix)} "
+                        f"vectors for {len(ids)} items"
+                    )
+                self.vectors[col] = {i: matrix[n] for n, i in enumerate(ids)}
+
+
+def memt_client(config, writer: LLM | None) -> LLM:
+    """The Mem-T policy client: the memt endpoint, the writer's cache and usage ledger."""
+    from memprobe import vllm_server
+    from memprobe.cache import ResponseCache
+    from memprobe.ledger import Ledger
+
+    m = config.memt
+    fake = config.llm.backend == "fake"
+    return LLM(
+        "writer",
+        backend="fake" if fake else "openai",
+        base_url="http://fake.invalid/v1" if fake else vllm_server.ensure(m),
+        model=m.model,
+        api_key_env=m.api_key_env,
+        temperature=m.temperature,
+        max_tokens=m.max_tokens,
+        seed=config.seed,
+        cache=writer.cache if writer else ResponseCache(config.llm.cache_dir),
+        ledger=writer.ledger if writer else Ledger(None),
+        timeout_s=config.llm.timeout_s,
+        max_attempts=config.llm.max_attempts,
+        backoff_s=config.llm.backoff_s,
+    )
+
+
+class MemT(MemorySystem):
+    name = "memt"
+    searchable = True
+    gpu = True
+    llm_writer = True
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settings = self.config.memt
+        self._policy: LLM | None = None
+
+    @property
+    def policy(self) -> LLM:
+        # Built on first use: a probe job that only loads the store needs no server yet.
+        if self._policy is None:
+            self._policy = memt_client(self.config, self.writer)
+        return self._policy
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def reset(self, user_id: str) -> None:
+        super().reset(user_id)
+        self.store = VectorStore(self.settings.embedder)
+        self.n_turns = 0
+        self.counters = {"f": 0, "e": 0}
+        self.stats: Counter[str] = Counter()
+
+    def _count(self, key: str, n: int = 1) -> None:
+        if n:
+            self.stats[key] += n
+
+    def _ask(self, kind: str, messages: list[dict[str, str]], tools: tuple[str, ...]):
+        raw = self.policy.text(messages, where=f"memt {kind}, user {self.user_id}")
+        calls, bad = parse_tool_calls(raw, tools)
+        self._count(f"calls_{kind}")
+        self._count("malformed_tool_calls", bad)
+        for c in calls:
+            self._count(f"tool_{c.name}")
+        return raw, calls
+
+    # -- writes ---------------------------------------------------------------------------
+    def _write_turn(self, text: str) -> None:
+        self.n_turns += 1
+        tid = f"t{self.n_turns:04d}"
+        turn = f"user said: {text}"
+        self.store.upsert("turns", tid, turn, {"col_name": "turns", "turn_time": tid})
+        summary = self.store.items["summary"].get(SUMMARY_ID)
+        personas = [
+            {"name": pid, "content": p["metadata"]["memory_content"]}
+            for pid, p in self.store.items["personas"].items()
+        ]
+        messages = render(
+            self.prompts["memt_formation"],
+            summary=summary["metadata"]["memory_content"] if summary else "(empty)",
+            personas=json.dumps(personas, ensure_ascii=False) if personas else "(none)",
+            turn=turn,
+        )
+        _, calls = self._ask("formation", messages, FORMATION_TOOLS)
+        for call in calls:
+            content = str(call.arguments.get("content") or "").strip()
+            if not content:
+                self._count("malformed_tool_calls")
+            elif call.name == "update_summary":
+                self._upsert_profile("summary", SUMMARY_ID, content, tid, turn)
+            elif call.name == "update_persona":
+                name = str(call.arguments.get("name") or "User").strip() or "User"
+                self._upsert_profile("personas", name, content, tid, turn)
+            else:
+                col = "facts" if call.name == "create_fact" else "experiences"
+                self._update(col, content, tid, turn)
+
+    def _upsert_profile(self, col: str, item_id: str, content: str, tid: str, turn: str) -> None:
+        old = self.store.items[col].get(item_id)
+        sources = (old["metadata"]["source_turn_ids"] if old else []) + [tid]
+        meta = {
+            "col_name": col,
+            "turn_time": tid,
+            "memory_content": content,
+            "original_turns": [turn],  # the latest only; ids of all sources below
+            "source_turn_ids": sources,
+        }
+        self.store.upsert(col, item_id, content, meta)
+
+    def _update(self, col: str, candidate: str, tid: str, turn: str) -> None:
+        similar = self.store.query(col, candidate, self.settings.update_topk)
+        shown = [
+            {"id": h.id, "content": self.store.items[col][h.id]["metadata"]["memory_content"]}
+            for h in similar
+        ]
+        messages = render(
+            self.prompts["memt_update"],
+            collection=col,
+            candidate=candidate,
+            similar=json.dumps(shown, ensure_ascii=False) if shown else "(no similar items)",
+        )
+        _, calls = self._ask("update", messages, UPDATE_TOOLS)
+        for call in calls:
+            content = str(call.arguments.get("content") or candidate).strip()
+            target = str(call.arguments.get("id") or "")
+            if call.name == "add_item":
+                prefix = col[0]
+                self.counters[prefix] += 1
+                self._put(
+                    col, f"{prefix}{self.counters[prefix]:04d}", content, [tid], [turn], "add"
+                )
+            elif call.name == "ignore_item":
+                continue
+            elif target not in self.store.items[col]:
+                self._count("malformed_tool_calls")  # update/delete of an id that is not there
+            elif call.name == "delete_item":
+                self.store.delete(col, target)
+            else:
+                old = self.store.items[col][target]["metadata"]
+                self._put(
+                    col,
+                    target,
+                    content,
+                    old["source_turn_ids"] + [tid],
+                    old["original_turns"] + [turn],
+                    "update",
+                    old["op_ids"],
+                )
+
+    def _put(self, col, item_id, content, tids, turns, op, ops=()) -> None:
+        meta = {
+            "col_name": col,
+            "turn_time": tids[-1],
+            "memory_content": content,
+            "original_turns": turns,
+            "source_turn_ids": tids,
+            "op_ids": [*ops, f"{op}@{tids[-1]}"],
+        }
+        self.store.upsert(col, item_id, content + SOURCE_SEP + "\n".join(turns), meta)
+
+    # -- reads ----------------------------------------------------------------------------
+    def _react(self, question: str) -> list[Hit]:
+        """Surfaced items (never raw turns) in discovery order, deduplicated by id."""
+        messages = render(self.prompts["memt_retrieve"], question=question)
+        found: dict[tuple[str, str], Hit] = {}
+        for _ in range(self.settings.max_tool_steps):
+            raw, calls = self._ask("retrieve", messages, RETRIEVE_TOOLS)
+            messages = [*messages, {"role": "assistant", "content": raw}]
+            if not calls:
+                messages.append({"role": "user", "content": NUDGE})
+                continue
+            call = calls[0]  # one action per ReAct step
+            if call.name == "finish":
+                break
+            col = call.name.removeprefix("search_")
+            query = str(call.arguments.get("query") or question)
+            hits = self.store.query(col, query, self.settings.search_topk)
+            shown = []
+            for h in hits:
+                item = self.store.items[col][h.id]
+                shown.append(
+                    {
+                        "id": h.id,
+                        "content": item["metadata"].get("memory_content") or item["document"],
+                    }
+                )
+                if col != "turns":
+                    found.setdefault((col, h.id), h)
+            response = json.dumps(shown, ensure_ascii=False)
+            messages.append(
+                {"role": "user", "content": f"<tool_response>\n{response}\n</tool_response>"}
+            )
+        return list(found.values())
+
+    def recall(self, task: str, history: list[HistoryTurn]) -> list[str]:
+        # As in the release: write the incoming turn first, then retrieve for the reply.
+        latest = latest_user_message(task, history)
+        self._write_turn(latest)
+        hits = self._react(latest)
+        lines = [self.store.items[h.collection][h.id]["metadata"]["memory_content"] for h in hits]
+        if not lines:
+            lines = [m["content"][:FALLBACK_CHARS] for m in self.get_all_memories()]
+        return lines[:MAX_REPLY_MEMORIES]
+
+    def end_episode(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
+        # The final user message is never answered; it is still written to memory.
+        if history:
+            self._write_turn(history[-1]["user"])
+
+    def search(self, query: str, k: int) -> list[dict[str, Any]]:
+        hits = self._react(query)
+        if self.config.compat.memt_discovery_order:
+            return [self._item(h, None) for h in hits[:k]]
+        qvec = self.store.embed(query)
+        scored = [(self.store.similarity(qvec, h.collection, h.id), h) for h in hits]
+        scored.sort(key=lambda pair: -pair[0])  # stable: ties keep discovery order
+        return [self._item(h, score) for score, h in scored[:k]]
+
+    def _item(self, hit: Hit, score: float | None) -> dict[str, Any]:
+        meta = self.store.items[hit.collection][hit.id]["metadata"]
+        return {
+            "id": hit.id,
+            "content": meta["memory_content"],
+            "category": hit.collection,
+            "score": score,
+            "timestamp": meta["turn_time"],
+        }
+
+    def get_all_memories(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": item_id,
+                "content": item["document"],
+                "category": col,
+                "metadata": item["metadata"],
+                "timestamp": item["metadata"]["turn_time"],
+            }
+            for col in COLLECTIONS
+            for item_id, item in self.store.items[col].items()
+        ]
+
+    # -- persistence ----------------------------------------------------------------------
+    def save(self, directory: Path) -> None:
+        super().save(directory)
+        self.store.save(directory)
+        write_atomic(
+            directory / STORE_FILE,
+            {
+                "items": self.store.items,
+                "n_turns": self.n_turns,
+                "counters": self.counters,
+                "stats": dict(self.stats),
+            },
+        )
+
+    def load(self, directory: Path) -> None:
+        state = json.loads((directory / STORE_FILE).read_text(encoding="utf-8"))
+        self.store.load(directory, state["items"])
+        self.n_turns = state["n_turns"]
+        self.counters = state["counters"]
+
+    def meta(self) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "mem_t_model": s.model,
+            "embedder": s.embedder or "all-MiniLM-L6-v2 (packaged)",
+            "max_tool_steps": s.max_tool_steps,
+            "update_topk": s.update_topk,
+            "temperature": s.temperature,
+            "stats": dict(sorted(self.stats.items())),
+            "counts": {c: len(self.store.items[c]) for c in COLLECTIONS},
+        }

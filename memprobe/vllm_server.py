@@ -1,0 +1,167 @@
+"""Where the memt jobs reach Mem-T: an existing endpoint, or a ``vllm serve`` they start.
+
+``memt.endpoint`` set: use it. ``memt.serve: true``: start ``<memt.vllm_bin> serve
+<memt.model_path>`` (the executable of the separate env ``envs/vllm.yaml``: vLLM pins its own
+torch, so it never shares the CPU stack's env) on a free loopback port, wait until
+``GET /health`` answers 200, and stop it when the job's process ends. The server dies with the
+job even when the job is killed (PR_SET_PDEATHSIG), so a failed node leaves no GPU held.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from memprobe.config import MemT
+from memprobe.llm import LLMError
+
+ENDPOINT_ENV = "MEMPROBE_MEMT_BASE_URL"  # a server started outside the job (wins over serve)
+
+
+class VllmError(LLMError):
+    """The Mem-T server could not be started or never became healthy."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_command(m: MemT, port: int) -> list[str]:
+    """The ``vllm serve`` command line for Mem-T (served under ``memt.model``)."""
+    if not m.model_path:
+        raise VllmError("memt.model_path: required when memt.serve is true")
+    return [
+        m.vllm_bin,
+        "serve",
+        m.model_path,
+        "--served-model-name",
+        m.model,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *m.vllm_args,
+    ]
+
+
+def health_url(base_url: str) -> str:
+    # vLLM serves /health at the root, next to /v1.
+    return base_url.rstrip("/").removesuffix("/v1") + "/health"
+
+
+def _die_with_parent() -> None:  # runs in the child before exec
+    os.setsid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class Server:
+    """One ``vllm serve`` process: ``start()`` returns once healthy, ``stop()`` ends it."""
+
+    def __init__(self, m: MemT, log_path: str | os.PathLike[str], poll_s: float = 1.0) -> None:
+        self.settings = m
+        self.port = m.port or free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.log_path = Path(log_path)
+        self.poll_s = poll_s
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> str:
+        cmd = serve_command(self.settings, self.port)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            try:
+                self.proc = subprocess.Popen(
+                    cmd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    preexec_fn=_die_with_parent,
+                )
+            except FileNotFoundError:
+                raise VllmError(
+                    f"memt.vllm_bin: {cmd[0]!r} not found (build envs/vllm.yaml and point "
+                    "memt.vllm_bin at its bin/vllm)"
+                ) from None
+        try:
+            self.wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self.base_url
+
+    def wait_healthy(self) -> None:
+        url = health_url(self.base_url)
+        deadline = time.monotonic() + self.settings.startup_timeout_s
+        while time.monotonic() < deadline:
+            code = self.proc.poll() if self.proc else None
+            if code is not None:
+                raise VllmError(
+                    f"vllm serve exited with status {code} before it was healthy "
+                    f"(log: {self.log_path})"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=5) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(self.poll_s)
+        raise VllmError(
+            f"vllm serve not healthy at {url} after {self.settings.startup_timeout_s:.0f}s "
+            f"(memt.startup_timeout_s; log: {self.log_path})"
+        )
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # vLLM spawns workers: end the whole group
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            pass
+
+
+_server: Server | None = None
+
+
+def ensure(m: MemT, log_path: str | os.PathLike[str] | None = None) -> str:
+    """The Mem-T base URL for this process, starting one server on first use if configured."""
+    global _server
+    if os.environ.get(ENDPOINT_ENV):
+        return os.environ[ENDPOINT_ENV]
+    if m.endpoint:
+        return m.endpoint
+    if not m.serve:
+        raise VllmError("memt: set memt.endpoint or memt.serve: true with memt.model_path")
+    if _server is None:
+        server = Server(m, log_path or Path("logs") / "vllm" / f"serve-{os.getpid()}.log")
+        server.start()
+        atexit.register(server.stop)
+        _server = server
+    return _server.base_url
+
+
+def stop() -> None:
+    """Stop this process's server now (tests; jobs rely on exit)."""
+    global _server
+    if _server is not None:
+        _server.stop()
+        _server = None
