@@ -24,6 +24,7 @@ class SystemSpec:
     searchable: bool  # has search(): retrieve mode applies
     gpu: bool = False  # rollout/probe jobs need a GPU (memt)
     llm_writer: bool = False  # its write path calls an LLM
+    prompts: tuple[str, ...] = ()  # its own prompt files (prompts/<name>.md), rollout inputs
 
     @property
     def module(self) -> str:
@@ -46,6 +47,14 @@ BUILTIN: dict[str, SystemSpec] = {
     for s in (
         SystemSpec("nomem", "memprobe.agents.nomem:NoMemory", searchable=False),
         SystemSpec("longctx_full", "memprobe.agents.longctx:LongContext", searchable=True),
+        SystemSpec(
+            "memt",
+            "memprobe.agents.memt:MemT",
+            searchable=True,
+            gpu=True,
+            llm_writer=True,
+            prompts=("memt_formation", "memt_update", "memt_retrieve"),
+        ),
     )
 }
 
@@ -61,6 +70,7 @@ def _plugins() -> dict[str, SystemSpec]:
             searchable=bool(getattr(cls, "searchable", True)),
             gpu=bool(getattr(cls, "gpu", False)),
             llm_writer=bool(getattr(cls, "llm_writer", False)),
+            prompts=tuple(getattr(cls, "prompt_files", ())),
         )
     return found
 

@@ -61,23 +61,28 @@ def agent_prompts(wildcards):
 
 
 # GPU placement (memt): only the rollout/probe jobs of a system flagged `gpu` in the registry
-# ask for a GPU; every other job gets gpu=0 and no gpu_model, so the SLURM plugin adds no
-# --gpus flag. gpu_model/cpus_per_gpu come from config memt.* (set per site, docs/cluster.md).
+# ask for a GPU. For every other job these callables return None, which drops the resource,
+# so neither the SLURM nor the Kubernetes plugin sees a GPU request (both react to the mere
+# presence of `gpu`/`gpu_model`). gpu_model/cpus_per_gpu: config memt.* (docs/cluster.md).
+def _gpu_system(wildcards):
+    return registry.spec(wildcards.system).gpu
+
+
 def gpu_count(wildcards):
-    return 1 if registry.spec(wildcards.system).gpu else 0
+    return 1 if _gpu_system(wildcards) else None
 
 
 def gpu_model(wildcards):
-    return CFG.memt.gpu_model if gpu_count(wildcards) else None
+    return CFG.memt.gpu_model if _gpu_system(wildcards) else None
 
 
 def cpus_per_gpu(wildcards):
-    return CFG.memt.cpus_per_gpu if gpu_count(wildcards) else None
+    return CFG.memt.cpus_per_gpu if _gpu_system(wildcards) else None
 
 
 def probe_llm_slots(wildcards):
     """A GPU system's search calls its served model, so its probe takes an LLM slot."""
-    return gpu_count(wildcards)
+    return 1 if _gpu_system(wildcards) else 0
 
 
 def slotfill_memory(wildcards):

@@ -3,6 +3,7 @@
 
 rule rollout:
     input:
+        unpack(agent_prompts),
         persona=f"{R}/users/{{user}}/persona.json",
         bank=f"{R}/users/{{user}}/bank.json",
         tasks=f"{R}/users/{{user}}/tasks.json",
@@ -19,6 +20,9 @@ rule rollout:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
+        gpu=gpu_count,
+        gpu_model=gpu_model,
+        cpus_per_gpu=cpus_per_gpu,
     script:
         "../scripts/rollout.py"
 
@@ -42,6 +46,7 @@ rule preference:
 
 rule probe:
     input:
+        unpack(agent_prompts),
         store=f"{R}/{{system}}/{{user}}/store",
         bank=f"{R}/users/{{user}}/bank.json",
         guides=GUIDES,
@@ -52,5 +57,10 @@ rule probe:
         "logs/probe/{system}/{user}_k{k}.log",
     conda:
         "../envs/memprobe.yaml"
+    resources:
+        llm_slots=probe_llm_slots,
+        gpu=gpu_count,
+        gpu_model=gpu_model,
+        cpus_per_gpu=cpus_per_gpu,
     script:
         "../scripts/probe.py"
