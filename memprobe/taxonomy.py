@@ -83,7 +83,8 @@ class Pool(BaseModel):
 def _read_yaml(path: Path):
     try:
         with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            # The C loader (libyaml) when present: the pool is read at every DAG load.
+            return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
     except FileNotFoundError:
         raise TaxonomyError(f"{path}: file not found") from None
     except yaml.YAMLError as err:
