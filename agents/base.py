@@ -54,6 +54,7 @@ class MemorySystem(ABC):
         # Prompt files come from the rule's declared inputs, so editing one reruns this job.
         self.prompts = {"assistant": str(prompt_path("assistant_system")), **(prompts or {})}
         self.user_id = ""
+        self.last_recall: list[str] = []
 
     # -- lifecycle ------------------------------------------------------------------------
     def reset(self, user_id: str) -> None:
@@ -63,6 +64,7 @@ class MemorySystem(ABC):
     def respond(self, task_index: int, task: str, history: list[HistoryTurn]) -> str:
         """The assistant's reply at one turn, after the system's own memory reads."""
         memory_lines = self.recall(task, history)
+        self.last_recall = list(memory_lines)  # recorded in the transcript by the rollout
         reply = self.reply(task, history, memory_lines=memory_lines, prior=self.prior(task_index))
         self.end_turn(task_index, task, history)
         return reply

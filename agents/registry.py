@@ -48,6 +48,14 @@ BUILTIN: dict[str, SystemSpec] = {
         SystemSpec("nomem", "memprobe.agents.nomem:NoMemory", searchable=False),
         SystemSpec("longctx_full", "memprobe.agents.longctx:LongContext", searchable=True),
         SystemSpec(
+            "amem",
+            "memprobe.agents.amem:AMem",
+            searchable=True,
+            llm_writer=True,
+            prompts=("amem_analyze", "amem_evolve"),
+        ),
+        SystemSpec("mem0", "memprobe.agents.mem0:Mem0", searchable=True, llm_writer=True),
+        SystemSpec(
             "memt",
             "memprobe.agents.memt:MemT",
             searchable=True,

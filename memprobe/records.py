@@ -126,6 +126,9 @@ class Turn(Record):
     agent_response: str
     feedback_type: FeedbackType
     user_text: str
+    # The memory lines the system showed its reply call at this turn (empty: none, or a system
+    # that replays history instead): the transcript shows what memory carried over.
+    recalled: list[str] = Field(default_factory=list)
 
 
 class Episode(Record):

