@@ -152,9 +152,6 @@ class Memories(Record):
     memories: list[dict[str, Any]]
     meta: dict[str, Any] = Field(default_factory=dict)
 
-
-# -- preference (metric D) ---------------------------------------------------------------
-class PrefScore(Record):
     @model_validator(mode="after")
     def _consistent(self) -> Memories:
         # An imported dump is scored as-is: each item must carry the text the scorers read.
@@ -167,6 +164,9 @@ class PrefScore(Record):
             )
         return self
 
+
+# -- preference (metric D) ---------------------------------------------------------------
+class PrefScore(Record):
     idx: int
     score: int | Literal["na"]
     reason: str = ""
