@@ -38,7 +38,19 @@ def _search(args: argparse.Namespace) -> int:
 def _fake_endpoint(args: argparse.Namespace) -> int:
     from memprobe.fake_endpoint import serve
 
-    serve(args.host, args.port, args.script)
+    if args.latency < 0:
+        raise ValueError(f"--latency: must be >= 0 seconds (got {args.latency:g})")
+    serve(args.host, args.port, args.script, latency=args.latency)
+    return 0
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    from memprobe import estimate
+
+    cfg = estimate.load_configs(args.configfile)
+    results = Path(args.ledger or cfg.results_dir)
+    rates = None if args.no_ledger else estimate.observed(results, cfg)
+    print(estimate.report(cfg, rates or estimate.priors(cfg)))
     return 0
 
 
@@ -59,7 +71,19 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--host", default="127.0.0.1")
     f.add_argument("--port", type=int, default=8765)
     f.add_argument("--script", help="JSON file of pinned replies per schema name")
+    f.add_argument(
+        "--latency",
+        type=float,
+        default=0.0,
+        help="seconds every chat completion waits before its reply (benchmarks; default 0)",
+    )
     f.set_defaults(fn=_fake_endpoint)
+
+    e = sub.add_parser("estimate", help="calls and tokens per role before a run")
+    e.add_argument("--configfile", nargs="+", required=True, help="config file(s), merged")
+    e.add_argument("--ledger", help="results dir of an earlier run (default: results_dir)")
+    e.add_argument("--no-ledger", action="store_true", help="use the release's priors only")
+    e.set_defaults(fn=_estimate)
 
     args = parser.parse_args(argv)
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ class Script:
             return queue.pop(0) if queue else None
 
 
-def make_server(host: str = "127.0.0.1", port: int = 0, script: str | None = None):
+def make_server(
+    host: str = "127.0.0.1", port: int = 0, script: str | None = None, latency: float = 0.0
+):
     pinned = Script(script)
 
     class Handler(BaseHTTPRequestHandler):
@@ -68,6 +71,10 @@ def make_server(host: str = "127.0.0.1", port: int = 0, script: str | None = Non
                 return
             fmt = body.get("response_format") or {}
             name = (fmt.get("json_schema") or {}).get("name", "")
+            # A fixed per-call latency, like a hosted model (benchmarks/): each request sleeps
+            # in its own handler thread, so concurrency stays unlimited.
+            if latency > 0:
+                time.sleep(latency)
             reply = pinned.next(name) if name else None
             content = json.dumps(reply) if reply is not None else fake_content(body)
             self._send(200, completion_body(body, content))
@@ -75,8 +82,8 @@ def make_server(host: str = "127.0.0.1", port: int = 0, script: str | None = Non
     return ThreadingHTTPServer((host, port), Handler)
 
 
-def serve(host: str, port: int, script: str | None = None) -> None:
-    server = make_server(host, port, script)
+def serve(host: str, port: int, script: str | None = None, *, latency: float = 0.0) -> None:
+    server = make_server(host, port, script, latency)
     print(f"fake endpoint on http://{host}:{server.server_address[1]}/v1", flush=True)
     try:
         server.serve_forever()

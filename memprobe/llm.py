@@ -19,16 +19,18 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
-import openai
 from pydantic import BaseModel, ValidationError
 
 from memprobe.cache import ResponseCache, request_key
 from memprobe.config import Config, role_settings
 from memprobe.fake_responder import completion_body, fake_content
 from memprobe.ledger import Ledger
+
+if TYPE_CHECKING:
+    import httpx
+    import openai
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -42,6 +44,8 @@ class LLMError(RuntimeError):
 
 
 def _fake_transport() -> httpx.MockTransport:
+    import httpx
+
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content or b"{}")
         return httpx.Response(200, json=completion_body(body, fake_content(body)))
@@ -115,6 +119,11 @@ class LLM:
     # -- transport ------------------------------------------------------------------------
     @property
     def client(self) -> openai.OpenAI:
+        # openai and httpx are imported on first use (~1 s of start-up): a job whose calls
+        # are all cached or skipped, and the table jobs, never pay for them.
+        import httpx
+        import openai
+
         if self._client is None:
             # The key is read here, at use, and held only by the openai client object.
             key = os.environ.get(self._api_key_env) or "no-key"
@@ -154,6 +163,8 @@ class LLM:
         return req
 
     def _send(self, req: dict[str, Any], where: str) -> tuple[str, int, int]:
+        import openai
+
         last: BaseException | None = None
         for attempt in range(1, self.max_attempts + 1):
             try:
@@ -183,6 +194,8 @@ class LLM:
         )
 
     def _delay(self, err: BaseException, attempt: int) -> float:
+        import openai
+
         if isinstance(err, openai.APIStatusError):
             retry_after = err.response.headers.get("retry-after")
             if retry_after:
@@ -214,6 +227,7 @@ class LLM:
                 reask=reask,
             )
             return hit["content"]
+        self.client  # noqa: B018  built (openai imported) before the clock starts
         start = time.monotonic()
         content, p_tok, c_tok = self._send(req, where)
         latency = time.monotonic() - start
