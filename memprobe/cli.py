@@ -54,6 +54,17 @@ def _estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _local_server(args: argparse.Namespace) -> int:
+    from memprobe import local_server
+    from memprobe.config import ConfigError
+
+    try:
+        local_server.run_foreground(local_server.config_from_files(args.configfile))
+    except (local_server.LocalModelError, ConfigError) as err:
+        raise ValueError(str(err)) from None
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memprobe", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -84,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--ledger", help="results dir of an earlier run (default: results_dir)")
     e.add_argument("--no-ledger", action="store_true", help="use the release's priors only")
     e.set_defaults(fn=_estimate)
+
+    loc = sub.add_parser("local-server", help="serve the local GGUF model until Ctrl-C")
+    loc.add_argument("--configfile", nargs="+", default=["config/config.yaml"])
+    loc.set_defaults(fn=_local_server)
 
     args = parser.parse_args(argv)
     try:

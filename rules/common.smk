@@ -13,6 +13,15 @@ try:
 except ConfigError as err:
     sys.exit(f"memprobe: {err}")
 
+# backend local: a configured model_path must exist (cheap; the checksum is verified onstart).
+if CFG.llm.backend == "local":
+    from memprobe import local_server
+
+    try:
+        local_server.check_model_path(CFG.llm.local)
+    except local_server.LocalModelError as err:
+        sys.exit(f"memprobe: {err}")
+
 R = CFG.results_dir
 USERS = CFG.user_ids
 SYSTEMS = CFG.systems
@@ -97,3 +106,19 @@ onstart:
         preflight.check(CFG)
     except preflight.PreflightError as err:
         sys.exit(f"memprobe: {err}")
+    # backend local: verify the model (sha256), start ONE llama.cpp server for the whole run.
+    if CFG.llm.backend == "local":
+        try:
+            local_server.start_for_run(CFG)
+        except local_server.LocalModelError as err:
+            sys.exit(f"memprobe: {err}")
+
+
+onsuccess:
+    if CFG.llm.backend == "local":
+        local_server.stop_for_run(CFG)
+
+
+onerror:
+    if CFG.llm.backend == "local":
+        local_server.stop_for_run(CFG)
