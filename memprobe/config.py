@@ -139,6 +139,20 @@ class TaskGen(_Strict):
     leak_threshold: float = Field(default=0.5, ge=0, le=1)
 
 
+class BankGen(_Strict):
+    """How the pool is shown to the bank generator.
+
+    The paper shows the whole category pool with sample values. A small local model cannot
+    read ~1,700 tokens of pool and copies the sample values into its answers, so the default
+    local config shows a seeded sample of candidates without the sample values.
+    """
+
+    pool_sample: int | None = Field(
+        default=None, ge=1, description="candidates shown per category (None: the whole pool)"
+    )
+    show_examples: bool = True
+
+
 class MemT(_Strict):
     """Mem-T (the memt system): where its policy model is served and how its store behaves.
 
@@ -223,6 +237,7 @@ class Config(_Strict):
     max_turns: int = Field(default=25, ge=1)
     compat: Compat = Field(default_factory=Compat)
     tasks: TaskGen = Field(default_factory=TaskGen)
+    bank: BankGen = Field(default_factory=BankGen)
     slotfill: SlotFill = Field(default_factory=SlotFill)
     memt: MemT = Field(default_factory=MemT)
     llm: LLMSettings

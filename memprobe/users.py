@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
 import re
 from typing import Annotated, Literal
 
@@ -24,11 +25,12 @@ from memprobe.records import (
     Task,
     Tasks,
 )
-from memprobe.taxonomy import Pool, check_counts
+from memprobe.taxonomy import Dimension, Pool, check_counts
 
 log = logging.getLogger("memprobe")
 
 MAX_SHORT_WORDS = 15
+MAX_SHORT_CHARS = 90
 VALUES = ("positive", "negative", "neutral")
 
 
@@ -189,7 +191,8 @@ def bank_schema(names: list[str], n: int) -> type[BaseModel]:
     items (for endpoints that constrain decoding), but parsing accepts any string and any
     count so that :func:`check_bank_dims` can name the problem when an endpoint ignores it."""
     name = Annotated[str, WithJsonSchema({"type": "string", "enum": list(names)})]
-    short = Annotated[str, WithJsonSchema({"type": "string", "maxLength": 120})]
+    # ~15 words: a grammar-constrained endpoint then cannot produce an over-long short.
+    short = Annotated[str, WithJsonSchema({"type": "string", "maxLength": MAX_SHORT_CHARS})]
     entry = create_model(
         "BankDim",
         name=(name, ...),
@@ -200,6 +203,17 @@ def bank_schema(names: list[str], n: int) -> type[BaseModel]:
         "BankReply",
         dims=(list[entry], Field(json_schema_extra={"minItems": n, "maxItems": n})),
     )
+
+
+def pool_candidates(
+    pool: Pool, category: str, n: int, sample: int | None, seed: int
+) -> list[Dimension]:
+    """The pool entries shown for one category: all of them, or a seeded sample of at least n."""
+    dims = list(pool.categories[category].dimensions)
+    if sample is None or sample >= len(dims):
+        return dims
+    rng = random.Random(f"{seed}:{category}")
+    return rng.sample(dims, max(sample, n))
 
 
 def check_bank_dims(dims: list[dict], names: list[str], n: int, category: str) -> None:
@@ -233,17 +247,21 @@ def make_bank(
     guides: dict[str, str],
     llm: LLM,
     prompt: str,
+    pool_sample: int | None = None,
+    show_examples: bool = True,
 ) -> Bank:
     entries: list[BankEntry] = []
     for cat in CATEGORIES:
         n = counts[cat]
         if n == 0:
             continue
-        names = pool.names(cat)
         check_counts(pool, {cat: n})
+        shown = pool_candidates(pool, cat, n, pool_sample, persona.seed)
+        names = [d.name for d in shown]
         pool_text = "\n".join(
-            f"- {d.name}: {d.axis}  [e.g. {' / '.join(d.answer_space)}]"
-            for d in pool.categories[cat].dimensions
+            f"- {d.name}: {d.axis}"
+            + (f"  [e.g. {' / '.join(d.answer_space)}]" if show_examples else "")
+            for d in shown
         )
         earlier = "\n".join(f"[{e.category}] {e.dimension}: {e.short}" for e in entries)
         messages = render(

@@ -9,6 +9,8 @@ def main(job: glue.Job) -> None:
         taxonomy.load_guides(job.input.guides),
         job.llm("generator"),
         job.input.prompt,
+        pool_sample=job.cfg.bank.pool_sample,
+        show_examples=job.cfg.bank.show_examples,
     )
     records.write_atomic(job.output[0], bank)
 

@@ -379,3 +379,41 @@ def test_a_bad_pool_stops_the_dag_in_one_line(endpoint, workflow_factory):
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("memprobe:")]
     assert lines and "config/dimension_pool.yaml" in lines[0] and "not snake_case" in lines[0]
     assert not (wf.root / "results").exists()
+
+
+def test_pool_sample_is_seeded_covers_n_and_limits_the_reply_enum():
+    a = users.pool_candidates(POOL, "skill_memory", 2, 6, seed=11)
+    b = users.pool_candidates(POOL, "skill_memory", 2, 6, seed=11)
+    c = users.pool_candidates(POOL, "skill_memory", 2, 6, seed=12)
+    assert [d.name for d in a] == [d.name for d in b] != [d.name for d in c]
+    assert len(a) == 6 and set(d.name for d in a) <= set(POOL.names("skill_memory"))
+    assert len(users.pool_candidates(POOL, "skill_memory", 8, 6, seed=1)) == 8  # never < n
+    assert len(users.pool_candidates(POOL, "skill_memory", 2, None, seed=1)) == len(
+        POOL.names("skill_memory")
+    )
+
+
+def test_compact_pool_listing_reaches_the_prompt(tmp_path):
+    raw = tiny_config("http://unused")
+    raw["llm"] = {"backend": "fake", "cache_dir": str(tmp_path / "c")}
+    cfg = load_config(raw)
+    seen: list[list[dict]] = []
+    llm = client_for("generator", cfg)
+    real_json = llm.json
+
+    def spy(messages, schema, **kw):
+        seen.append(messages)
+        return real_json(messages, schema, **kw)
+
+    llm.json = spy  # type: ignore[method-assign]
+    counts = {c: (1 if c == "skill_memory" else 0) for c in CATEGORIES}
+    p = persona()
+    bank = users.make_bank(
+        p, counts, POOL, GUIDES, llm, str(prompt_path("bank_select")),
+        pool_sample=4, show_examples=False,
+    )  # fmt: skip
+    shown = users.pool_candidates(POOL, "skill_memory", 1, 4, p.seed)
+    prompt = seen[0][-1]["content"]
+    assert all(f"- {d.name}: {d.axis}" in prompt for d in shown)
+    assert "[e.g." not in prompt
+    assert bank.entries[0].dimension in {d.name for d in shown}
