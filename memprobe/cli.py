@@ -36,11 +36,12 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _fake_endpoint(args: argparse.Namespace) -> int:
-    from memprobe.fake_endpoint import serve
+    from memprobe.fake_endpoint import Faults, serve
 
+    faults = Faults.parse(args.faults) if args.faults else None
     if args.latency < 0:
         raise ValueError(f"--latency: must be >= 0 seconds (got {args.latency:g})")
-    serve(args.host, args.port, args.script, latency=args.latency)
+    serve(args.host, args.port, args.script, faults, latency=args.latency)
     return 0
 
 
@@ -82,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--host", default="127.0.0.1")
     f.add_argument("--port", type=int, default=8765)
     f.add_argument("--script", help="JSON file of pinned replies per schema name")
+    f.add_argument(
+        "--faults",
+        help="seeded fault injection, e.g. 'all=0.2,seed=1,hold_s=3,retry_after=1' or "
+        "'rate_limit=0.05,server_error=0.05,timeout=0.02,truncated=0.02,malformed=0.02,"
+        "bad_content=0.02,schema_invalid=0.02,empty=0.02'",
+    )
     f.add_argument(
         "--latency",
         type=float,

@@ -5,6 +5,10 @@
 - Structured output: a pydantic model per JSON role, sent as ``response_format`` json_schema
   (schema name = role), validated on return, re-asked a bounded number of times.
 - Transport retries with exponential backoff on 429/5xx/timeouts, honouring Retry-After.
+  A delivered reply that is empty, not JSON, or breaks the schema is re-sampled with the
+  identical request (``llm.resample_invalid`` times, never cached) before a re-ask with feedback:
+  transient garbage from an endpoint then converges to the reply a clean run would have got,
+  while a model that keeps answering wrongly still gets told what was wrong.
 - A content-addressed response cache (``memprobe.cache``) and a usage ledger
   (``memprobe.ledger``). API keys are read from the environment at call time and never enter a
   cache key, a ledger row, a log line or an error message.
@@ -13,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 R = TypeVar("R")
+log = logging.getLogger("memprobe")
 
 LOCAL_SERVER_FILE = "local_server.json"  # written by the local backend's launcher
 
@@ -86,6 +92,21 @@ def _short(err: BaseException) -> str:
     return f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
 
 
+_BEARER = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"'=:\s]+)[^\s\"',}]+")
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """Blank out secrets (and anything that looks like a bearer token) in an error text."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return _BEARER.sub(lambda m: m.group(1) + "***", text)
+
+
+class InvalidReply(ValueError):
+    """A delivered reply that does not parse or validate (raised by ``_send``'s validator)."""
+
+
 class LLM:
     """A client bound to one role, one endpoint, one cache and one ledger."""
 
@@ -107,6 +128,7 @@ class LLM:
         max_reasks: int = 2,
         backoff_s: float = 1.0,
         concurrency: int = 4,
+        resample_invalid: int = 2,
     ) -> None:
         self.role = role
         self.backend = backend
@@ -121,6 +143,7 @@ class LLM:
         self.max_reasks = max_reasks
         self.backoff_s = backoff_s
         self.concurrency = concurrency
+        self.resample_invalid = resample_invalid
         self.cache_endpoint = base_url  # the endpoint's identity in cache keys
         self._api_key_env = api_key_env
         self._timeout_s = timeout_s
@@ -174,47 +197,98 @@ class LLM:
             }
         return req
 
-    def _send(self, req: dict[str, Any], where: str) -> tuple[str, int, int]:
+    def _send(
+        self,
+        req: dict[str, Any],
+        where: str,
+        key: str = "",
+        reask: int = 0,
+        validate: Callable[[str], Any] | None = None,
+    ) -> tuple[str, int, int]:
+        """One finished reply for ``req``: transport faults are retried (``max_attempts``),
+        invalid replies re-sampled (``resample_invalid``), both with the identical request."""
+        import httpx
         import openai
 
         last: BaseException | None = None
-        for attempt in range(1, self.max_attempts + 1):
+        attempt = invalid = 0
+        while True:
+            attempt += 1
             try:
                 resp = self.client.chat.completions.create(**req)
+                if not hasattr(resp, "choices"):  # a 200 whose body was not a completion
+                    raise InvalidReply("the endpoint's reply is not a chat completion")
                 content = resp.choices[0].message.content if resp.choices else None
                 if not content:
-                    raise LLMError("empty reply content")
+                    raise InvalidReply("empty reply content")
                 usage = resp.usage
-                return (
-                    content,
-                    usage.prompt_tokens if usage else 0,
-                    usage.completion_tokens if usage else 0,
-                )
+                p_tok = usage.prompt_tokens if usage else 0
+                c_tok = usage.completion_tokens if usage else 0
             except (openai.BadRequestError, openai.AuthenticationError) as err:
                 # Not transient: a retry would fail the same way.
                 raise LLMError(
-                    f"role {self.role}{where}: endpoint rejected the request: {_short(err)}"
+                    f"role {self.role}{where}: endpoint rejected the request: {self._safe(err)}"
                 ) from None
-            except (openai.APIError, LLMError, ValueError) as err:
+            except (openai.APIError, httpx.HTTPError, InvalidReply, ValueError) as err:
                 last = err
-                if attempt == self.max_attempts:
+                if attempt >= self.max_attempts:
                     break
-                time.sleep(self._delay(err, attempt))
+                wait = self._delay(err, attempt)
+                log.warning(
+                    "role %s%s: attempt %d/%d failed (%s); retrying in %.1fs",
+                    self.role, where, attempt, self.max_attempts, self._safe(err), wait,
+                )  # fmt: skip
+                time.sleep(wait)
+                continue
+            if validate is not None and invalid < self.resample_invalid:
+                try:
+                    validate(content)
+                except ValueError as err:
+                    # Paid for but unusable: recorded, never cached, asked again unchanged.
+                    invalid += 1
+                    attempt -= 1  # a delivered reply is not a transport failure
+                    self._record(key, p_tok, c_tok, 0.0, cached=False, reask=reask, ok=False)
+                    log.warning(
+                        "role %s%s: invalid reply (%s); re-sampling %d/%d",
+                        self.role, where, _problem(err), invalid, self.resample_invalid,
+                    )  # fmt: skip
+                    continue
+            return content, p_tok, c_tok
         raise LLMError(
             f"role {self.role}{where}: no reply from {self.base_url} after "
-            f"{self.max_attempts} attempt(s): {_short(last) if last else 'unknown error'}"
+            f"{self.max_attempts} attempt(s): {self._safe(last) if last else 'unknown error'}"
+        )
+
+    def _safe(self, err: BaseException) -> str:
+        return redact(_short(err), os.environ.get(self._api_key_env))
+
+    def _record(
+        self, key: str, p_tok: int, c_tok: int, latency: float, *, cached: bool, reask: int, ok=True
+    ) -> None:
+        self.ledger.record(
+            role=self.role,
+            model=self.model,
+            prompt_tokens=p_tok,
+            completion_tokens=c_tok,
+            latency_s=latency,
+            cached=cached,
+            reask=reask,
+            key=key,
+            status="ok" if ok else "invalid",
         )
 
     def _delay(self, err: BaseException, attempt: int) -> float:
         import openai
 
         if isinstance(err, openai.APIStatusError):
-            retry_after = err.response.headers.get("retry-after")
-            if retry_after:
-                try:
-                    return min(float(retry_after), 60.0)
-                except ValueError:
-                    pass
+            headers = err.response.headers
+            try:
+                if headers.get("retry-after-ms"):
+                    return min(float(headers["retry-after-ms"]) / 1000, 60.0)
+                if headers.get("retry-after"):
+                    return min(float(headers["retry-after"]), 60.0)
+            except ValueError:
+                pass  # an HTTP-date Retry-After: fall back to our own backoff
         return min(self.backoff_s * 2 ** (attempt - 1), 30.0)
 
     def _call(
@@ -229,33 +303,27 @@ class LLM:
         key = request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
         hit = self.cache.get(key) if self.cache else None
         if hit is not None:
-            self.ledger.record(
-                role=self.role,
-                model=self.model,
-                prompt_tokens=hit.get("prompt_tokens", 0),
-                completion_tokens=hit.get("completion_tokens", 0),
-                latency_s=0.0,
+            self._record(
+                key,
+                hit.get("prompt_tokens", 0),
+                hit.get("completion_tokens", 0),
+                0.0,
                 cached=True,
                 reask=reask,
             )
             return hit["content"]
         self.client  # noqa: B018  built (openai imported) before the clock starts
         start = time.monotonic()
-        content, p_tok, c_tok = self._send(req, where)
+        validate = _validator(schema) if schema is not None else None
+        content, p_tok, c_tok = self._send(req, where, key, reask, validate)
         latency = time.monotonic() - start
+        # Cache first, ledger second: a kill between the two loses a ledger row, never pays
+        # twice for a reply that a rerun can replay.
         if self.cache:
             self.cache.put(
                 key, {"content": content, "prompt_tokens": p_tok, "completion_tokens": c_tok}
             )
-        self.ledger.record(
-            role=self.role,
-            model=self.model,
-            prompt_tokens=p_tok,
-            completion_tokens=c_tok,
-            latency_s=latency,
-            cached=False,
-            reask=reask,
-        )
+        self._record(key, p_tok, c_tok, latency, cached=False, reask=reask)
         return content
 
     # -- public API -----------------------------------------------------------------------
@@ -294,8 +362,11 @@ class LLM:
                     },
                 ]
         raise LLMError(
-            f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries; "
-            f"last problem: {problem}; raw reply: {raw[:300]!r}"
+            redact(
+                f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries; "
+                f"last problem: {problem}; raw reply: {raw[:300]!r}",
+                os.environ.get(self._api_key_env),
+            )
         )
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
@@ -305,6 +376,13 @@ class LLM:
             return [fn(x) for x in items]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items))) as pool:
             return list(pool.map(fn, items))
+
+
+def _validator(schema: type[BaseModel]) -> Callable[[str], Any]:
+    def validate(content: str) -> Any:
+        return schema.model_validate(json.loads(_strip_fence(content)))
+
+    return validate
 
 
 def _where(where: str) -> str:
@@ -354,6 +432,7 @@ def client_for(
         max_reasks=cfg.llm.max_reasks,
         backoff_s=cfg.llm.backoff_s,
         concurrency=cfg.llm.concurrency,
+        resample_invalid=cfg.llm.resample_invalid,
     )
     if cache_endpoint:
         llm.cache_endpoint = cache_endpoint

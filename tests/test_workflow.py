@@ -32,11 +32,14 @@ def expected_artifacts(results: Path) -> list[Path]:
         paths.append(results / "oracle" / f"{u}.json")
         for system, modes in (("nomem", ["dump_all"]), ("longctx_full", ["dump_all", "retrieve"])):
             base = results / system / u
-            paths += [base / "episodes.json", base / "memories.json", base / "store",
-                      base / "preference.json"]
+            paths += [
+                base / "episodes.json",
+                base / "memories.json",
+                base / "store",
+                base / "preference.json",
+            ]
             for m in modes:
-                paths += [base / m / f for f in ("slotfill.json", "judge.json",
-                                                 "attribution.json")]
+                paths += [base / m / f for f in ("slotfill.json", "judge.json", "attribution.json")]
         paths.append(results / "longctx_full" / u / "retrieved_k5.json")
     return paths
 
@@ -59,8 +62,9 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
 
     first = ledger_rows(wf.root)
     assert first and any(r["cached"] == "false" for r in first)
-    assert {"role", "model", "prompt_tokens", "completion_tokens", "latency_s",
-            "cached"} <= set(first[0])
+    assert {"role", "model", "prompt_tokens", "completion_tokens", "latency_s", "cached"} <= set(
+        first[0]
+    )
 
     # A second run schedules nothing.
     assert wf.scheduled("results/table2.csv") == {}
@@ -89,22 +93,39 @@ def test_memories_json_and_search_cli_agree(endpoint, workflow_factory):
     import subprocess
     import sys
 
-    wf = workflow_factory(tiny_config(endpoint.base_url, systems=["longctx_full"],
-                                      modes=["retrieve"], n_users=1))
+    wf = workflow_factory(
+        tiny_config(endpoint.base_url, systems=["longctx_full"], modes=["retrieve"], n_users=1)
+    )
     wf.run("results/longctx_full/user_001/retrieved_k5.json")
     mem = wf.root / "results/longctx_full/user_001/memories.json"
-    retrieved = json.loads((wf.root / "results/longctx_full/user_001/retrieved_k5.json")
-                           .read_text())
+    retrieved = json.loads(
+        (wf.root / "results/longctx_full/user_001/retrieved_k5.json").read_text()
+    )
     queries = [q["query"] for q in retrieved["queries"]]
     qfile = wf.root / "queries.txt"
     qfile.write_text("\n".join(queries) + "\n")
     cli = str(Path(sys.executable).with_name("memprobe"))
-    out = subprocess.run([cli, "search", "--system", "longctx_full", "--memories", str(mem),
-                          "--k", "5", "--queries", str(qfile)], capture_output=True, text=True,
-                         check=True).stdout.splitlines()
+    out = subprocess.run(
+        [
+            cli,
+            "search",
+            "--system",
+            "longctx_full",
+            "--memories",
+            str(mem),
+            "--k",
+            "5",
+            "--queries",
+            str(qfile),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     assert len(out) == len(queries)
     for line, q in zip(out, retrieved["queries"], strict=True):
         items = json.loads(line)
         assert [i["content"] for i in items] == [i["content"] for i in q["items"]]
-        assert all(abs(a["score"] - b["score"]) < 1e-5 for a, b in zip(items, q["items"],
-                                                                         strict=True))
+        assert all(
+            abs(a["score"] - b["score"]) < 1e-5 for a, b in zip(items, q["items"], strict=True)
+        )
