@@ -30,7 +30,7 @@ from memprobe.taxonomy import Dimension, Pool, check_counts
 log = logging.getLogger("memprobe")
 
 MAX_SHORT_WORDS = 15
-MAX_SHORT_CHARS = 90
+MAX_SHORT_CHARS = 75
 VALUES = ("positive", "negative", "neutral")
 
 
