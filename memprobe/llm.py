@@ -301,18 +301,15 @@ class LLM:
     ) -> str:
         req = self._request(messages, schema, sample)
         key = request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
-        hit = self.cache.get(key) if self.cache else None
-        if hit is not None:
-            self._record(
-                key,
-                hit.get("prompt_tokens", 0),
-                hit.get("completion_tokens", 0),
-                0.0,
-                cached=True,
-                reask=reask,
-            )
-            return hit["content"]
+        replayed = self._replay(key, reask)
+        if replayed is not None:
+            return replayed
         self.client  # noqa: B018  built (openai imported) before the clock starts
+        # Building the client can take a second; a parallel job may have finished the same
+        # request meanwhile (e.g. every system's identical first turn): replay it, don't pay.
+        replayed = self._replay(key, reask)
+        if replayed is not None:
+            return replayed
         start = time.monotonic()
         validate = _validator(schema) if schema is not None else None
         content, p_tok, c_tok = self._send(req, where, key, reask, validate)
@@ -325,6 +322,20 @@ class LLM:
             )
         self._record(key, p_tok, c_tok, latency, cached=False, reask=reask)
         return content
+
+    def _replay(self, key: str, reask: int) -> str | None:
+        hit = self.cache.get(key) if self.cache else None
+        if hit is None:
+            return None
+        self._record(
+            key,
+            hit.get("prompt_tokens", 0),
+            hit.get("completion_tokens", 0),
+            0.0,
+            cached=True,
+            reask=reask,
+        )
+        return hit["content"]
 
     # -- public API -----------------------------------------------------------------------
     def text(self, messages: list[dict[str, str]], *, sample: int = 0, where: str = "") -> str:

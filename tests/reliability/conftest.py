@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import time
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -29,13 +30,30 @@ def reliable_config(base_url: str) -> dict:
 
 
 def tables(root: Path) -> dict[str, bytes]:
-    """Every CSV table of a run (the ledger excluded: it records timings)."""
+    """Every result table of a run. The ledger and table5 (built from it) are left out: they
+    are the bill, which records timings, replays of killed jobs and thrown-away replies."""
     results = root / "results"
     return {
         str(p.relative_to(results)): p.read_bytes()
         for p in sorted(results.rglob("*.csv"))
-        if "usage" not in p.relative_to(results).parts
+        if "usage" not in p.relative_to(results).parts and p.name != "table5.csv"
     }
+
+
+def assert_no_finished_call_paid_again(rows: list[dict]) -> None:
+    """Each request is paid once, unless two jobs sent it while both were in flight (every
+    system's identical first turn can race): a repeat payment never starts after an earlier
+    payment of the same request had finished and been cached."""
+    paid: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        if r["cached"] == "false" and r.get("status", "ok") == "ok":
+            end = float(r["ts"])
+            paid.setdefault(r["key"], []).append((end - float(r["latency_s"]), end))
+    assert paid
+    for key, spans in paid.items():
+        spans.sort()
+        for (_, first_end), (second_start, _) in pairwise(spans):
+            assert second_start <= first_end + 0.05, f"{key} paid again after it finished"
 
 
 def artifacts(root: Path) -> dict[str, bytes]:
