@@ -23,15 +23,13 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from memprobe import served_process
 from memprobe.config import Config, LocalModel
 
 BASE_URL_ENV = "MEMPROBE_LOCAL_BASE_URL"  # set by onstart; a user-started server also works
@@ -188,27 +186,13 @@ def resolve_model(local: LocalModel) -> ResolvedModel:
 
 
 # -- the server process --------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _die_with_parent() -> None:  # runs in the child before exec
-    os.setsid()
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 class Server:
     """One ``python -m memprobe.local_server serve`` child: ``start()`` returns once healthy."""
 
     def __init__(self, model: ResolvedModel, local: LocalModel, log_path: str | Path) -> None:
         self.model = model
         self.local = local
-        self.port = free_port()
+        self.port = served_process.free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = Path(log_path)
         self.proc: subprocess.Popen | None = None
@@ -243,7 +227,7 @@ class Server:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
-                preexec_fn=_die_with_parent,
+                preexec_fn=served_process.die_with_parent,
             )
         try:
             self._wait_healthy()
@@ -253,26 +237,20 @@ class Server:
         return self.base_url
 
     def _wait_healthy(self) -> None:
-        url = self.base_url.removesuffix("/v1") + "/health"
-        deadline = time.monotonic() + self.local.startup_timeout_s
-        while time.monotonic() < deadline:
-            code = self.proc.poll() if self.proc else None
-            if code is not None:
+        try:
+            served_process.wait_healthy(
+                self.proc, self.base_url, self.local.startup_timeout_s, poll_s=0.5
+            )
+        except served_process.NotHealthy as err:
+            if err.exit_code is not None:
                 raise LocalModelError(
-                    f"llm.local: the llama.cpp server exited with status {code} while "
+                    f"llm.local: the llama.cpp server exited with status {err.exit_code} while "
                     f"loading {self.model.path.name} (log: {self.log_path})"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=5) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass  # 503 while the model loads, refused before the socket is bound
-            time.sleep(0.5)
-        raise LocalModelError(
-            f"llm.local.startup_timeout_s: the llama.cpp server was not healthy after "
-            f"{self.local.startup_timeout_s:.0f}s (log: {self.log_path})"
-        )
+                ) from None
+            raise LocalModelError(
+                f"llm.local.startup_timeout_s: the llama.cpp server was not healthy after "
+                f"{self.local.startup_timeout_s:.0f}s (log: {self.log_path})"
+            ) from None
 
     def stop(self, grace_s: float = 20.0) -> None:
         proc, self.proc = self.proc, None

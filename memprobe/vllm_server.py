@@ -12,28 +12,19 @@ from __future__ import annotations
 import atexit
 import os
 import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+from memprobe import served_process
 from memprobe.config import MemT
 from memprobe.llm import LLMError
+from memprobe.served_process import health_url
 
 ENDPOINT_ENV = "MEMPROBE_MEMT_BASE_URL"  # a server started outside the job (wins over serve)
 
 
 class VllmError(LLMError):
     """The Mem-T server could not be started or never became healthy."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def serve_command(m: MemT, port: int) -> list[str]:
@@ -54,26 +45,12 @@ def serve_command(m: MemT, port: int) -> list[str]:
     ]
 
 
-def health_url(base_url: str) -> str:
-    # vLLM serves /health at the root, next to /v1.
-    return base_url.rstrip("/").removesuffix("/v1") + "/health"
-
-
-def _die_with_parent() -> None:  # runs in the child before exec
-    os.setsid()
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 class Server:
     """One ``vllm serve`` process: ``start()`` returns once healthy, ``stop()`` ends it."""
 
     def __init__(self, m: MemT, log_path: str | os.PathLike[str], poll_s: float = 1.0) -> None:
         self.settings = m
-        self.port = m.port or free_port()
+        self.port = m.port or served_process.free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = Path(log_path)
         self.poll_s = poll_s
@@ -89,7 +66,7 @@ class Server:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=served_process.die_with_parent,
                 )
             except FileNotFoundError:
                 raise VllmError(
@@ -104,26 +81,21 @@ class Server:
         return self.base_url
 
     def wait_healthy(self) -> None:
-        url = health_url(self.base_url)
-        deadline = time.monotonic() + self.settings.startup_timeout_s
-        while time.monotonic() < deadline:
-            code = self.proc.poll() if self.proc else None
-            if code is not None:
+        try:
+            served_process.wait_healthy(
+                self.proc, self.base_url, self.settings.startup_timeout_s, self.poll_s
+            )
+        except served_process.NotHealthy as err:
+            if err.exit_code is not None:
                 raise VllmError(
-                    f"vllm serve exited with status {code} before it was healthy "
+                    f"vllm serve exited with status {err.exit_code} before it was healthy "
                     f"(log: {self.log_path})"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=5) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            time.sleep(self.poll_s)
-        raise VllmError(
-            f"vllm serve not healthy at {url} after {self.settings.startup_timeout_s:.0f}s "
-            f"(memt.startup_timeout_s; log: {self.log_path})"
-        )
+                ) from None
+            raise VllmError(
+                f"vllm serve not healthy at {health_url(self.base_url)} after "
+                f"{self.settings.startup_timeout_s:.0f}s (memt.startup_timeout_s; "
+                f"log: {self.log_path})"
+            ) from None
 
     def stop(self, grace_s: float = 30.0) -> None:
         proc, self.proc = self.proc, None
