@@ -1,17 +1,24 @@
 """Content-addressed on-disk cache of LLM responses.
 
-One file per request under ``<dir>/<key[:2]>/<key>.json``, written by atomic rename, so
-parallel jobs (``--cores 8``) never need a lock and a SIGKILL never leaves a torn entry: a
-reader sees either no entry or a whole one. A kill mid-write leaves at most a ``.tmp-*`` file,
-which no key ever names. A rerun of a finished job replays its calls from
-here and pays nothing.
+One file per request under ``<dir>/<key[:2]>/<key>.json``, written by atomic rename, so a
+SIGKILL never leaves a torn entry: a reader sees either no entry or a whole one. A kill
+mid-write leaves at most a ``.tmp-*`` file, which no key ever names. A rerun of a finished job
+replays its calls from here and pays nothing.
+
+Parallel jobs can send the identical request at the same moment (every system's first
+simulator turn is the same prompt). ``inflight(key)`` is an advisory ``flock`` that the first
+sender holds until its reply is cached, so the others wait and replay it instead of paying
+again. The kernel drops the lock when its holder dies, so a killed job never blocks a resume.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +59,27 @@ class ResponseCache:
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
         write_atomic(self._path(key), json.dumps(entry, ensure_ascii=False))
+
+    @contextlib.contextmanager
+    def inflight(self, key: str) -> Iterator[None]:
+        """Hold the lock of ``key`` while asking for it (see the module docstring).
+
+        Locks are striped over 4096 files (``.locks/<key[:3]>``) so they don't double the
+        cache's file count; two different requests share a stripe with probability 1/4096.
+        A filesystem without ``flock`` (some network mounts) degrades to no de-duplication.
+        """
+        path = self.root / ".locks" / key[:3]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            yield
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:
+                pass
+            yield
+        finally:
+            os.close(fd)  # closing drops the lock

@@ -305,11 +305,24 @@ class LLM:
         if replayed is not None:
             return replayed
         self.client  # noqa: B018  built (openai imported) before the clock starts
-        # Building the client can take a second; a parallel job may have finished the same
-        # request meanwhile (e.g. every system's identical first turn): replay it, don't pay.
-        replayed = self._replay(key, reask)
-        if replayed is not None:
-            return replayed
+        if self.cache is None:
+            return self._pay(req, key, where, reask, schema)
+        # A parallel job sending the same request holds its lock until the reply is cached:
+        # wait for it and replay, don't pay twice.
+        with self.cache.inflight(key):
+            replayed = self._replay(key, reask)
+            if replayed is not None:
+                return replayed
+            return self._pay(req, key, where, reask, schema)
+
+    def _pay(
+        self,
+        req: dict[str, Any],
+        key: str,
+        where: str,
+        reask: int,
+        schema: type[BaseModel] | None,
+    ) -> str:
         start = time.monotonic()
         validate = _validator(schema) if schema is not None else None
         content, p_tok, c_tok = self._send(req, where, key, reask, validate)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -23,8 +28,9 @@ class Verdict(BaseModel):
 class Recorder:
     """A loopback OpenAI-compatible server that replays given contents and records bodies."""
 
-    def __init__(self, contents: list[str]) -> None:
+    def __init__(self, contents: list[str], delay_s: float = 0.0) -> None:
         self.contents = list(contents)
+        self.delay_s = delay_s
         self.bodies: list[dict] = []
         outer = self
 
@@ -36,6 +42,7 @@ class Recorder:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.bodies.append(body)
                 content = outer.contents.pop(0)
+                time.sleep(outer.delay_s)
                 data = json.dumps(
                     {
                         "id": "x",
@@ -71,8 +78,8 @@ class Recorder:
 def recorder_factory():
     made = []
 
-    def make(contents):
-        r = Recorder(contents)
+    def make(contents, delay_s=0.0):
+        r = Recorder(contents, delay_s)
         made.append(r)
         return r
 
@@ -143,6 +150,54 @@ def test_cache_replays_without_a_call_and_ledger_says_so(recorder_factory, tmp_p
     rows = ledger(tmp_path)
     assert [r["cached"] for r in rows] == ["false", "true"]
     assert rows[0]["prompt_tokens"] == "11" and rows[0]["completion_tokens"] == "3"
+
+
+def test_identical_requests_in_flight_together_are_paid_once(recorder_factory, tmp_path):
+    # Two jobs (own clients, shared cache) send the same request while the endpoint is slow:
+    # the second waits for the first's reply and replays it.
+    rec = recorder_factory(['{"verdict": "a", "score": 1}', '{"verdict": "b", "score": 2}'], 1.0)
+    msgs = [{"role": "user", "content": "same"}]
+    llms = [make_llm(rec.base_url, tmp_path) for _ in range(2)]
+    for llm in llms:
+        llm.client  # noqa: B018  built up front so both threads reach the request together
+    out: list = [None, None]
+
+    def ask(i):
+        out[i] = llms[i].json(msgs, Verdict)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out[0] == out[1] == Verdict(verdict="a", score=1)
+    assert len(rec.bodies) == 1
+    assert sorted(r["cached"] for r in ledger(tmp_path)) == ["false", "true"]
+
+
+def test_a_killed_sender_does_not_block_the_resume(recorder_factory, tmp_path):
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from memprobe.cache import ResponseCache\n"
+            "with ResponseCache(sys.argv[1]).inflight('ab' * 32):\n"
+            "    print('held', flush=True); time.sleep(60)\n",
+            str(tmp_path / "cache"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    from memprobe.cache import ResponseCache
+
+    start = time.monotonic()
+    with ResponseCache(tmp_path / "cache").inflight("ab" * 32):
+        pass
+    assert time.monotonic() - start < 1.0
 
 
 def test_sample_index_keeps_repeated_samples_distinct(recorder_factory, tmp_path):

@@ -20,7 +20,7 @@ from tests.reliability.conftest import (
     SENTINEL,
     TARGET,
     artifacts,
-    assert_no_finished_call_paid_again,
+    assert_each_request_paid_once,
     ledger_rows,
     reliable_config,
     stray_temp_files,
@@ -55,7 +55,7 @@ def test_twenty_percent_faults_of_every_kind_give_the_clean_tables(clean_run, tm
     rows = ledger_rows(wf.root)
     paid = Counter(r["key"] for r in rows if r["cached"] == "false" and r["status"] == "ok")
     assert len(paid) == clean_run.calls
-    assert_no_finished_call_paid_again(rows)
+    assert_each_request_paid_once(rows)
     assert any(r["status"] == "invalid" for r in rows)  # thrown-away replies are on the bill
 
 

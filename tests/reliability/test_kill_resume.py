@@ -20,7 +20,7 @@ from tests.reliability.conftest import (
     SENTINEL,
     TARGET,
     artifacts,
-    assert_no_finished_call_paid_again,
+    assert_each_request_paid_once,
     ledger_rows,
     reliable_config,
     stray_temp_files,
@@ -72,7 +72,7 @@ def test_five_sigkills_and_resumes_give_the_clean_tables_and_pay_nothing_twice(c
     assert artifacts(root) == clean_run.artifacts
     assert not stray_temp_files(root)
     rows = ledger_rows(root)
-    assert_no_finished_call_paid_again(rows)
+    assert_each_request_paid_once(rows)
     paid = Counter(r["key"] for r in rows if r["cached"] == "false")
     assert len(paid) == clean_run.calls
 
