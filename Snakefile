@@ -33,5 +33,4 @@ include: "rules/tables.smk"
 rule all:
     default_target: True
     input:
-        f"{R}/table2.csv",
-        rules.tables.input,
+        rules.tables.output,

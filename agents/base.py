@@ -37,6 +37,7 @@ class MemorySystem(ABC):
     searchable: bool = True
     gpu: bool = False
     llm_writer: bool = False
+    embeds: bool = False  # uses memprobe.embeddings: the run's embedding server serves it
 
     def __init__(
         self,

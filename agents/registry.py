@@ -24,6 +24,7 @@ class SystemSpec:
     searchable: bool  # has search(): retrieve mode applies
     gpu: bool = False  # rollout/probe jobs need a GPU (memt)
     llm_writer: bool = False  # its write path calls an LLM
+    embeds: bool = False  # calls memprobe.embeddings (the run's embedding server serves it)
     prompts: tuple[str, ...] = ()  # its own prompt files (prompts/<name>.md), rollout inputs
 
     @property
@@ -46,12 +47,15 @@ BUILTIN: dict[str, SystemSpec] = {
     s.name: s
     for s in (
         SystemSpec("nomem", "memprobe.agents.nomem:NoMemory", searchable=False),
-        SystemSpec("longctx_full", "memprobe.agents.longctx:LongContext", searchable=True),
+        SystemSpec(
+            "longctx_full", "memprobe.agents.longctx:LongContext", searchable=True, embeds=True
+        ),
         SystemSpec(
             "amem",
             "memprobe.agents.amem:AMem",
             searchable=True,
             llm_writer=True,
+            embeds=True,
             prompts=("amem_analyze", "amem_evolve"),
         ),
         SystemSpec("mem0", "memprobe.agents.mem0:Mem0", searchable=True, llm_writer=True),
@@ -61,6 +65,7 @@ BUILTIN: dict[str, SystemSpec] = {
             searchable=True,
             gpu=True,
             llm_writer=True,
+            embeds=True,
             prompts=("memt_formation", "memt_update", "memt_retrieve"),
         ),
     )
@@ -78,6 +83,7 @@ def _plugins() -> dict[str, SystemSpec]:
             searchable=bool(getattr(cls, "searchable", True)),
             gpu=bool(getattr(cls, "gpu", False)),
             llm_writer=bool(getattr(cls, "llm_writer", False)),
+            embeds=bool(getattr(cls, "embeds", False)),
             prompts=tuple(getattr(cls, "prompt_files", ())),
         )
     return found

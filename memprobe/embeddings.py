@@ -6,10 +6,14 @@ that a dot product is the cosine similarity (reference-release.md §6).
 
 from __future__ import annotations
 
+import logging
 import os
 from functools import cache
 
 import numpy as np
+
+log = logging.getLogger("memprobe")
+_in_process = False  # this process found no usable embedding server and encodes in-process
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -34,7 +38,27 @@ def load_model(path: str | None = None):
 
 
 def encode(texts: list[str], path: str | None = None) -> np.ndarray:
-    """Normalised float32 embeddings, one row per text."""
+    """Normalised float32 embeddings, one row per text.
+
+    From the run's embedding server when the Snakefile started one (memprobe.embed_service:
+    the model is loaded once per run, not once per job), else from a model loaded here.
+    """
+    if not texts:
+        return np.zeros((0, 384), dtype=np.float32)
+    global _in_process
+    if not _in_process:
+        from memprobe import embed_service
+
+        try:
+            return embed_service.encode_remote(texts, path)
+        except embed_service.Unreachable as err:
+            if os.environ.get(embed_service.URL_ENV):
+                log.warning("memprobe: %s; loading the embedding model in this job", err)
+            _in_process = True  # one try per job: the fallback holds the model from here on
+    return encode_local(texts, path)
+
+
+def encode_local(texts: list[str], path: str | None = None) -> np.ndarray:
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
     model = load_model(path)

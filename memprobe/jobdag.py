@@ -77,11 +77,12 @@ def job_key(job: str) -> tuple[str, str, str, str]:
 
 
 def busy_time(rows: list[dict]) -> float:
-    """Seconds during which at least one of these calls was in flight."""
+    """Seconds during which at least one of these calls was in flight: paid calls, and
+    replays that waited for a parallel job's identical call (their latency is the wait)."""
     spans = sorted(
         (float(r["ts"]) - float(r["latency_s"]), float(r["ts"]))
         for r in rows
-        if r.get("cached") == "false" and float(r["latency_s"]) > 0
+        if float(r["latency_s"]) > 0
     )
     total, cur_s, cur_e = 0.0, None, None
     for s, e in spans:

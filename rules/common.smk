@@ -1,6 +1,7 @@
 # Config validation, run-wide names and path helpers shared by every rule file.
 import sys
 
+from memprobe import embed_service
 from memprobe import preflight
 from memprobe import taxonomy
 from memprobe.agents import registry
@@ -101,11 +102,29 @@ def slotfill_memory(wildcards):
     return f"{R}/{wildcards.system}/{wildcards.user}/retrieved_k{K}.json"
 
 
+# Systems that embed in-process share ONE sentence-transformers server for a local run
+# (memprobe/embed_service.py): each job would otherwise spend 10+ s importing it. Jobs on
+# cluster nodes can't reach it and load the model themselves.
+EMBED_SERVER = (
+    not CFG.release.import_runs
+    and any(registry.spec(s).embeds for s in SYSTEMS)
+    and getattr(workflow, "local_exec", True)
+)
+
+
 onstart:
     try:
         preflight.check(CFG)
     except preflight.PreflightError as err:
         sys.exit(f"memprobe: {err}")
+    if EMBED_SERVER:
+        try:
+            embed_service.start_for_run()  # returns once bound; loads while jobs run
+        except embed_service.Unreachable as err:
+            print(
+                f"memprobe: {err}; jobs will load the embedding model",
+                file=sys.stderr,
+            )
     # backend local: verify the model (sha256), start ONE llama.cpp server for the whole run.
     if CFG.llm.backend == "local":
         try:
@@ -117,8 +136,12 @@ onstart:
 onsuccess:
     if CFG.llm.backend == "local":
         local_server.stop_for_run(CFG)
+    if EMBED_SERVER:
+        embed_service.stop_for_run()
 
 
 onerror:
     if CFG.llm.backend == "local":
         local_server.stop_for_run(CFG)
+    if EMBED_SERVER:
+        embed_service.stop_for_run()

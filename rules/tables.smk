@@ -2,6 +2,10 @@
 # Each table CSV keeps the paper's exact columns; overflow-flagged cells (the paper's dagger)
 # are marked in a same-shaped companion `<table>_flags.csv` ("†" or empty).
 # `snakemake --report results/report.html` collects every table and figure below.
+#
+# ONE job writes them all: they read the same per-user files, take a second each, and none
+# reads another. One job instead of ten means each per-user file is one DAG edge, not ten (the
+# paper DAG builds faster) and the run's tail after the last LLM job is one start-up, not ten.
 
 JUDGES = [f"{R}/{s}/{u}/{m}/judge.json" for s, m in PAIRS for u in USERS]
 ATTRIBUTIONS = [f"{R}/{s}/{u}/{m}/attribution.json" for s, m in PAIRS for u in USERS]
@@ -10,23 +14,6 @@ PREFERENCES = expand(
     f"{R}/{{system}}/{{user}}/preference.json", system=SYSTEMS, user=USERS
 )
 RETRIEVE_SYSTEMS = [s for s, m in PAIRS if m == "retrieve"]
-
-OTHER_TABLES = [
-    f"{R}/{name}"
-    for name in (
-        "table3.csv",
-        "table4.csv",
-        "table13.csv",
-        "table14.csv",
-        "gap.csv",
-        "table5.csv",
-        "table2_ci.csv",
-        "topk_sweep.csv",
-        "figures/category_b.png",
-        "figures/dump_vs_retrieve.png",
-        "figures/attribution.png",
-    )
-]
 
 # topk_sweep: the primary k is the retrieve mode itself; other ks have their own sweep files.
 SWEEP_JUDGES = {
@@ -39,7 +26,7 @@ SWEEP_JUDGES = {
 }
 
 
-rule table2:
+rule tables:
     input:
         episodes=expand(
             f"{R}/{{system}}/{{user}}/episodes.json", system=SYSTEMS, user=USERS
@@ -47,180 +34,92 @@ rule table2:
         preference=PREFERENCES,
         memories=MEMORIES,
         judge=JUDGES,
-        # `snakemake results/table2.csv` is the run's target: it also builds every other
-        # table and figure (none of them reads table2), so one command leaves nothing out.
-        others=OTHER_TABLES,
-    output:
-        table=report(
-            f"{R}/table2.csv", caption="captions/table2.rst", category="Tables"
-        ),
-        flags=f"{R}/table2_flags.csv",
-    log:
-        "logs/tables/table2.log",
-    localrule: True
-    conda:
-        "../envs/memprobe.yaml"
-    script:
-        "../scripts/table2.py"
-
-
-rule table3:
-    input:
-        judge=JUDGES,
-    output:
-        table=report(
-            f"{R}/table3.csv", caption="captions/table3.rst", category="Tables"
-        ),
-        flags=f"{R}/table3_flags.csv",
-    log:
-        "logs/tables/table3.log",
-    localrule: True
-    conda:
-        "../envs/memprobe.yaml"
-    params:
-        pairs=PAIRS,
-    script:
-        "../scripts/tables.py"
-
-
-rule table4:
-    input:
-        judge=JUDGES,
         attribution=ATTRIBUTIONS,
+        # The sweep's other ks; the primary k's judges are in `judge`. Also orders table5
+        # after every LLM job (the usage ledgers are side outputs of those jobs).
+        sweep=sorted({p for ps in SWEEP_JUDGES.values() for p in ps} - set(JUDGES)),
     output:
-        table=report(
-            f"{R}/table4.csv", caption="captions/table4.rst", category="Tables"
+        table2=report(
+            f"{R}/table2.csv",
+            caption="captions/table2.rst",
+            category="Tables",
         ),
-        flags=f"{R}/table4_flags.csv",
-    log:
-        "logs/tables/table4.log",
-    localrule: True
-    conda:
-        "../envs/memprobe.yaml"
-    params:
-        pairs=PAIRS,
-    script:
-        "../scripts/tables.py"
-
-
-rule table13:
-    input:
-        judge=JUDGES,
-        attribution=ATTRIBUTIONS,
-    output:
-        table=report(
-            f"{R}/table13.csv", caption="captions/table13.rst", category="Tables"
+        table3=report(
+            f"{R}/table3.csv",
+            caption="captions/table3.rst",
+            category="Tables",
         ),
-        flags=f"{R}/table13_flags.csv",
-    log:
-        "logs/tables/table13.log",
-    localrule: True
-    conda:
-        "../envs/memprobe.yaml"
-    params:
-        pairs=PAIRS,
-    script:
-        "../scripts/tables.py"
-
-
-rule table14:
-    input:
-        memories=MEMORIES,
-    output:
-        table=report(
-            f"{R}/table14.csv", caption="captions/table14.rst", category="Tables"
+        table4=report(
+            f"{R}/table4.csv",
+            caption="captions/table4.rst",
+            category="Tables",
         ),
-    log:
-        "logs/tables/table14.log",
-    localrule: True
-    conda:
-        "../envs/memprobe.yaml"
-    params:
-        pairs=PAIRS,
-    script:
-        "../scripts/tables.py"
-
-
-rule gap:
-    input:
-        judge=JUDGES,
-    output:
-        table=report(f"{R}/gap.csv", caption="captions/gap.rst", category="Tables"),
-        flags=f"{R}/gap_flags.csv",
-    log:
-        "logs/tables/gap.log",
-    localrule: True
-    conda:
-        "../envs/memprobe.yaml"
-    params:
-        pairs=PAIRS,
-    script:
-        "../scripts/tables.py"
-
-
-rule table5:
-    input:
-        # Ordered after every LLM job (the ledger files are their side outputs).
-        runs=JUDGES + ATTRIBUTIONS + PREFERENCES + sum(SWEEP_JUDGES.values(), []),
-    output:
-        table=report(
-            f"{R}/table5.csv", caption="captions/table5.rst", category="Tables"
+        table13=report(
+            f"{R}/table13.csv",
+            caption="captions/table13.rst",
+            category="Tables",
         ),
-    log:
-        "logs/tables/table5.log",
-    localrule: True
-    conda:
-        "../envs/memprobe.yaml"
-    params:
-        pairs=PAIRS,
-        usage=f"{R}/usage",
-    script:
-        "../scripts/tables.py"
-
-
-rule table2_ci:
-    input:
-        judge=JUDGES,
-    output:
-        table=report(
+        table14=report(
+            f"{R}/table14.csv",
+            caption="captions/table14.rst",
+            category="Tables",
+        ),
+        gap=report(
+            f"{R}/gap.csv",
+            caption="captions/gap.rst",
+            category="Tables",
+        ),
+        table5=report(
+            f"{R}/table5.csv",
+            caption="captions/table5.rst",
+            category="Tables",
+        ),
+        table2_flags=f"{R}/table2_flags.csv",
+        table3_flags=f"{R}/table3_flags.csv",
+        table4_flags=f"{R}/table4_flags.csv",
+        table13_flags=f"{R}/table13_flags.csv",
+        gap_flags=f"{R}/gap_flags.csv",
+        table2_ci=report(
             f"{R}/table2_ci.csv",
             caption="captions/table2_ci.rst",
             category="Beyond the paper",
         ),
-        flags=f"{R}/table2_ci_flags.csv",
+        table2_ci_flags=f"{R}/table2_ci_flags.csv",
         paired=report(
             f"{R}/paired.csv",
             caption="captions/paired.rst",
             category="Beyond the paper",
         ),
-    log:
-        "logs/tables/table2_ci.log",
-    localrule: True
-    conda:
-        "../envs/memprobe.yaml"
-    params:
-        pairs=PAIRS,
-    script:
-        "../scripts/tables.py"
-
-
-rule topk_sweep:
-    input:
-        **SWEEP_JUDGES,
-    output:
-        table=report(
+        topk_sweep=report(
             f"{R}/topk_sweep.csv",
             caption="captions/topk_sweep.rst",
             category="Beyond the paper",
         ),
+        category_b=report(
+            f"{R}/figures/category_b.png",
+            caption="captions/figure_category.rst",
+            category="Figures",
+        ),
+        dump_vs_retrieve=report(
+            f"{R}/figures/dump_vs_retrieve.png",
+            caption="captions/figure_gap.rst",
+            category="Figures",
+        ),
+        attribution_fig=report(
+            f"{R}/figures/attribution.png",
+            caption="captions/figure_attribution.rst",
+            category="Figures",
+        ),
     log:
-        "logs/tables/topk_sweep.log",
+        "logs/tables/tables.log",
     localrule: True
     conda:
         "../envs/memprobe.yaml"
     params:
         pairs=PAIRS,
         ks=CFG.ks,
+        sweep=SWEEP_JUDGES,
+        usage=f"{R}/usage",
     script:
         "../scripts/tables.py"
 
@@ -260,47 +159,3 @@ if not CFG.release.import_runs:
             llm_slots=1,
         script:
             "../scripts/judge.py"
-
-
-rule figures:
-    input:
-        judge=JUDGES,
-        attribution=ATTRIBUTIONS,
-    output:
-        category_b=report(
-            f"{R}/figures/category_b.png",
-            caption="captions/figure_category.rst",
-            category="Figures",
-        ),
-        dump_vs_retrieve=report(
-            f"{R}/figures/dump_vs_retrieve.png",
-            caption="captions/figure_gap.rst",
-            category="Figures",
-        ),
-        attribution=report(
-            f"{R}/figures/attribution.png",
-            caption="captions/figure_attribution.rst",
-            category="Figures",
-        ),
-    log:
-        "logs/figures/figures.log",
-    localrule: True
-    conda:
-        "../envs/memprobe.yaml"
-    script:
-        "../scripts/figures.py"
-
-
-# Every table and figure (the report's content): `snakemake tables`.
-rule tables:
-    input:
-        rules.table2.output,
-        rules.table3.output,
-        rules.table4.output,
-        rules.table13.output,
-        rules.table14.output,
-        rules.gap.output,
-        rules.table5.output,
-        rules.table2_ci.output,
-        rules.topk_sweep.output,
-        rules.figures.output,

@@ -1,63 +1,77 @@
-"""Every run table except table2: one rule each, dispatched on the rule name."""
+"""Every run table and figure, in one job (see rules/tables.smk for why one)."""
 
 import csv
 from pathlib import Path
 
-from memprobe import glue, records, tables
+from memprobe import figures, glue, records, tables
 
 
-def judges(paths):
-    return [records.load(p, records.Judge) for p in paths]
+def write(path: str, df) -> None:
+    records.write_atomic(path, df.to_csv(index=False))
 
 
-def attributions(paths):
-    return [records.load(p, records.Attribution) for p in paths]
+def usage_rows(usage_dir: str) -> list[dict]:
+    rows: list[dict] = []
+    for f in sorted(Path(usage_dir).rglob("*.csv")):
+        with open(f, newline="", encoding="utf-8") as fh:
+            rows += list(csv.DictReader(fh))
+    return rows
 
 
 def main(job: glue.Job) -> None:
-    cfg, i, rule = job.cfg, job.input, job.rule
-    pairs = [tuple(p) for p in job.smk.params.pairs]
-    flags = None
-    if rule == "table3":
-        js = judges(i.judge)
-        df = tables.table3(cfg.systems, cfg.modes, pairs, js)
-        flags = tables.row_flags(df, ["system", "mode"], js)
-    elif rule == "table4":
-        js = judges(i.judge)
-        df = tables.table4(cfg.systems, cfg.modes, pairs, attributions(i.attribution))
-        flags = tables.row_flags(df, ["system", "mode"], js)
-    elif rule == "table13":
-        js = judges(i.judge)
-        df = tables.table13(cfg.systems, pairs, attributions(i.attribution))
-        flags = tables.row_flags(df, ["system", "category"], js)
-    elif rule == "table14":
-        df = tables.table14(cfg.systems, [records.load(p, records.Memories) for p in i.memories])
-    elif rule == "gap":
-        js = judges(i.judge)
-        df = tables.gap(cfg.systems, js)
-        flags = tables.gap_flags(df, js)
-    elif rule == "table2_ci":
-        js = judges(i.judge)
-        df = tables.table2_ci(cfg.systems, cfg.modes, pairs, js, seed=cfg.seed)
-        flags = tables.row_flags(df, ["system", "mode"], js)
-        paired = tables.paired(cfg.systems, cfg.modes, js, seed=cfg.seed)
-        records.write_atomic(job.output.paired, paired.to_csv(index=False))
-    elif rule == "topk_sweep":
-        by_k = {int(k): judges(getattr(i, f"k{k}")) for k in job.smk.params.ks}
-        df = tables.topk_sweep(
-            [s for s, m in pairs if m == "retrieve"], list(job.smk.params.ks), by_k
-        )
-    elif rule == "table5":
-        rows = []
-        for f in sorted(Path(job.smk.params.usage).rglob("*.csv")):
-            with open(f, newline="", encoding="utf-8") as fh:
-                rows += list(csv.DictReader(fh))
-        df = tables.table5(rows, cfg.systems)
-    else:
-        raise ValueError(f"scripts/tables.py: no table for rule {rule!r}")
-    records.write_atomic(job.output.table, df.to_csv(index=False))
-    if flags is not None:
-        records.write_atomic(job.output.flags, flags.to_csv(index=False))
+    cfg, i, o, params = job.cfg, job.input, job.output, job.smk.params
+    systems, modes = cfg.systems, cfg.modes
+    pairs = [tuple(p) for p in params.pairs]
+    judges = {p: records.load(p, records.Judge) for p in i.judge}
+    js = list(judges.values())
+    atts = [records.load(p, records.Attribution) for p in i.attribution]
+    memories = [records.load(p, records.Memories) for p in i.memories]
+    # The judges of the sweep's k: the primary k's are the retrieve mode's own.
+    judges |= {p: records.load(p, records.Judge) for p in i.sweep}
+    by_k = {int(k[1:]): [judges[p] for p in paths] for k, paths in params.sweep.items()}
+
+    df = tables.table2(
+        systems,
+        [records.load(p, records.Episodes) for p in i.episodes],
+        [records.load(p, records.Preference) for p in i.preference],
+        memories,
+        js,
+    )
+    write(o.table2, df)
+    write(o.table2_flags, tables.table2_flags(df, js))
+
+    df = tables.table3(systems, modes, pairs, js)
+    write(o.table3, df)
+    write(o.table3_flags, tables.row_flags(df, ["system", "mode"], js))
+
+    df = tables.table4(systems, modes, pairs, atts)
+    write(o.table4, df)
+    write(o.table4_flags, tables.row_flags(df, ["system", "mode"], js))
+
+    df = tables.table13(systems, pairs, atts)
+    write(o.table13, df)
+    write(o.table13_flags, tables.row_flags(df, ["system", "category"], js))
+
+    write(o.table14, tables.table14(systems, memories))
+
+    df = tables.gap(systems, js)
+    write(o.gap, df)
+    write(o.gap_flags, tables.gap_flags(df, js))
+
+    df = tables.table2_ci(systems, modes, pairs, js, seed=cfg.seed)
+    write(o.table2_ci, df)
+    write(o.table2_ci_flags, tables.row_flags(df, ["system", "mode"], js))
+    write(o.paired, tables.paired(systems, modes, js, seed=cfg.seed))
+
+    retrieve_systems = [s for s, m in pairs if m == "retrieve"]
+    write(o.topk_sweep, tables.topk_sweep(retrieve_systems, list(params.ks), by_k))
+
+    # Last: the bill of every LLM job, this run's and earlier runs'.
+    write(o.table5, tables.table5(usage_rows(params.usage), systems))
+
+    figures.category_b(js, systems, o.category_b)
+    figures.dump_vs_retrieve(js, systems, o.dump_vs_retrieve)
+    figures.attribution_bars(atts, systems, o.attribution_fig)
 
 
 glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)

@@ -155,7 +155,7 @@ def test_slurm_submits_gpu_flags_for_memt_only_and_caps_llm_jobs(
     for rule, line in other_jobs:
         flags = [a for a in line.split() if a.startswith("-")]
         assert not [f for f in flags if "gpu" in f or f.startswith("--gres")], (rule, line)
-    assert "table2" not in {r for r, _ in other_jobs}  # a localrule: never submitted
+    assert "tables" not in {r for r, _ in other_jobs}  # a localrule: never submitted
     assert (wf.root / "results" / "table2.csv").exists()
 
     # Never more LLM jobs at once than llm_slots allows.
@@ -187,4 +187,4 @@ def test_paper_scale_dry_run_lists_job_counts(workflow_factory):
     assert counts["rollout"] == counts["preference"] == n * len(systems)
     assert counts["probe"] == n * len(searchable)
     assert counts["slotfill"] == counts["judge"] == counts["attribution"] == n * pairs
-    assert counts["table2"] == 1
+    assert counts["tables"] == 1

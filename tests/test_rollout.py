@@ -97,9 +97,7 @@ def test_tiny_run_all_cpu_systems_memory_carries_within_user_only(
     pref.write_text(pref.read_text() + "\nJudge only what the reply shows.\n")
     scheduled = wf.scheduled("results/table2.csv")
     assert scheduled.get("preference") == len(SYSTEMS) * len(USERS)
-    assert set(scheduled) <= {"preference", "table2", "all"} | {
-        r for r in scheduled if r.startswith(("table", "figure", "report"))
-    }, scheduled
+    assert set(scheduled) <= {"preference", "tables", "all"}, scheduled
     pref.write_text(pref.read_text().replace("\nJudge only what the reply shows.\n", ""))
 
     # A changed amem prompt reruns amem's rollouts (and what follows), no other system's.
