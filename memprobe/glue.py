@@ -66,7 +66,16 @@ def setup_logging(logfile: str | None) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def run(main: Callable[[Job], None], smk: Any) -> None:
+def run(main: Callable[[Job], None]) -> None:
+    """Run a script's ``main``: under ``script:`` Snakemake injected ``snakemake`` into the
+    script's globals; under ``shell:`` the job comes on the command line (memprobe/shell_job)."""
+    smk = sys.modules["__main__"].__dict__.get("snakemake")
+    if smk is None:
+        from memprobe.shell_job import SpecJob
+
+        if len(sys.argv) != 4:
+            sys.exit(f"usage: {sys.argv[0]} RULE LOG JOB_JSON (run through snakemake)")
+        smk = SpecJob(*sys.argv[1:])
     setup_logging(smk.log[0] if len(smk.log) else None)
     try:
         main(Job(smk))

@@ -4,6 +4,7 @@
 
 rule attribution:
     input:
+        code="scripts/attribution.py",
         judge=f"{R}/{{system}}/{{user}}/{{mode}}/judge.json",
         bank=f"{R}/users/{{user}}/bank.json",
         tasks=f"{R}/users/{{user}}/tasks.json",
@@ -19,5 +20,7 @@ rule attribution:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
-    script:
-        "../scripts/attribution.py"
+    params:
+        job=script_job(),
+    shell:
+        run_script("attribution")

@@ -3,6 +3,7 @@ import sys
 
 from memprobe import embed_service
 from memprobe import preflight
+from memprobe import shell_job
 from memprobe import taxonomy
 from memprobe.agents import registry
 from memprobe.config import ConfigError, load_config
@@ -22,6 +23,23 @@ if CFG.llm.backend == "local":
         local_server.check_model_path(CFG.llm.local)
     except local_server.LocalModelError as err:
         sys.exit(f"memprobe: {err}")
+
+# Per-user jobs run their script through `shell:` (memprobe/shell_job.py says why); they
+# read the run's config from the file named by MEMPROBE_CONFIG_FILE.
+shell_job.export_config(config)
+
+
+def script_job(**params):
+    """The `job` param of a shell script job: its named files, wildcards and params as JSON."""
+    return lambda wildcards, input, output: shell_job.render(
+        wildcards, input, output, params
+    )
+
+
+def run_script(rule, script=None):
+    """The shell command: scripts/<script, else the rule name>.py with the job's JSON."""
+    return f"python scripts/{script or rule}.py {rule} {{log:q}} {{params.job:q}}"
+
 
 R = CFG.results_dir
 USERS = CFG.user_ids

@@ -4,6 +4,7 @@
 rule rollout:
     input:
         unpack(agent_prompts),
+        code="scripts/rollout.py",
         persona=f"{R}/users/{{user}}/persona.json",
         bank=f"{R}/users/{{user}}/bank.json",
         tasks=f"{R}/users/{{user}}/tasks.json",
@@ -23,12 +24,15 @@ rule rollout:
         gpu=gpu_count,
         gpu_model=gpu_model,
         cpus_per_gpu=cpus_per_gpu,
-    script:
-        "../scripts/rollout.py"
+    params:
+        job=script_job(),
+    shell:
+        run_script("rollout")
 
 
 rule preference:
     input:
+        code="scripts/preference.py",
         episodes=f"{R}/{{system}}/{{user}}/episodes.json",
         bank=f"{R}/users/{{user}}/bank.json",
         prompt=prompt("preference_judge"),
@@ -40,13 +44,16 @@ rule preference:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
-    script:
-        "../scripts/preference.py"
+    params:
+        job=script_job(),
+    shell:
+        run_script("preference")
 
 
 rule probe:
     input:
         unpack(agent_prompts),
+        code="scripts/probe.py",
         store=f"{R}/{{system}}/{{user}}/store",
         bank=f"{R}/users/{{user}}/bank.json",
         guides=GUIDES,
@@ -62,5 +69,7 @@ rule probe:
         gpu=gpu_count,
         gpu_model=gpu_model,
         cpus_per_gpu=cpus_per_gpu,
-    script:
-        "../scripts/probe.py"
+    params:
+        job=script_job(),
+    shell:
+        run_script("probe")

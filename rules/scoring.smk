@@ -3,6 +3,7 @@
 
 rule slotfill:
     input:
+        code="scripts/slotfill.py",
         memory=slotfill_memory,
         bank=f"{R}/users/{{user}}/bank.json",
         guides=GUIDES,
@@ -15,12 +16,15 @@ rule slotfill:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
-    script:
-        "../scripts/slotfill.py"
+    params:
+        job=script_job(),
+    shell:
+        run_script("slotfill")
 
 
 rule judge:
     input:
+        code="scripts/judge.py",
         slotfill=f"{R}/{{system}}/{{user}}/{{mode}}/slotfill.json",
         bank=f"{R}/users/{{user}}/bank.json",
         prompt=prompt("recovery_judge"),
@@ -32,5 +36,7 @@ rule judge:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
-    script:
-        "../scripts/judge.py"
+    params:
+        job=script_job(),
+    shell:
+        run_script("judge")

@@ -129,6 +129,7 @@ if not CFG.release.import_runs:
 
     rule slotfill_sweep:
         input:
+            code="scripts/sweep_slotfill.py",
             memory=f"{R}/{{system}}/{{user}}/retrieved_k{{k}}.json",
             bank=f"{R}/users/{{user}}/bank.json",
             guides=GUIDES,
@@ -141,11 +142,14 @@ if not CFG.release.import_runs:
             "../envs/memprobe.yaml"
         resources:
             llm_slots=1,
-        script:
-            "../scripts/sweep_slotfill.py"
+        params:
+            job=script_job(),
+        shell:
+            run_script("slotfill_sweep", "sweep_slotfill")
 
     rule judge_sweep:
         input:
+            code="scripts/judge.py",
             slotfill=f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",
             bank=f"{R}/users/{{user}}/bank.json",
             prompt=prompt("recovery_judge"),
@@ -157,5 +161,7 @@ if not CFG.release.import_runs:
             "../envs/memprobe.yaml"
         resources:
             llm_slots=1,
-        script:
-            "../scripts/judge.py"
+        params:
+            job=script_job(),
+        shell:
+            run_script("judge_sweep", "judge")

@@ -12,6 +12,7 @@ except taxonomy.TaxonomyError as err:
 
 rule persona:
     input:
+        code="scripts/persona.py",
         prompt=prompt("persona_narrative"),
     output:
         f"{R}/users/{{user}}/persona.json",
@@ -21,12 +22,15 @@ rule persona:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
-    script:
-        "../scripts/persona.py"
+    params:
+        job=script_job(),
+    shell:
+        run_script("persona")
 
 
 rule bank:
     input:
+        code="scripts/bank.py",
         persona=f"{R}/users/{{user}}/persona.json",
         pool=POOL,
         guides=GUIDES,
@@ -39,12 +43,15 @@ rule bank:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
-    script:
-        "../scripts/bank.py"
+    params:
+        job=script_job(),
+    shell:
+        run_script("bank")
 
 
 rule tasks:
     input:
+        code="scripts/tasks.py",
         persona=f"{R}/users/{{user}}/persona.json",
         bank=f"{R}/users/{{user}}/bank.json",
         guides=GUIDES,
@@ -59,12 +66,15 @@ rule tasks:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
-    script:
-        "../scripts/tasks.py"
+    params:
+        job=script_job(),
+    shell:
+        run_script("tasks")
 
 
 rule stage0:
     input:
+        code="scripts/stage0.py",
         bank=f"{R}/users/{{user}}/bank.json",
         tasks=f"{R}/users/{{user}}/tasks.json",
         prompt=prompt("attribution_oracle"),
@@ -76,5 +86,7 @@ rule stage0:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
-    script:
-        "../scripts/stage0.py"
+    params:
+        job=script_job(),
+    shell:
+        run_script("stage0")

@@ -12,4 +12,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output[0], result)
 
 
-glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)
+glue.run(main)

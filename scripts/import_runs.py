@@ -22,4 +22,4 @@ def main(job: glue.Job) -> None:
         records.write_atomic(out.attribution[i], release.attribution(lay, system, mode, user))
 
 
-glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)
+glue.run(main)

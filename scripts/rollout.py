@@ -39,4 +39,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output.memories, memories)
 
 
-glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)
+glue.run(main)

@@ -11,4 +11,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output[0], oracle)
 
 
-glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)
+glue.run(main)

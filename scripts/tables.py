@@ -74,4 +74,4 @@ def main(job: glue.Job) -> None:
     figures.attribution_bars(atts, systems, o.attribution_fig)
 
 
-glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)
+glue.run(main)

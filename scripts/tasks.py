@@ -14,4 +14,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output[0], tasks)
 
 
-glue.run(main, snakemake)  # noqa: F821 (injected by Snakemake)
+glue.run(main)

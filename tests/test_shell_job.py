@@ -1,0 +1,76 @@
+"""Shell script jobs get what `script:` gave them: named files, wildcards, params, config."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memprobe import shell_job
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class FakeNamedlist(list):
+    """What Snakemake hands a params function: a list with named entries."""
+
+    def __init__(self, names: dict):
+        flat = []
+        for v in names.values():
+            flat += v if isinstance(v, list) else [v]
+        super().__init__(flat)
+        self._names = names
+
+    def items(self):
+        return self._names.items()
+
+
+def test_render_and_spec_job_round_trip(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)  # restored (unset) afterwards
+    shell_job.export_config({"seed": 3, "llm": {"model": "m"}})
+    spec = shell_job.render(
+        FakeNamedlist({"system": "amem", "user": "user_001"}),
+        FakeNamedlist({"bank": "b.json", "judge": ["j1.json", "j2.json"], "prompt": "p.md"}),
+        FakeNamedlist({"table": "t.csv"}),
+        {"ks": [5, 10]},
+    )
+    job = shell_job.SpecJob("judge", "logs/x.log", spec)
+    assert job.rule == "judge" and job.log == ["logs/x.log"]
+    assert job.input.bank == "b.json" and job.input.judge == ["j1.json", "j2.json"]
+    assert list(job.input) == ["b.json", "j1.json", "j2.json", "p.md"]
+    assert dict(job.input.items())["prompt"] == "p.md"
+    assert job.output[0] == "t.csv" == job.output.table
+    assert dict(job.wildcards) == {"system": "amem", "user": "user_001"}
+    assert job.wildcards.user == "user_001"
+    assert job.params.ks == [5, 10]
+    assert job.config == {"seed": 3, "llm": {"model": "m"}}
+    with pytest.raises(AttributeError):
+        job.input.missing  # noqa: B018
+
+
+def test_the_config_file_is_content_addressed_and_outside_the_params(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)  # restored (unset) afterwards
+    a = shell_job.export_config({"llm": {"concurrency": 1}})
+    b = shell_job.export_config({"llm": {"concurrency": 8}})
+    assert a != b and a.exists() and b.exists()
+    assert os.environ[shell_job.CONFIG_ENV] == str(b.resolve())
+    assert json.loads(a.read_text()) == {"llm": {"concurrency": 1}}  # a running job's file stays
+
+
+def test_a_script_run_by_hand_says_how_it_is_run(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != shell_job.CONFIG_ENV}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "judge.py")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert proc.returncode != 0
+    assert "RULE LOG JOB_JSON" in proc.stderr and "Traceback" not in proc.stderr
