@@ -66,8 +66,7 @@ def render(wildcards, input, output, params: dict[str, Any]) -> str:
             "wildcards": dict(wildcards.items()),
             "params": params,
         },
-        separators=(",", ":"),
-        sort_keys=True,
+        separators=(",", ":"),  # keys keep Snakemake's order: job names join the wildcards
     )
 
 

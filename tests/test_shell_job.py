@@ -34,7 +34,7 @@ def test_render_and_spec_job_round_trip(tmp_path, monkeypatch):
     monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)  # restored (unset) afterwards
     shell_job.export_config({"seed": 3, "llm": {"model": "m"}})
     spec = shell_job.render(
-        FakeNamedlist({"system": "amem", "user": "user_001"}),
+        FakeNamedlist({"user": "user_001", "system": "amem"}),
         FakeNamedlist({"bank": "b.json", "judge": ["j1.json", "j2.json"], "prompt": "p.md"}),
         FakeNamedlist({"table": "t.csv"}),
         {"ks": [5, 10]},
@@ -46,6 +46,7 @@ def test_render_and_spec_job_round_trip(tmp_path, monkeypatch):
     assert dict(job.input.items())["prompt"] == "p.md"
     assert job.output[0] == "t.csv" == job.output.table
     assert dict(job.wildcards) == {"system": "amem", "user": "user_001"}
+    assert list(job.wildcards) == ["user_001", "amem"]  # the rule's order, not sorted
     assert job.wildcards.user == "user_001"
     assert job.params.ks == [5, 10]
     assert job.config == {"seed": 3, "llm": {"model": "m"}}

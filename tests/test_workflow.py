@@ -67,6 +67,9 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
 
     first = ledger_rows(wf.root)
     assert first and any(r["cached"] == "false" for r in first)
+    # One ledger per job, named after its wildcards in the rule's order (table5 reads them).
+    assert (results / "usage" / "judge" / "longctx_full_user_001_retrieve.csv").exists()
+    assert (results / "usage" / "rollout" / "nomem_user_002.csv").exists()
     assert {"role", "model", "prompt_tokens", "completion_tokens", "latency_s", "cached"} <= set(
         first[0]
     )
