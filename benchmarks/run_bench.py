@@ -256,6 +256,7 @@ def main() -> None:
         # In a clean copy (no results: every job is built), after the run has ended, best of 3:
         # with --quiet (the DAG build) and without (plus printing every job).
         clean = wd / "dag-build"
+        clean.mkdir()
         copy_workflow(clean)
         dry_args = (TARGET, "-n", "--cores", "1", "--configfile", str(paper))
         dag_s, dag_print_s = [], []
