@@ -30,8 +30,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
+
+from memprobe.json_http import QuietJSONHandler
 
 URL_ENV = "MEMPROBE_EMBED_URL"
 TOKEN_ENV = "MEMPROBE_EMBED_TOKEN"
@@ -85,19 +87,8 @@ def _load_default(state: _State) -> None:
     state.ready.set()
 
 
-def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-        def _send(self, code: int, payload: dict) -> None:
-            data = json.dumps(payload).encode("utf-8")
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+def _handler(state: _State) -> type[QuietJSONHandler]:
+    class Handler(QuietJSONHandler):
         def do_GET(self) -> None:
             if self.path != "/health":
                 return self._send(404, {"error": "not found"})

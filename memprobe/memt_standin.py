@@ -19,10 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from memprobe.fake_responder import completion_body
+from memprobe.json_http import QuietJSONHandler
 
 MALFORMED = '<tool_call>{"name": "create_fact", "arguments": {"content": </tool_call>'
 RETRIEVE_PLAN = (
@@ -109,19 +110,8 @@ def reply_for(body: dict[str, Any]) -> str:
 
 
 def make_server(host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietJSONHandler):
         protocol_version = "HTTP/1.1"
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            pass
-
-        def _send(self, code: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
 
         def do_GET(self) -> None:
             path = self.path.rstrip("/")
