@@ -10,10 +10,11 @@ back to loading the model itself when the server can't be reached (a cluster nod
 run outside Snakemake). Both paths call the same ``SentenceTransformer.encode`` on the same
 model, so the vectors are the same; the server returns them as raw float32 bytes.
 
-Protocol (loopback only): ``GET /health`` is 200 once the default model is loaded, 503
-before; ``POST /encode`` with ``{"texts": [...], "path": null | "<model dir>"}`` and the
-header ``X-Memprobe-Token`` answers ``{"rows": n, "dim": d, "data": "<base64 float32>"}``,
-waiting for the model if it is still loading.
+Protocol (loopback only): ``GET /health`` is 200 as soon as the server listens, with
+``{"ready": <default model loaded>}`` (500 if loading failed). ``POST /encode`` with
+``{"texts": [...], "path": null | "<model dir>"}`` and the header ``X-Memprobe-Token``
+answers ``{"rows": n, "dim": d, "data": "<base64 float32>"}``, waiting for the model if it
+is still loading.
 """
 
 from __future__ import annotations
@@ -27,12 +28,11 @@ import secrets
 import subprocess
 import sys
 import threading
-import time
-import urllib.error
 import urllib.request
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+from memprobe import served_process
 from memprobe.json_http import QuietJSONHandler
 
 URL_ENV = "MEMPROBE_EMBED_URL"
@@ -94,7 +94,7 @@ def _handler(state: _State) -> type[QuietJSONHandler]:
                 return self._send(404, {"error": "not found"})
             if state.failed:
                 return self._send(500, {"error": state.failed})
-            self._send(200 if state.ready.is_set() else 503, {"ready": state.ready.is_set()})
+            self._send(200, {"ready": state.ready.is_set()})  # listening is what start waits for
 
         def do_POST(self) -> None:
             if self.path != "/encode":
@@ -135,8 +135,6 @@ def serve(port: int, token_env: str) -> None:
 
 # -- lifecycle (the Snakefile's onstart / onsuccess / onerror) ------------------------------
 def _background_child() -> None:
-    from memprobe import served_process
-
     served_process.die_with_parent()
     # The model loads while the first LLM jobs run: it yields the CPU to them.
     os.nice(10)
@@ -148,8 +146,6 @@ _run_server: subprocess.Popen | None = None
 def start_for_run(log_path: str | Path = "logs/embed_server.log", bind_timeout_s=30.0) -> str:
     """Launch the server, wait until its port answers (not for the model), export its URL."""
     global _run_server
-    from memprobe import served_process
-
     if os.environ.get(URL_ENV):
         return os.environ[URL_ENV]
     port = served_process.free_port()
@@ -164,20 +160,15 @@ def start_for_run(log_path: str | Path = "logs/embed_server.log", bind_timeout_s
             env={**os.environ, "_MEMPROBE_EMBED_TOKEN_IN": token},
             preexec_fn=_background_child,
         )
-    deadline = time.monotonic() + bind_timeout_s
-    while True:
-        if proc.poll() is not None:
-            raise Unreachable(f"embedding server exited with {proc.returncode} (see {log_path})")
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2).close()
-            break
-        except urllib.error.HTTPError:
-            break  # 503: bound and loading, which is all we wait for
-        except OSError:
-            if time.monotonic() > deadline:
-                proc.terminate()
-                raise Unreachable(f"embedding server did not bind {url} (see {log_path})") from None
-            time.sleep(0.05)
+    try:
+        served_process.wait_healthy(proc, url, bind_timeout_s, poll_s=0.05)
+    except served_process.NotHealthy as err:
+        if err.exit_code is not None:
+            raise Unreachable(
+                f"embedding server exited with {err.exit_code} (see {log_path})"
+            ) from None
+        proc.terminate()
+        raise Unreachable(f"embedding server did not bind {url} (see {log_path})") from None
     _run_server = proc
     os.environ[URL_ENV] = url
     os.environ[TOKEN_ENV] = token
