@@ -39,8 +39,9 @@ def test_render_and_spec_job_round_trip(tmp_path, monkeypatch):
         FakeNamedlist({"table": "t.csv"}),
         {"ks": [5, 10]},
     )
-    job = shell_job.SpecJob("judge", "logs/x.log", spec)
-    assert job.rule == "judge" and job.log == ["logs/x.log"]
+    job = shell_job.SpecJob("judge", "logs/x.log", "results/usage/judge/x.csv", spec)
+    assert job.rule == "judge" and job.log == ["logs/x.log", "results/usage/judge/x.csv"]
+    assert job.log.usage == "results/usage/judge/x.csv"
     assert job.input.bank == "b.json" and job.input.judge == ["j1.json", "j2.json"]
     assert list(job.input) == ["b.json", "j1.json", "j2.json", "p.md"]
     assert dict(job.input.items())["prompt"] == "p.md"
@@ -74,4 +75,4 @@ def test_a_script_run_by_hand_says_how_it_is_run(tmp_path):
         env=env,
     )
     assert proc.returncode != 0
-    assert "RULE LOG JOB_JSON" in proc.stderr and "Traceback" not in proc.stderr
+    assert "RULE LOG USAGE JOB_JSON" in proc.stderr and "Traceback" not in proc.stderr
