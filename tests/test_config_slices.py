@@ -158,7 +158,9 @@ def test_local_model_identity_is_the_cache_identity_without_reading_the_model(
 
 
 def run_job(monkeypatch, main) -> int:
-    """glue.run as a shell job of rule judge with a usage log; returns the exit status."""
+    """glue.run as a shell job of rule judge with a usage log; returns the exit status.
+    Like Snakemake, it deletes the job's logs (the ledger is one) before the attempt."""
+    Path("results/usage/judge/user_001.csv").unlink(missing_ok=True)
     spec = json.dumps({"input": {"all": [], "names": {}}, "output": {"all": [], "names": {}},
                        "wildcards": {"user": "user_001"}, "params": {}})  # fmt: skip
     argv = ["judge.py", "judge", "logs/judge.log", "results/usage/judge/user_001.csv", spec]
