@@ -158,6 +158,22 @@ def test_the_finished_run_is_current(finished):
     print(f"tiny run: {finished.seconds:.1f} s, {len(finished.dag.rule)} jobs")
 
 
+def test_snakemake_names_the_changed_setting(finished):
+    cfg = copy.deepcopy(finished.config)
+    cfg["tasks"] = {"max_edits": 1}
+    finished.wf.write_config(cfg)
+    try:
+        dry = finished.wf.run(TARGET, "-n")
+        summary = finished.wf.run(TARGET, "--summary").stdout
+    finally:
+        finished.wf.write_config(finished.config)
+    assert "before: {'tasks': {'max_edits': 3," in dry.stdout + dry.stderr
+    assert "now: {'tasks': {'max_edits': 1," in dry.stdout + dry.stderr
+    status = {row.split("\t")[0]: row.split("\t")[-2] for row in summary.splitlines()[1:]}
+    assert status["results/users/user_001/tasks.json"] == "params changed"
+    assert status["results/users/user_001/bank.json"] == "ok"
+
+
 def edited(path: Path):
     """Append a comment to a file for the duration of a with-block."""
 
