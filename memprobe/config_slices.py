@@ -101,7 +101,7 @@ RUNTIME_ONLY: tuple[str, ...] = (
     "llm.cache_dir",
     "llm.api_key_env",
     "llm.local.threads",
-    "llm.local.context_tokens",
+    "llm.local.context_tokens",  # a slot-fill budget derived from it is in the slotfill slice
     "llm.local.parallel",
     "llm.local.startup_timeout_s",
     "memt.api_key_env",
