@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 from pydantic import BaseModel
 
 from memprobe import config_slices as cs
@@ -213,3 +214,17 @@ def test_slices_are_built_from_the_validated_config():
     assert params["cfg_role_judge"] == {"role judge": cs.role_identity(cfg, "judge")}
     assert params["cfg_compat_judge_unknown_labels"] == {"compat.judge_unknown_labels": False}
     assert params["cfg_seed"] == {"seed": raw["seed"]}
+
+
+def test_the_paper_config_gives_the_default_runs_banks_another_slice():
+    """Must-show 3, without running the default config: a bank job of the default run and of
+    config/paper.yaml (layered over it, as Snakemake merges them) differ in their slice."""
+    from snakemake.utils import update_config
+
+    default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    paper = copy.deepcopy(default)
+    update_config(paper, yaml.safe_load((ROOT / "config" / "paper.yaml").read_text()))
+    before = cs.Slicer(load_config(default)).params("bank")
+    after = cs.Slicer(load_config(paper)).params("bank")
+    assert sum(after["cfg_dims_per_category"]["dims_per_category"].values()) == 31
+    assert before["cfg_dims_per_category"] != after["cfg_dims_per_category"]
