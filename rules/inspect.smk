@@ -1,0 +1,42 @@
+# The case inspector (memprobe/inspect_site.py): a static site from the per-user files only,
+# results/inspect/index.html plus one page per (user, dimension). results/inspect.html is its
+# entry in `snakemake --report`; the caption links the site itself.
+from memprobe import inspect_site
+
+INSPECT_RETRIEVED = [
+    f"{R}/{s}/{u}/retrieved_k{K}.json" for s in RETRIEVE_SYSTEMS for u in USERS
+]
+
+
+rule inspect:
+    input:
+        bank=expand(f"{R}/users/{{user}}/bank.json", user=USERS),
+        tasks=expand(f"{R}/users/{{user}}/tasks.json", user=USERS),
+        episodes=expand(
+            f"{R}/{{system}}/{{user}}/episodes.json", system=SYSTEMS, user=USERS
+        ),
+        memories=MEMORIES,
+        retrieved=INSPECT_RETRIEVED,
+        slotfill=[f"{R}/{s}/{u}/{m}/slotfill.json" for s, m in PAIRS for u in USERS],
+        judge=JUDGES,
+        attribution=ATTRIBUTIONS,
+        assets=inspect_site.asset_files(),
+    output:
+        site=directory(f"{R}/inspect"),
+        entry=report(
+            f"{R}/inspect.html",
+            caption="captions/inspect.rst",
+            category="Inspector",
+        ),
+    log:
+        "logs/inspect/inspect.log",
+    localrule: True
+    conda:
+        "../envs/memprobe.yaml"
+    params:
+        users=USERS,
+        systems=SYSTEMS,
+        pairs=PAIRS,
+        k=K,
+    script:
+        "../scripts/inspect.py"
