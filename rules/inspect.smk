@@ -1,6 +1,9 @@
 # The case inspector (memprobe/inspect_site.py): a static site from the per-user files only,
 # results/inspect/index.html plus one page per (user, dimension). results/inspect.html is its
 # entry in `snakemake --report`; the caption links the site itself.
+import glob
+from pathlib import Path
+
 from memprobe import inspect_site
 
 INSPECT_RETRIEVED = [
@@ -40,3 +43,25 @@ rule inspect:
         k=K,
     script:
         "../scripts/inspect.py"
+
+
+# Human audit (memprobe/audit.py): `memprobe audit sample` draws a sample into
+# results/audit/NAME/; the sheets a person saves there become one agreement table.
+AUDIT_SHEETS = sorted(glob.glob(f"{R}/audit/*/sheet*.csv"))
+
+
+rule audit_agreement:
+    input:
+        sheets=AUDIT_SHEETS,
+        items=sorted({str(Path(s).with_name("items.json")) for s in AUDIT_SHEETS}),
+    output:
+        f"{R}/audit/agreement.csv",
+    log:
+        "logs/audit/agreement.log",
+    localrule: True
+    conda:
+        "../envs/memprobe.yaml"
+    params:
+        seed=CFG.seed,
+    script:
+        "../scripts/audit_agreement.py"
