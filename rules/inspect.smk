@@ -53,7 +53,7 @@ AUDIT_SHEETS = sorted(glob.glob(f"{R}/audit/*/sheet*.csv"))
 rule audit_agreement:
     input:
         sheets=AUDIT_SHEETS,
-        items=sorted({str(Path(s).with_name("items.json")) for s in AUDIT_SHEETS}),
+        samples=sorted({str(Path(s).with_name("items.json")) for s in AUDIT_SHEETS}),
     output:
         f"{R}/audit/agreement.csv",
     log:
