@@ -42,7 +42,7 @@ rule inspect:
         pairs=PAIRS,
         k=K,
     script:
-        "../scripts/inspect.py"
+        "../scripts/build_inspector.py"
 
 
 # Human audit (memprobe/audit.py): `memprobe audit sample` draws a sample into

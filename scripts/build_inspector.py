@@ -1,4 +1,5 @@
-"""The case inspector site (memprobe/inspect_site.py)."""
+"""The case inspector site (memprobe/inspect_site.py). Not named inspect.py: that would shadow
+the standard library module for every script run from scripts/."""
 
 from memprobe import glue, inspect_site
 
