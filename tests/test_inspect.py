@@ -217,6 +217,7 @@ def test_audit_sheet_round_trip_to_agreement(release_wf, page, tmp_path):
     open_page(page, folder / "index.html")
     expected = fill_sheet(page, sample)
     assert page.inner_text("#progress") == "11 of 12 marked"
+    page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(tmp_path / "audit.png"))
     page.reload()  # marks survive a reload
     page.wait_for_selector("body[data-ready='1']", state="attached")
