@@ -53,7 +53,14 @@ AUDIT_SHEETS = sorted(glob.glob(f"{R}/audit/*/sheet*.csv"))
 rule audit_agreement:
     input:
         sheets=AUDIT_SHEETS,
-        samples=sorted({str(Path(s).with_name("items.json")) for s in AUDIT_SHEETS}),
+        # A sheet without its sample is the script's one-line error, not a missing input.
+        samples=sorted(
+            {
+                str(Path(s).with_name("items.json"))
+                for s in AUDIT_SHEETS
+                if Path(s).with_name("items.json").exists()
+            }
+        ),
     output:
         f"{R}/audit/agreement.csv",
     log:
