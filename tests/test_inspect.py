@@ -182,6 +182,20 @@ def test_model_text_is_shown_as_text_never_run(release_wf, page, tmp_path):
         assert evil in page.inner_text("#app")
 
 
+@needs_browser
+def test_the_report_links_the_inspector(release_wf, page):
+    release_wf.run("tables")
+    release_wf.run("--report", "results/report.html")
+    page.goto((release_wf.root / "results" / "report.html").as_uri())
+    page.click("text=Inspector")
+    row = page.locator("tr", has_text="results/inspect.html")
+    row.locator("a[iconname='information-circle']").click()  # the item's caption
+    page.click("a[href='inspect/index.html']")
+    page.wait_for_selector("body[data-ready='1']", state="attached")
+    assert page.url == (release_wf.root / "results/inspect/index.html").as_uri()
+    assert page.inner_text("#count") == f"{len(USERS) * DIMS} of {len(USERS) * DIMS} cases"
+
+
 def fill_sheet(page, sample: dict) -> list[tuple[str, str, str]]:
     """Mark every item but the last: agree, except the first of each label type (disagree)."""
     expected = []
