@@ -68,6 +68,12 @@ class AuditSample(BaseModel):
 
 
 # -- drawing the sample ------------------------------------------------------------------
+def _item(key: str, label: str, system: str, user: str, category: str, context) -> AuditItem:
+    """An item; its id starts with its label type (``feedback:...``, ``attribution:...``)."""
+    where = {"system": system, "user": user, "category": category, "context": context}
+    return AuditItem(id=key, label_type=key.split(":", 1)[0], llm_label=label, **where)
+
+
 def _turn_items(root: Path, system: str, user: str, bank: Bank) -> list[AuditItem]:
     category = {e.dimension: e.category for e in bank.entries}
     eps = records.load(root / system / user / "episodes.json", Episodes)
@@ -79,17 +85,9 @@ def _turn_items(root: Path, system: str, user: str, bank: Bank) -> list[AuditIte
             if previous:
                 context.append(("user's previous message", previous))
             context += [("assistant reply", t.agent_response), ("user's answer", t.user_text)]
-            items.append(
-                AuditItem(
-                    id=f"feedback:{system}:{user}:{ep.index}:{t.turn}",
-                    label_type="feedback",
-                    llm_label=t.feedback_type,
-                    system=system,
-                    user=user,
-                    category=category.get(ep.target_dimension, ""),
-                    context=context,
-                )
-            )
+            key = f"feedback:{system}:{user}:{ep.index}:{t.turn}"
+            cat = category.get(ep.target_dimension, "")
+            items.append(_item(key, t.feedback_type, system, user, cat, context))
             previous = t.user_text
     return items
 
@@ -123,17 +121,8 @@ def _attribution_items(root: Path, system: str, user: str, bank: Bank) -> list[A
             for st in d.stages:
                 rest = "; ".join(f"{k}: {v}" for k, v in st.items() if k != "stage")
                 context.append((f"stage {st.get('stage', '?')}", rest))
-            items.append(
-                AuditItem(
-                    id=f"attribution:{system}:{att.mode}:{user}:{d.dimension}",
-                    label_type="attribution",
-                    llm_label=d.label,
-                    system=system,
-                    user=user,
-                    category=d.category,
-                    context=context,
-                )
-            )
+            key = f"attribution:{system}:{att.mode}:{user}:{d.dimension}"
+            items.append(_item(key, d.label, system, user, d.category, context))
     return items
 
 
