@@ -28,9 +28,11 @@ else:
 
 
 include: "rules/tables.smk"
+include: "rules/inspect.smk"
 
 
 rule all:
     default_target: True
     input:
         rules.tables.output,
+        rules.inspect.output,

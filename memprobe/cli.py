@@ -66,6 +66,14 @@ def _local_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit_sample(args: argparse.Namespace) -> int:
+    from memprobe import audit
+
+    out = audit.sample(args.results, args.n, args.seed, args.name)
+    print(f"{out / 'index.html'}: open it, mark each item, save the sheet as {out}/sheet.csv")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memprobe", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -106,6 +114,16 @@ def main(argv: list[str] | None = None) -> int:
     loc = sub.add_parser("local-server", help="serve the local GGUF model until Ctrl-C")
     loc.add_argument("--configfile", nargs="+", default=["config/config.yaml"])
     loc.set_defaults(fn=_local_server)
+
+    aud = sub.add_parser("audit", help="human audit of the LLM's labels").add_subparsers(
+        dest="audit_command", required=True
+    )
+    a = aud.add_parser("sample", help="draw a stratified sample and its sheet page")
+    a.add_argument("--n", type=int, required=True, help="items per label type")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--name", required=True, help="the sample's folder: results/audit/NAME")
+    a.add_argument("--results", default="results", help="the run's results dir")
+    a.set_defaults(fn=_audit_sample)
 
     args = parser.parse_args(argv)
     try:

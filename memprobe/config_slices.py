@@ -80,6 +80,8 @@ SLICES: dict[str, Slice] = {
     "import_users": Slice(keys=("dims_per_category",), modules=("release",)),
     "import_runs": Slice(keys=("slotfill",), modules=("release",)),
     "import_retrieved": Slice(modules=("release",)),
+    "inspect": Slice(modules=("inspect_site",)),
+    "audit_agreement": Slice(modules=("audit",)),  # its seed is a param of the rule already
 }
 
 # Keys a memory system's own code reads (agents/*.py), beyond system_settings.<system>.

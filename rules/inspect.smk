@@ -1,0 +1,78 @@
+# The case inspector (memprobe/inspect_site.py): a static site from the per-user files only,
+# results/inspect/index.html plus one page per (user, dimension). results/inspect.html is its
+# entry in `snakemake --report`; the caption links the site itself.
+import glob
+from pathlib import Path
+
+from memprobe import inspect_site
+
+INSPECT_RETRIEVED = [
+    f"{R}/{s}/{u}/retrieved_k{K}.json" for s in RETRIEVE_SYSTEMS for u in USERS
+]
+
+
+rule inspect:
+    input:
+        bank=expand(f"{R}/users/{{user}}/bank.json", user=USERS),
+        tasks=expand(f"{R}/users/{{user}}/tasks.json", user=USERS),
+        episodes=expand(
+            f"{R}/{{system}}/{{user}}/episodes.json", system=SYSTEMS, user=USERS
+        ),
+        memories=MEMORIES,
+        retrieved=INSPECT_RETRIEVED,
+        slotfill=[f"{R}/{s}/{u}/{m}/slotfill.json" for s, m in PAIRS for u in USERS],
+        judge=JUDGES,
+        attribution=ATTRIBUTIONS,
+        assets=inspect_site.asset_files(),
+        lib=library("inspect"),
+    output:
+        site=directory(f"{R}/inspect"),
+        entry=report(
+            f"{R}/inspect.html",
+            caption="captions/inspect.rst",
+            category="Inspector",
+        ),
+    log:
+        "logs/inspect/inspect.log",
+    localrule: True
+    conda:
+        "../envs/memprobe.yaml"
+    params:
+        **settings("inspect"),
+        users=USERS,
+        systems=SYSTEMS,
+        pairs=PAIRS,
+        k=K,
+    script:
+        "../scripts/build_inspector.py"
+
+
+# Human audit (memprobe/audit.py): `memprobe audit sample` draws a sample into
+# results/audit/NAME/; the sheets a person saves there become one agreement table.
+AUDIT_SHEETS = sorted(glob.glob(f"{R}/audit/*/sheet*.csv"))
+
+
+rule audit_agreement:
+    input:
+        sheets=AUDIT_SHEETS,
+        # A sheet without its sample is the script's one-line error, not a missing input.
+        samples=sorted(
+            {
+                str(Path(s).with_name("items.json"))
+                for s in AUDIT_SHEETS
+                if Path(s).with_name("items.json").exists()
+            }
+        ),
+        lib=library("audit_agreement"),
+    output:
+        f"{R}/audit/agreement.csv",
+    log:
+        "logs/audit/agreement.log",
+    localrule: True
+    conda:
+        "../envs/memprobe.yaml"
+    params:
+        **settings("audit_agreement"),
+        seed=CFG.seed,
+    script:
+        "../scripts/audit_agreement.py"

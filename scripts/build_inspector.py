@@ -1,0 +1,15 @@
+"""The case inspector site (memprobe/inspect_site.py). Not named inspect.py: that would shadow
+the standard library module for every script run from scripts/."""
+
+from memprobe import glue, inspect_site
+
+
+def main(job: glue.Job) -> None:
+    p = job.smk.params
+    summary = inspect_site.build(
+        job.cfg.results_dir, job.output.site, list(p.users), list(p.systems), p.pairs, p.k
+    )
+    inspect_site.write_entry(job.output.entry, summary)
+
+
+glue.run(main)
