@@ -5,6 +5,7 @@ rule rollout:
     input:
         unpack(agent_prompts),
         code="scripts/rollout.py",
+        lib=library("rollout"),
         persona=f"{R}/users/{{user}}/persona.json",
         bank=f"{R}/users/{{user}}/bank.json",
         tasks=f"{R}/users/{{user}}/tasks.json",
@@ -17,6 +18,7 @@ rule rollout:
         store=directory(f"{R}/{{system}}/{{user}}/store"),
     log:
         "logs/rollout/{system}/{user}.log",
+        usage=usage_log("rollout", "system", "user"),
     conda:
         "../envs/memprobe.yaml"
     resources:
@@ -25,6 +27,7 @@ rule rollout:
         gpu_model=gpu_model,
         cpus_per_gpu=cpus_per_gpu,
     params:
+        **settings("rollout"),
         job=script_job(),
     shell:
         run_script("rollout")
@@ -33,6 +36,7 @@ rule rollout:
 rule preference:
     input:
         code="scripts/preference.py",
+        lib=library("preference"),
         episodes=f"{R}/{{system}}/{{user}}/episodes.json",
         bank=f"{R}/users/{{user}}/bank.json",
         prompt=prompt("preference_judge"),
@@ -40,11 +44,13 @@ rule preference:
         f"{R}/{{system}}/{{user}}/preference.json",
     log:
         "logs/preference/{system}/{user}.log",
+        usage=usage_log("preference", "system", "user"),
     conda:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
     params:
+        **settings("preference"),
         job=script_job(),
     shell:
         run_script("preference")
@@ -54,6 +60,7 @@ rule probe:
     input:
         unpack(agent_prompts),
         code="scripts/probe.py",
+        lib=library("probe"),
         store=f"{R}/{{system}}/{{user}}/store",
         bank=f"{R}/users/{{user}}/bank.json",
         guides=GUIDES,
@@ -62,6 +69,7 @@ rule probe:
         f"{R}/{{system}}/{{user}}/retrieved_k{{k}}.json",
     log:
         "logs/probe/{system}/{user}_k{k}.log",
+        usage=usage_log("probe", "system", "user", "k"),
     conda:
         "../envs/memprobe.yaml"
     resources:
@@ -70,6 +78,7 @@ rule probe:
         gpu_model=gpu_model,
         cpus_per_gpu=cpus_per_gpu,
     params:
+        **settings("probe"),
         job=script_job(),
     shell:
         run_script("probe")
