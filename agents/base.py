@@ -51,11 +51,24 @@ class MemorySystem(ABC):
         self.config = config
         self.assistant = assistant
         self.writer = writer
+        self._tune_writer()
         self.workdir = workdir
         # Prompt files come from the rule's declared inputs, so editing one reruns this job.
         self.prompts = {"assistant": str(prompt_path("assistant_system")), **(prompts or {})}
         self.user_id = ""
         self.last_recall: list[str] = []
+
+    def _tune_writer(self) -> None:
+        """Apply ``system_settings.<name>.writer`` (model, temperature, max_tokens).
+
+        The write path's model belongs to the system (mem0 extracted with gpt-4o-mini at 0,
+        A-Mem wrote at 1.0), so it overrides the global writer role for this system only.
+        """
+        own = getattr(getattr(self.config.system_settings, self.name, None), "writer", None)
+        if self.writer is None or own is None:
+            return
+        for key, value in own.model_dump(exclude_none=True).items():
+            setattr(self.writer, key, value)
 
     # -- lifecycle ------------------------------------------------------------------------
     def reset(self, user_id: str) -> None:
