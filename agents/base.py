@@ -38,6 +38,7 @@ class MemorySystem(ABC):
     gpu: bool = False
     llm_writer: bool = False
     embeds: bool = False  # uses memprobe.embeddings: the run's embedding server serves it
+    remembers: bool = True  # a memory system: its scaffold asks to tailor help to the person
 
     def __init__(
         self,
@@ -95,7 +96,10 @@ class MemorySystem(ABC):
             block = "Memories about this user:\n" + "\n".join(f"- {m}" for m in memory_lines)
         else:
             block = ""
-        messages = render(self.prompts["assistant"], memory_block=block, request="")
+        tailoring = " Tailor your help to this person." if self.remembers else ""
+        messages = render(
+            self.prompts["assistant"], memory_block=block, tailoring=tailoring, request=""
+        )
         system = messages[0]
         user = {"role": "user", "content": agent_input(task, history)}
         where = f"user {self.user_id}, turn {len(history) + 1}"

@@ -74,7 +74,8 @@ def make_clients(base_url: str, tmp_path: Path, *, seed: int = 7, **llm) -> dict
     cfg["llm"].update(cache_dir=str(tmp_path / "cache"), **llm)
     config = load_config(cfg)
     ledger = tmp_path / "usage.csv"
-    return {r: client_for(r, config, ledger_path=ledger) for r in ("generator", "critic", "editor")}
+    roles = ("generator", "task_writer", "critic", "editor")
+    return {r: client_for(r, config, ledger_path=ledger) for r in roles}
 
 
 def persona(user_id: str = "user_001") -> Persona:
@@ -187,7 +188,7 @@ def run_tasks(ep, tmp_path, max_edits):
 def test_critic_fishing_twice_then_neutral(scripted, tmp_path):
     ep, sent = scripted(
         {
-            "generator": [draft("Give me the short version of the shift rota rules.")],
+            "task_writer": [draft("Give me the short version of the shift rota rules.")],
             "critic": [verdict("fishing"), verdict("fishing"), verdict("neutral", "none")],
             "editor": [
                 draft("Can you explain our shift rota rules?"),
@@ -217,7 +218,7 @@ def test_critic_fishing_twice_then_neutral(scripted, tmp_path):
 def test_critic_always_fishing_spends_the_budget(scripted, tmp_path):
     ep, sent = scripted(
         {
-            "generator": [draft("Keep it short: what are the rota rules?")],
+            "task_writer": [draft("Keep it short: what are the rota rules?")],
             "critic": [verdict("fishing")] * 6,
             "editor": [draft(f"Edit {i}: what are the rota rules?") for i in range(1, 6)],
         }
@@ -259,7 +260,7 @@ def test_leak_report_flags_tasks_over_the_threshold(scripted, tmp_path):
     )
     ep, _ = scripted(
         {
-            "generator": [
+            "task_writer": [
                 draft("Help me track every expense in my budget spreadsheet."),
                 draft("What should I pack for a weekend hike?"),
             ],
@@ -332,7 +333,9 @@ def test_persona_narrative_follows_the_attributes(scripted, tmp_path):
     n = attrs["n_stories"]
     story = "When they were younger they moved house and learned to adapt quickly."
     good = {
+        "values": "Family first, and keeping promises made to friends.",
         "attitude": "Steady and hopeful, even after setbacks.",
+        "coping": "Goes for a long walk.",
         "stories": [story] * n,
         "interests": ["chess", "gardening"],
     }
@@ -348,7 +351,8 @@ def test_persona_narrative_follows_the_attributes(scripted, tmp_path):
     assert users.life_stage(p.age, p.occupation) in prompt_text
     props = sent[0]["response_format"]["json_schema"]["schema"]["properties"]
     assert props["stories"]["minItems"] == props["stories"]["maxItems"] == n
-    assert props["attitude"]["maxLength"] <= 400  # short fields for small local models
+    # bounded fields, sized like the release's profiles (~2.9k characters in all)
+    assert props["attitude"]["maxLength"] <= 900 and props["values"]["maxLength"] <= 400
 
 
 # -- through the workflow ----------------------------------------------------------------
