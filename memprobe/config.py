@@ -410,12 +410,13 @@ class Config(_Strict):
                     f"{key}: is {got!r} but protocol: paper needs {want!r} "
                     "(set it in the paper config; a config layered under it changed it)"
                 )
-        for role in ROLES:
-            over = self.llm.roles.get(role)  # type: ignore[call-overload]
-            if over and over.temperature is not None and role != "writer":
+        # Role overrides merge in from any layer below and cannot be removed by the paper
+        # config: sampling settings of a role are protocol, so none may be overridden.
+        for role, over in self.llm.roles.items():
+            if over.temperature is not None or over.max_tokens is not None:
                 raise ValueError(
-                    f"llm.roles.{role}.temperature: protocol: paper uses "
-                    f"{DEFAULT_TEMPERATURE[role]} (set per system under system_settings)"
+                    f"llm.roles.{role}: protocol: paper fixes each role's temperature and "
+                    "max_tokens (a per-system writer setting goes under system_settings)"
                 )
         return self
 
