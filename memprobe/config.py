@@ -408,7 +408,7 @@ class Config(_Strict):
             if got != want:
                 raise ValueError(
                     f"{key}: is {got!r} but protocol: paper needs {want!r} "
-                    "(set it in the paper config; a config layered under it changed it)"
+                    "(the paper config sets it; another layer or --config changed it)"
                 )
         # Role overrides merge in from any layer below and cannot be removed by the paper
         # config: sampling settings of a role are protocol, so none may be overridden.

@@ -243,6 +243,19 @@ def test_mem0_extraction_goes_to_its_configured_model(endpoint, tmp_path):
     assert system.meta()["writer_model"] == "extract-4o-mini"
 
 
+# -- item 13: a bank value that repeats the axis question is re-asked -----------------------
+def test_short_repeating_the_axis_is_invalid():
+    axis = "How well do they translate needs into concrete requirements before acting?"
+    dims = [{"name": "d", "short": axis, "explanation": "e"}]
+    with pytest.raises(ValueError, match=r"short repeats the axis question"):
+        users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
+    dims[0]["short"] = "Translate needs into concrete requirements"
+    with pytest.raises(ValueError, match=r"short repeats the axis question"):
+        users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
+    dims[0]["short"] = "Writes a one-page spec with the client before building"
+    users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
+
+
 # -- must show 7: the merged paper config --------------------------------------------------
 def merged(*files: str, base: dict | None = None) -> dict:
     """Layer config files the way Snakemake does (workflow configfile first)."""
