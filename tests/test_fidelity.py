@@ -23,8 +23,8 @@ from memprobe.llm import client_for
 from memprobe.prompts import prompt_path
 from memprobe.records import Bank, BankEntry, Episode, Episodes, Judge, JudgeEntry, Tasks, Turn
 from memprobe.recovery import slotfill_user
-from tests.conftest import ROOT, Endpoint, tiny_config
-from tests.test_users import GUIDES, TASK_PROMPTS, draft, persona, record_requests, verdict
+from tests.conftest import ROOT, record_requests, tiny_config
+from tests.test_users import GUIDES, TASK_PROMPTS, draft, persona, verdict
 
 SKILL = BankEntry(
     category="skill_memory",
@@ -46,22 +46,6 @@ def clients(base_url: str, tmp_path: Path, *roles: str, **raw_over):
     raw["llm"]["cache_dir"] = str(tmp_path / "cache")
     cfg = load_config(raw)
     return cfg, {r: client_for(r, cfg, ledger_path=tmp_path / "usage.csv") for r in roles}
-
-
-@pytest.fixture
-def scripted(tmp_path):
-    started: list[Endpoint] = []
-
-    def start(script: dict):
-        path = tmp_path / f"script{len(started)}.json"
-        path.write_text(json.dumps(script))
-        ep = Endpoint(str(path))
-        started.append(ep)
-        return ep, record_requests(ep)
-
-    yield start
-    for ep in started:
-        ep.close()
 
 
 def user_text(body: dict) -> str:

@@ -7,9 +7,7 @@ the endpoint's replies per role (json_schema name) with a script file.
 from __future__ import annotations
 
 import csv
-import io
 import json
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ from memprobe.llm import LLM, LLMError, client_for
 from memprobe.prompts import prompt_path
 from memprobe.records import Bank, BankEntry, Persona, Tasks
 from memprobe.taxonomy import load_guides, load_pool
-from tests.conftest import Endpoint, tiny_config
+from tests.conftest import tiny_config
 
 POOL = load_pool()
 GUIDES = load_guides()
@@ -33,42 +31,7 @@ TASK_PROMPTS = {
 ONLY_SKILL_2 = {c: (2 if c == "skill_memory" else 0) for c in CATEGORIES}
 
 
-# -- helpers -----------------------------------------------------------------------------
-def record_requests(ep: Endpoint) -> dict[str, list[dict]]:
-    """Record every chat request the endpoint receives, per json_schema name (= role)."""
-    seen: dict[str, list[dict]] = defaultdict(list)
-    base = ep.server.RequestHandlerClass
-
-    class Recording(base):  # type: ignore[misc, valid-type]
-        def do_POST(self) -> None:
-            data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = json.loads(data or b"{}")
-            name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
-            seen[name].append(body)
-            self.rfile = io.BytesIO(data)  # let the real handler read the same body
-            super().do_POST()
-
-    ep.server.RequestHandlerClass = Recording
-    return seen
-
-
-@pytest.fixture
-def scripted(tmp_path):
-    """Start an endpoint whose replies are pinned per role; returns it and its request log."""
-    started: list[Endpoint] = []
-
-    def start(script: dict) -> tuple[Endpoint, dict[str, list[dict]]]:
-        path = tmp_path / f"script{len(started)}.json"
-        path.write_text(json.dumps(script))
-        ep = Endpoint(str(path))
-        started.append(ep)
-        return ep, record_requests(ep)
-
-    yield start
-    for ep in started:
-        ep.close()
-
-
+# -- helpers ---------------------------------------------------------------------------
 def make_clients(base_url: str, tmp_path: Path, *, seed: int = 7, **llm) -> dict[str, LLM]:
     cfg = tiny_config(base_url, seed=seed)
     cfg["llm"].update(cache_dir=str(tmp_path / "cache"), **llm)
