@@ -363,3 +363,21 @@ def test_search_accepts_a_release_format_dump(tmp_path):
     )
     top = json.loads(out.stdout.strip().splitlines()[-1])
     assert len(top) == 2 and top[0]["content"] == "User: I get seasick"
+
+
+# -- item 7: mem0 hybrid search needs its models before any job ----------------------------
+def test_hybrid_search_without_its_models_stops_before_any_job(monkeypatch):
+    from memprobe.agents import mem0
+
+    from memprobe import preflight
+
+    monkeypatch.setattr(mem0, "_installed", lambda module: False)
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["mem0"])
+    raw["system_settings"] = {"mem0": {"hybrid_search": True}}
+    with pytest.raises(
+        preflight.PreflightError, match=r"system_settings\.mem0\.hybrid_search: "
+    ) as err:
+        preflight.check(load_config(raw))
+    assert "en_core_web_sm" in str(err.value) and "\n" not in str(err.value)
+    raw["system_settings"]["mem0"]["hybrid_search"] = False
+    preflight.mem0_hybrid(load_config(raw))  # off: nothing is needed
