@@ -240,6 +240,25 @@ def test_short_repeating_the_axis_is_invalid():
     users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
 
 
+def test_amem_writes_at_its_own_temperature(endpoint, tmp_path):
+    from memprobe.agents.amem import AMem
+
+    seen = record_requests(endpoint)
+    raw = tiny_config(endpoint.base_url, systems=["amem"])
+    raw["llm"]["cache_dir"] = str(tmp_path / "cache")
+    raw["system_settings"] = {"amem": {"writer": {"temperature": 1.0}}}
+    cfg = load_config(raw)
+    system = AMem(
+        config=cfg,
+        assistant=client_for("assistant", cfg),
+        writer=client_for("writer", cfg, ledger_path=tmp_path / "ledger.csv"),
+    )
+    system.reset("user_001")
+    system.end_turn(1, "Help me plan a balcony garden.", [])
+    assert seen["writer"] and {b["temperature"] for b in seen["writer"]} == {1.0}
+    assert client_for("writer", cfg).temperature == 0.0  # only amem's writer changed
+
+
 # -- must show 7: the merged paper config --------------------------------------------------
 def merged(*files: str, base: dict | None = None) -> dict:
     """Layer config files the way Snakemake does (workflow configfile first)."""
