@@ -203,28 +203,43 @@ def test_memt_turn_order_is_retrieve_reply_write(endpoint, tmp_path):
     assert "max_tokens" not in seen[""][2]  # formation replies are not capped
 
 
-def test_mem0_extraction_goes_to_its_configured_model(endpoint, tmp_path):
-    from memprobe.agents.mem0 import Mem0
-
-    seen = record_requests(endpoint)
-    raw = tiny_config(endpoint.base_url, systems=["mem0"])
+def writer_system(cls, name: str, base_url: str, tmp_path: Path, writer: dict):
+    """A system whose ``system_settings.<name>.writer`` is ``writer``, writing to ``base_url``."""
+    raw = tiny_config(base_url, systems=[name])
     raw["llm"]["cache_dir"] = str(tmp_path / "cache")
-    raw["system_settings"] = {
-        "mem0": {"writer": {"model": "extract-4o-mini", "temperature": 0.0, "max_tokens": 2000}}
-    }
+    raw["system_settings"] = {name: {"writer": writer}}
     cfg = load_config(raw)
-    system = Mem0(
+    system = cls(
         config=cfg,
         assistant=client_for("assistant", cfg),
         writer=client_for("writer", cfg, ledger_path=tmp_path / "ledger.csv"),
         workdir=tmp_path / "store",
     )
     system.reset("user_001")
+    return cfg, system
+
+
+def test_mem0_extraction_goes_to_its_configured_model(endpoint, tmp_path):
+    from memprobe.agents.mem0 import Mem0
+
+    seen = record_requests(endpoint)
+    writer = {"model": "extract-4o-mini", "temperature": 0.0, "max_tokens": 2000}
+    _, system = writer_system(Mem0, "mem0", endpoint.base_url, tmp_path, writer)
     system.end_turn(1, "I get seasick, keep us in the bay.", [])
     bodies = seen["writer"]
     assert bodies and {b["model"] for b in bodies} == {"extract-4o-mini"}
     assert {(b["temperature"], b["max_tokens"]) for b in bodies} == {(0.0, 2000)}
     assert system.meta()["writer_model"] == "extract-4o-mini"
+
+
+def test_amem_writes_at_its_own_temperature(endpoint, tmp_path):
+    from memprobe.agents.amem import AMem
+
+    seen = record_requests(endpoint)
+    cfg, system = writer_system(AMem, "amem", endpoint.base_url, tmp_path, {"temperature": 1.0})
+    system.end_turn(1, "Help me plan a balcony garden.", [])
+    assert seen["writer"] and {b["temperature"] for b in seen["writer"]} == {1.0}
+    assert client_for("writer", cfg).temperature == 0.0  # only amem's writer changed
 
 
 # -- item 13: a bank value that repeats the axis question is re-asked -----------------------
@@ -238,25 +253,6 @@ def test_short_repeating_the_axis_is_invalid():
         users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
     dims[0]["short"] = "Writes a one-page spec with the client before building"
     users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
-
-
-def test_amem_writes_at_its_own_temperature(endpoint, tmp_path):
-    from memprobe.agents.amem import AMem
-
-    seen = record_requests(endpoint)
-    raw = tiny_config(endpoint.base_url, systems=["amem"])
-    raw["llm"]["cache_dir"] = str(tmp_path / "cache")
-    raw["system_settings"] = {"amem": {"writer": {"temperature": 1.0}}}
-    cfg = load_config(raw)
-    system = AMem(
-        config=cfg,
-        assistant=client_for("assistant", cfg),
-        writer=client_for("writer", cfg, ledger_path=tmp_path / "ledger.csv"),
-    )
-    system.reset("user_001")
-    system.end_turn(1, "Help me plan a balcony garden.", [])
-    assert seen["writer"] and {b["temperature"] for b in seen["writer"]} == {1.0}
-    assert client_for("writer", cfg).temperature == 0.0  # only amem's writer changed
 
 
 # -- must show 7: the merged paper config --------------------------------------------------
