@@ -67,6 +67,7 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "max_turns": 25,
     "bank.pool_sample": None,
     "bank.show_examples": True,
+    "bank.show_axes": True,
     "slotfill.context_tokens": 245_000,
     "slotfill.overflow": "flag",
     "llm.max_tokens": 8192,
@@ -176,15 +177,17 @@ class TaskGen(_Strict):
 class BankGen(_Strict):
     """How the pool is shown to the bank generator.
 
-    The paper shows the whole category pool with sample values. A small local model cannot
-    read ~1,700 tokens of pool and copies the sample values into its answers, so the default
-    local config shows a seeded sample of candidates without the sample values.
+    The paper shows the whole category pool with each axis and sample values. A small local
+    model cannot read ~1,700 tokens of pool and copies the sample values, or the axis question
+    itself, into its answers, so the default local config shows a seeded sample of candidate
+    names without axes or sample values.
     """
 
     pool_sample: int | None = Field(
         default=None, ge=1, description="candidates shown per category (None: the whole pool)"
     )
     show_examples: bool = True
+    show_axes: bool = True
 
 
 class MemT(_Strict):

@@ -226,8 +226,6 @@ def pool_candidates(
 def repeats_axis(short: str, axis: str) -> bool:
     """A value that restates the pool's axis question instead of answering it."""
     words = content_words(short)
-    if short.strip().endswith("?"):
-        return True
     return bool(words) and len(words & content_words(axis)) / len(words) >= 0.8
 
 
@@ -275,6 +273,7 @@ def make_bank(
     prompt: str,
     pool_sample: int | None = None,
     show_examples: bool = True,
+    show_axes: bool = True,
 ) -> Bank:
     entries: list[BankEntry] = []
     for cat in CATEGORIES:
@@ -286,7 +285,8 @@ def make_bank(
         names = [d.name for d in shown]
         axes = {d.name: d.axis for d in shown}
         pool_text = "\n".join(
-            f"- {d.name}: {d.axis}"
+            f"- {d.name}"
+            + (f": {d.axis}" if show_axes else "")
             + (f"  [e.g. {' / '.join(d.answer_space)}]" if show_examples else "")
             for d in shown
         )

@@ -255,6 +255,21 @@ def test_short_repeating_the_axis_is_invalid():
     users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
 
 
+def test_small_model_listing_hides_the_axis_questions():
+    from memprobe.taxonomy import load_pool
+    from tests.recording_llm import RecordingLLM
+
+    pool = load_pool()
+    shown = users.pool_candidates(pool, "skill_memory", 1, 4, persona().seed)
+    pick = {"name": shown[0].name, "short": "fixes bikes", "explanation": "e"}
+    counts = {c: int(c == "skill_memory") for c in users.CATEGORIES}
+    for show_axes in (True, False):
+        llm = RecordingLLM(lambda m, s: {"dims": [pick]})
+        prompt = str(prompt_path("bank_select"))
+        users.make_bank(persona(), counts, pool, GUIDES, llm, prompt, 4, False, show_axes)
+        assert (shown[0].axis in llm.prompt_text(0)) is show_axes
+
+
 # -- must show 7: the merged paper config --------------------------------------------------
 def merged(*files: str, base: dict | None = None) -> dict:
     """Layer config files the way Snakemake does (workflow configfile first)."""
