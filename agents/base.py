@@ -38,6 +38,7 @@ class MemorySystem(ABC):
     gpu: bool = False
     llm_writer: bool = False
     embeds: bool = False  # uses memprobe.embeddings: the run's embedding server serves it
+    remembers: bool = True  # a memory system: its scaffold asks to tailor help to the person
 
     def __init__(
         self,
@@ -51,11 +52,24 @@ class MemorySystem(ABC):
         self.config = config
         self.assistant = assistant
         self.writer = writer
+        self._tune_writer()
         self.workdir = workdir
         # Prompt files come from the rule's declared inputs, so editing one reruns this job.
         self.prompts = {"assistant": str(prompt_path("assistant_system")), **(prompts or {})}
         self.user_id = ""
         self.last_recall: list[str] = []
+
+    def _tune_writer(self) -> None:
+        """Apply ``system_settings.<name>.writer`` (model, temperature, max_tokens).
+
+        The write path's model belongs to the system (mem0 extracted with gpt-4o-mini at 0,
+        A-Mem wrote at 1.0), so it overrides the global writer role for this system only.
+        """
+        own = getattr(getattr(self.config.system_settings, self.name, None), "writer", None)
+        if self.writer is None or own is None:
+            return
+        for key, value in own.model_dump(exclude_none=True).items():
+            setattr(self.writer, key, value)
 
     # -- lifecycle ------------------------------------------------------------------------
     def reset(self, user_id: str) -> None:
@@ -82,7 +96,10 @@ class MemorySystem(ABC):
             block = "Memories about this user:\n" + "\n".join(f"- {m}" for m in memory_lines)
         else:
             block = ""
-        messages = render(self.prompts["assistant"], memory_block=block, request="")
+        tailoring = " Tailor your help to this person." if self.remembers else ""
+        messages = render(
+            self.prompts["assistant"], memory_block=block, tailoring=tailoring, request=""
+        )
         system = messages[0]
         user = {"role": "user", "content": agent_input(task, history)}
         where = f"user {self.user_id}, turn {len(history) + 1}"

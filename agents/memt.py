@@ -5,10 +5,14 @@ It answers in text with ``<tool_call>{"name": ..., "arguments": {...}}</tool_cal
 we parse them and execute the operations on a small on-disk vector store with five collections
 (turns, facts, experiences, personas, summary).
 
+- Order within a user turn, as in the protocol: retrieve for the incoming message, reply,
+  then write that message (``end_turn``); the episode's final message is written by
+  ``end_episode``.
 - Write, per user turn: the raw turn goes to ``turns``; one *formation* call (create_fact,
-  create_experience, update_persona, update_summary); then per fact/experience candidate the
-  most similar stored items and one *update* call (add_item, update_item, delete_item,
-  ignore_item).
+  create_experience, update_persona, update_summary; no max_tokens cap unless
+  ``memt.max_tokens`` sets one, since a cut reply loses its last tool calls); then per
+  fact/experience candidate the most similar stored items and one *update* call (add_item,
+  update_item, delete_item, ignore_item).
 - Read: a ReAct loop (search_summary/facts/experiences/personas/turns, finish) within
   ``memt.max_tool_steps``. ``search(query, k)`` returns the top-k distinct surfaced items
   ranked by cosine similarity to the query; the release's discovery order (scores None) is
@@ -17,9 +21,13 @@ we parse them and execute the operations on a small on-disk vector store with fi
   ``meta()["stats"]`` and skipped; it never fails the rollout.
 - The assistant reply stays on the shared reply role (the paper's ``memt_memonly``).
 
-Deliberate difference from the release: persona and summary documents do not embed every
-source turn (the release's did, which made the memt dump overflow the slot-filler); their
-metadata keeps the source turn ids instead.
+The prompts (prompts/memt_*.md) are our own wording of Mem-T's tool protocol, not the
+prompts Mem-T-4B was trained with; to run it with those, put them in these prompt files.
+
+Deliberate difference from the release: persona and summary metadata keep the ids of their
+source turns, not every source turn. What makes the memt dump overflow the slot-filler is
+the facts and experiences: each stored document repeats its source turns after
+``SOURCE_SEP`` (about 260 items per user in the release), as here.
 """
 
 from __future__ import annotations
@@ -348,14 +356,15 @@ class MemT(MemorySystem):
         return list(found.values())
 
     def recall(self, task: str, history: list[HistoryTurn]) -> list[str]:
-        # As in the release: write the incoming turn first, then retrieve for the reply.
-        latest = latest_user_message(task, history)
-        self._write_turn(latest)
-        hits = self._react(latest)
+        # Retrieve for the incoming message; it is written after the reply (end_turn).
+        hits = self._react(latest_user_message(task, history))
         lines = [self.store.items[h.collection][h.id]["metadata"]["memory_content"] for h in hits]
         if not lines:
             lines = [m["content"][:FALLBACK_CHARS] for m in self.get_all_memories()]
         return lines[:MAX_REPLY_MEMORIES]
+
+    def end_turn(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
+        self._write_turn(latest_user_message(task, history))
 
     def end_episode(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
         # The final user message is never answered; it is still written to memory.

@@ -10,6 +10,7 @@ from memprobe.agents.base import MemorySystem
 class NoMemory(MemorySystem):
     name = "nomem"
     searchable = False
+    remembers = False
 
     def get_all_memories(self) -> list[dict[str, Any]]:
         return []

@@ -58,7 +58,9 @@ def run_oracle(bank: Bank, tasks: Tasks, llm: LLM, prompt: str) -> Oracle:
         if t is None:
             return e.dimension, OracleVerdict(can_invite=False, reason="no targeted task")
         r = llm.json(
-            render(prompt, task=t.task, dimension=e.dimension, truth=e.short),
+            render(
+                prompt, task=t.task, dimension=e.dimension, truth=e.short, explanation=e.explanation
+            ),
             OracleReply,
             where=f"user {bank.user_id}, oracle {e.dimension}",
         )
@@ -107,14 +109,16 @@ def attribute_user(
         ep = episode_by_index.get(task.index)
         transcript = EMPTY_TRANSCRIPT if (empty_transcript or ep is None) else transcript_lines(ep)
         where = f"user {judge.user_id}, system {judge.system}, {judge.mode}, {d.dimension}"
+        # Every stage sees the target's short and explanation, as in the protocol.
         values = {
             "dimension": d.dimension,
             "truth": d.ground_truth,
+            "explanation": explanation[d.dimension],
             "task": task.task,
             "transcript": transcript,
         }
         s1 = disclosure.json(
-            render(prompts["disclosure"], explanation=explanation[d.dimension], **values),
+            render(prompts["disclosure"], **values),
             DisclosureReply,
             where=where,
         )

@@ -10,6 +10,22 @@ from pathlib import Path
 from memprobe.records import Memories, RecordError, load
 
 
+def dump_items(path: str) -> list[dict]:
+    """The items of a memories.json: ours, or the release's ``{"num_memories", "memories"}``."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise RecordError(f"{path}: not JSON ({err.msg}, line {err.lineno})") from None
+    if isinstance(raw, dict) and "user_id" not in raw and "num_memories" in raw:
+        items = raw.get("memories")
+        if not isinstance(items, list) or not all(
+            isinstance(i, dict) and isinstance(i.get("content"), str) for i in items
+        ):
+            raise RecordError(f"{path}: memories: expected a list of items with a 'content'")
+        return items  # the release's dump (reference-release.md §2.7), taken as it is
+    return load(path, Memories).memories
+
+
 def _search(args: argparse.Namespace) -> int:
     from memprobe.agents import registry
 
@@ -23,9 +39,8 @@ def _search(args: argparse.Namespace) -> int:
         return 2
     from memprobe.agents.longctx import LongContext
 
-    mem = load(args.memories, Memories)
     system = LongContext.__new__(LongContext)
-    system.load_dump(mem.memories)
+    system.load_dump(dump_items(args.memories))
     if args.queries:
         queries = [q for q in Path(args.queries).read_text(encoding="utf-8").splitlines() if q]
     else:

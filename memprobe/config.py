@@ -23,6 +23,7 @@ from memprobe import CATEGORIES, MODES
 
 Role = Literal[
     "generator",
+    "task_writer",
     "critic",
     "editor",
     "simulator",
@@ -36,9 +37,12 @@ Role = Literal[
 ]
 ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
 
-# The release's sampling temperatures per role (reference-release.md §4).
+# Sampling temperatures per role: the release's (reference-release.md §4) except "writer",
+# whose temperature belongs to each system (``system_settings.<system>.writer``: A-Mem ran at
+# 1.0, mem0 at 0.0); 0.0 here is only the fallback for a system that sets none.
 DEFAULT_TEMPERATURE: dict[str, float] = {
-    "generator": 0.8,
+    "generator": 0.8,  # persona narrative and bank (the release's profile and bank calls)
+    "task_writer": 0.7,  # the release's task generator
     "critic": 0.0,
     "editor": 0.5,
     "simulator": 0.85,
@@ -49,6 +53,31 @@ DEFAULT_TEMPERATURE: dict[str, float] = {
     "judge": 0.0,
     "oracle": 0.0,
     "disclosure": 0.0,
+}
+
+
+# The paper's protocol as config keys (MemProbe §3; reference-release.md §3-4, with our fixes).
+# A config that declares ``protocol: paper`` must hold every one of them after Snakemake's
+# merge, so a layer underneath (config/config.yaml's small-model settings) cannot leak in.
+PAPER_PROTOCOL: dict[str, Any] = {
+    "n_users": 50,
+    "dims_per_category": dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True)),
+    "modes": ["dump_all", "retrieve"],
+    "k": 5,
+    "max_turns": 25,
+    "bank.pool_sample": None,
+    "bank.show_examples": True,
+    "bank.show_axes": True,
+    "slotfill.context_tokens": 245_000,
+    "slotfill.overflow": "flag",
+    "llm.max_tokens": 8192,
+    "system_settings.amem.writer.temperature": 1.0,
+    "system_settings.mem0.writer.model": "gpt-4o-mini",
+    "system_settings.mem0.writer.temperature": 0.0,
+    "system_settings.mem0.writer.max_tokens": 2000,
+    "system_settings.mem0.embedder": "openai",
+    "system_settings.mem0.hybrid_search": True,
+    "memt.temperature": 0.7,
 }
 
 
@@ -129,8 +158,14 @@ class Compat(_Strict):
     memt_discovery_order: bool = False
 
 
+DEFAULT_CONTEXT_TOKENS = 128_000
+
+
 class SlotFill(_Strict):
-    context_tokens: int = Field(default=128_000, ge=256)
+    # The dump_all budget. Unset: the context the slotfill role's model is served with
+    # (backend local: llm.local.context_tokens), else 128,000. A store over it is flagged (the
+    # paper's dagger) without a request, so it must never exceed what the endpoint serves.
+    context_tokens: int | None = Field(default=None, ge=256)
     overflow: Literal["flag", "chunked"] = "flag"
 
 
@@ -142,15 +177,17 @@ class TaskGen(_Strict):
 class BankGen(_Strict):
     """How the pool is shown to the bank generator.
 
-    The paper shows the whole category pool with sample values. A small local model cannot
-    read ~1,700 tokens of pool and copies the sample values into its answers, so the default
-    local config shows a seeded sample of candidates without the sample values.
+    The paper shows the whole category pool with each axis and sample values. A small local
+    model cannot read ~1,700 tokens of pool and copies the sample values, or the axis question
+    itself, into its answers, so the default local config shows a seeded sample of candidate
+    names without axes or sample values.
     """
 
     pool_sample: int | None = Field(
         default=None, ge=1, description="candidates shown per category (None: the whole pool)"
     )
     show_examples: bool = True
+    show_axes: bool = True
 
 
 class MemT(_Strict):
@@ -167,7 +204,9 @@ class MemT(_Strict):
     model: str = Field(default="Mem-T-4B", description="served model name")
     api_key_env: str = "MEMT_API_KEY"
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)  # the release's hard-coded value
-    max_tokens: int = Field(default=1024, ge=1)
+    # No cap by default: the release sent none, and a formation reply with many tool calls
+    # cut at a cap loses its last calls; the server's context still bounds every reply.
+    max_tokens: int | None = Field(default=None, ge=1)
     max_tool_steps: int = Field(default=6, ge=1)
     update_topk: int = Field(default=3, ge=1)
     search_topk: int = Field(default=5, ge=1, description="items per search_* tool call")
@@ -185,6 +224,44 @@ class MemT(_Strict):
         if self.serve and not self.model_path:
             raise ValueError("model_path: required when memt.serve is true")
         return self
+
+
+class WriterSettings(_Strict):
+    """One system's ``writer`` role settings, over ``llm.roles.writer`` and the ``llm`` defaults.
+
+    The write path's model is part of the system (the release ran mem0 on gpt-4o-mini and
+    A-Mem at temperature 1.0), so it is set with the system, not in the global role table.
+    """
+
+    model: str | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=1)
+
+
+class AMemSettings(_Strict):
+    writer: WriterSettings = Field(default_factory=WriterSettings)
+
+
+class Mem0Settings(_Strict):
+    """mem0's extraction model, embedder and search (agents/mem0.py).
+
+    ``embedder: minilm`` is the offline default; ``openai`` is the release's
+    text-embedding-3-small through the writer's endpoint and key. ``hybrid_search`` adds mem0's
+    BM25 and entity boost; it is off by default because their models download at run time.
+    """
+
+    writer: WriterSettings = Field(default_factory=WriterSettings)
+    embedder: Literal["minilm", "openai"] = "minilm"
+    embedder_model: str = "text-embedding-3-small"
+    embedder_dims: int = Field(default=1536, ge=1, description="for embedder openai")
+    hybrid_search: bool = False
+
+
+class SystemSettings(_Strict):
+    """Per-system settings (``system_settings.<system>``); memt keeps its own ``memt`` block."""
+
+    amem: AMemSettings = Field(default_factory=AMemSettings)
+    mem0: Mem0Settings = Field(default_factory=Mem0Settings)
 
 
 class Users(_Strict):
@@ -240,6 +317,9 @@ class Config(_Strict):
     bank: BankGen = Field(default_factory=BankGen)
     slotfill: SlotFill = Field(default_factory=SlotFill)
     memt: MemT = Field(default_factory=MemT)
+    system_settings: SystemSettings = Field(default_factory=SystemSettings)
+    # A config that names a protocol must hold every key of it (config/paper.yaml).
+    protocol: Literal["paper"] | None = None
     llm: LLMSettings
 
     @field_validator("dims_per_category")
@@ -297,6 +377,50 @@ class Config(_Strict):
                 "memt: set memt.endpoint (a running Mem-T server) or memt.serve: true "
                 "with memt.model_path"
             )
+        return self
+
+    def served_context(self, role: str) -> int | None:
+        """The context our own server gives ``role`` (None: an endpoint we do not start)."""
+        own = self.llm.roles.get(role)  # type: ignore[call-overload]
+        if self.llm.backend == "local" and not (own and own.base_url):
+            return self.llm.local.context_tokens
+        return None
+
+    @model_validator(mode="after")
+    def _slotfill_budget(self) -> Config:
+        served = self.served_context("slotfill")
+        budget = self.slotfill.context_tokens
+        if budget is None:
+            self.slotfill.context_tokens = served or DEFAULT_CONTEXT_TOKENS
+        elif served is not None and budget > served:
+            raise ValueError(
+                f"slotfill.context_tokens: {budget} is more than the {served} tokens the "
+                "slotfill model is served with (llm.local.context_tokens); lower it or unset it"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _holds_protocol(self) -> Config:
+        if self.protocol != "paper":
+            return self
+        values = self.model_dump()
+        for key, want in PAPER_PROTOCOL.items():
+            got: Any = values
+            for part in key.split("."):
+                got = got[part]
+            if got != want:
+                raise ValueError(
+                    f"{key}: is {got!r} but protocol: paper needs {want!r} "
+                    "(the paper config sets it; another layer or --config changed it)"
+                )
+        # Role overrides merge in from any layer below and cannot be removed by the paper
+        # config: sampling settings of a role are protocol, so none may be overridden.
+        for role, over in self.llm.roles.items():
+            if over.temperature is not None or over.max_tokens is not None:
+                raise ValueError(
+                    f"llm.roles.{role}: protocol: paper fixes each role's temperature and "
+                    "max_tokens (a per-system writer setting goes under system_settings)"
+                )
         return self
 
     @field_validator("k")

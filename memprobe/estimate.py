@@ -65,7 +65,8 @@ RELEASE_DIMS = 31
 WRITER_CALLS_PER_WRITE = {"amem": 2.0, "mem0": 1.0, "memt": 1.0}
 MEMT_REACT_STEPS = 6  # the step budget per probe query (upper bound)
 ROLE_PROMPTS = {
-    "generator": ("persona_narrative", "bank_select", "task_write"),
+    "generator": ("persona_narrative", "bank_select"),
+    "task_writer": ("task_write",),
     "critic": ("task_critic",),
     "editor": ("task_edit",),
     "simulator": ("user_simulator",),
@@ -77,7 +78,7 @@ ROLE_PROMPTS = {
     "oracle": ("attribution_oracle",),
     "disclosure": ("attribution_disclosure", "attribution_subclass"),
 }
-USER_ROLES = ("generator", "critic", "editor", "oracle")
+USER_ROLES = ("generator", "task_writer", "critic", "editor", "oracle")
 _TAG = re.compile(r"^(?:(?P<system>.+?)_)?(?P<user>user_\d{3,})(?:_(?P<rest>.+))?$")
 
 
@@ -229,7 +230,8 @@ def protocol_calls(cfg: Config, rates: Rates) -> dict[tuple[str, str], float]:
     prefs = cfg.dims_per_category["assistance_preference"]
     rounds = rates.critic_rounds_per_task
     calls: dict[tuple[str, str], float] = {
-        ("(per user)", "generator"): 1 + cats + d,
+        ("(per user)", "generator"): 1 + cats,
+        ("(per user)", "task_writer"): d,
         ("(per user)", "critic"): d * rounds,
         ("(per user)", "editor"): d * (rounds - 1),
         ("(per user)", "oracle"): d,

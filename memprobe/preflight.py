@@ -31,7 +31,22 @@ def reachable(base_url: str, timeout_s: float = 5.0) -> str | None:
         return str(reason)
 
 
+def mem0_hybrid(cfg: Config) -> None:
+    """mem0's hybrid search needs spaCy and fastembed models that would download mid-run."""
+    if "mem0" not in cfg.systems or not cfg.system_settings.mem0.hybrid_search:
+        return
+    from memprobe.agents.mem0 import hybrid_models_missing
+
+    missing = hybrid_models_missing()
+    if missing:
+        raise PreflightError(
+            f"system_settings.mem0.hybrid_search: needs {', '.join(missing)} installed "
+            "locally (nothing is downloaded mid-run); install them or set it to false"
+        )
+
+
 def check(cfg: Config) -> None:
+    mem0_hybrid(cfg)
     for url in endpoints(cfg):
         problem = reachable(url)
         if problem:

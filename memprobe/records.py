@@ -43,7 +43,9 @@ class Persona(Record):
     location: Location
     occupation: str
     values_orientation: str
+    values: str = ""  # a sentence on what they value (the release's personal_values)
     attitude: str = ""
+    coping: str = ""  # how they cope with setbacks (the release's coping_mechanism)
     stories: list[str] = Field(default_factory=list)
     interests: list[str] = Field(default_factory=list)
 

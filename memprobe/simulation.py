@@ -34,6 +34,13 @@ class SimulatorReply(BaseModel):
     text: str = Field(min_length=1, max_length=1500)
 
 
+RECENT_OWN = 3  # the simulator's own latest messages, shown with a do-not-repeat note
+
+
+def recent_own(history: list[HistoryTurn]) -> str:
+    return "\n".join(f"- {h['user']}" for h in history[-RECENT_OWN:]) or "(none yet)"
+
+
 def transcript_text(history: list[HistoryTurn]) -> str:
     if not history:
         return "(no prior turns)"
@@ -57,6 +64,7 @@ def simulate_user(
         bank=bank_block(bank),
         task=task,
         transcript=transcript_text(history),
+        recent=recent_own(history),
         turn=turn,
         reply=reply,
     )

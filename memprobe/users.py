@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, WithJsonSchema, create_model
 
 from memprobe import CATEGORIES
 from memprobe.llm import LLM
-from memprobe.prompts import render
+from memprobe.prompts import PROMPT_DIR, render
 from memprobe.records import (
     Bank,
     BankEntry,
@@ -25,10 +25,11 @@ from memprobe.records import (
     Task,
     Tasks,
 )
-from memprobe.taxonomy import Dimension, Pool, check_counts
+from memprobe.taxonomy import Dimension, Pool, check_counts, load_guides
 
 log = logging.getLogger("memprobe")
 
+HINTS_FILE = PROMPT_DIR / "elicitation_hints.yaml"  # per category, same keys as the guides
 MAX_SHORT_WORDS = 15
 MAX_SHORT_CHARS = 75
 VALUES = ("positive", "negative", "neutral")
@@ -49,7 +50,7 @@ def age_group(age: int) -> str:
 
 # -- persona -----------------------------------------------------------------------------
 RETIREMENT_AGE = 66  # 66 and older are retired; the release samples occupations for 18-65
-MAX_STORY_CHARS = 500
+MAX_STORY_CHARS = 1200  # the release's stories run to several sentences each
 
 
 def _us_places() -> list[str]:
@@ -143,9 +144,11 @@ def narrative_schema(n_stories: int) -> type[BaseModel]:
     interest = Annotated[str, Field(min_length=2, max_length=60)]
     return create_model(
         "PersonaNarrative",
-        attitude=(str, Field(min_length=20, max_length=400)),
+        values=(str, Field(min_length=20, max_length=400)),
+        attitude=(str, Field(min_length=20, max_length=900)),
+        coping=(str, Field(min_length=10, max_length=400)),
         stories=(list[story], Field(min_length=n_stories, max_length=n_stories)),
-        interests=(list[interest], Field(min_length=2, max_length=5)),
+        interests=(list[interest], Field(min_length=2, max_length=6)),
     )
 
 
@@ -167,6 +170,8 @@ def make_persona(seed: int, user_id: str, llm: LLM, prompt: str) -> Persona:
     story = llm.json(messages, narrative_schema(n_stories), where=f"user {user_id}, persona")
     return Persona(
         **attrs,
+        values=story.values.strip(),
+        coping=story.coping.strip(),
         attitude=story.attitude.strip(),
         stories=[s.strip() for s in story.stories],
         interests=[i.strip() for i in story.interests],
@@ -177,7 +182,9 @@ def persona_block(p: Persona, stories: bool = True) -> str:
     lines = [
         f"{p.name}, {p.age} ({p.age_group}), {p.gender}, {p.location.city}, {p.location.country}",
         f"occupation: {p.occupation}; values: {p.values_orientation}",
+        *([f"what they value: {p.values}"] if p.values else []),
         f"attitude: {p.attitude}",
+        *([f"coping: {p.coping}"] if p.coping else []),
         f"interests: {', '.join(p.interests)}",
     ]
     if stories:
@@ -216,8 +223,21 @@ def pool_candidates(
     return rng.sample(dims, max(sample, n))
 
 
-def check_bank_dims(dims: list[dict], names: list[str], n: int, category: str) -> None:
-    """Raise ValueError listing every problem: count, unknown name, duplicate, long short."""
+def repeats_axis(short: str, axis: str) -> bool:
+    """A value that restates the pool's axis question instead of answering it."""
+    words = content_words(short)
+    return bool(words) and len(words & content_words(axis)) / len(words) >= 0.8
+
+
+def check_bank_dims(
+    dims: list[dict],
+    names: list[str],
+    n: int,
+    category: str,
+    axes: dict[str, str] | None = None,
+) -> None:
+    """Raise ValueError listing every problem: count, unknown name, duplicate, long short,
+    a short that repeats the dimension's axis question."""
     problems: list[str] = []
     if len(dims) != n:
         problems.append(f"expected exactly {n} dims, got {len(dims)}")
@@ -234,6 +254,10 @@ def check_bank_dims(dims: list[dict], names: list[str], n: int, category: str) -
             problems.append(
                 f"dims[{i}] ({name}): short has {words} words, expected 1-{MAX_SHORT_WORDS}"
             )
+        if axes and name in axes and repeats_axis(d["short"], axes[name]):
+            problems.append(
+                f"dims[{i}] ({name}): short repeats the axis question; give this person's value"
+            )
         if not d["explanation"].strip():
             problems.append(f"dims[{i}] ({name}): empty explanation")
     if problems:
@@ -249,6 +273,7 @@ def make_bank(
     prompt: str,
     pool_sample: int | None = None,
     show_examples: bool = True,
+    show_axes: bool = True,
 ) -> Bank:
     entries: list[BankEntry] = []
     for cat in CATEGORIES:
@@ -258,8 +283,10 @@ def make_bank(
         check_counts(pool, {cat: n})
         shown = pool_candidates(pool, cat, n, pool_sample, persona.seed)
         names = [d.name for d in shown]
+        axes = {d.name: d.axis for d in shown}
         pool_text = "\n".join(
-            f"- {d.name}: {d.axis}"
+            f"- {d.name}"
+            + (f": {d.axis}" if show_axes else "")
             + (f"  [e.g. {' / '.join(d.answer_space)}]" if show_examples else "")
             for d in shown
         )
@@ -277,8 +304,8 @@ def make_bank(
         reply = llm.json(
             messages,
             schema,
-            check=lambda r, names=names, n=n, cat=cat: check_bank_dims(
-                [d.model_dump() for d in r.dims], names, n, cat
+            check=lambda r, names=names, n=n, cat=cat, axes=axes: check_bank_dims(
+                [d.model_dump() for d in r.dims], names, n, cat, axes
             ),
             where=f"user {persona.user_id}, bank {cat}",
         )
@@ -349,33 +376,45 @@ def leak_report(tasks: list[Task], threshold: float) -> LeakReport:
     )
 
 
+def earlier_block(tasks: list[Task]) -> str:
+    """The tasks written so far with their targets, so the writer varies the scenes."""
+    lines = [f"- {t.target_category}/{t.target_dimension}: {t.task}" for t in tasks]
+    return "\n".join(lines) or "(none yet)"
+
+
 def make_task(
     index: int,
     entry: BankEntry,
     persona: Persona,
-    earlier: list[str],
+    earlier: list[Task],
     guides: dict[str, str],
     llms: dict[str, LLM],
     prompts: dict[str, str],
     max_edits: int,
     leak_threshold: float,
+    hints: dict[str, str],
 ) -> Task:
     """Write one task, then criticise and edit it until neutral or ``max_edits`` is spent.
 
     ``verdicts[i]`` judges version i; ``revisions`` holds every replaced version in order, so
-    the final ``task`` is version ``len(revisions)``.
+    the final ``task`` is version ``len(revisions)``. The release edited once without a new
+    critique; the paper (App. D) asks for the loop, which we keep.
     """
     where = f"user {persona.user_id}, task {index} ({entry.dimension})"
-    draft = llms["generator"].json(
+    target = {
+        "category": entry.category,
+        "dimension": entry.dimension,
+        "short": entry.short,
+        "explanation": entry.explanation,
+    }
+    draft = llms["task_writer"].json(
         render(
             prompts["write"],
             persona=persona_block(persona, stories=False),
-            earlier="\n".join(f"- {t}" for t in earlier) or "(none yet)",
-            category=entry.category,
+            earlier=earlier_block(earlier),
             guide=guides[entry.category],
-            dimension=entry.dimension,
-            short=entry.short,
-            explanation=entry.explanation,
+            hint=hints[entry.category],
+            **target,
         ),
         TaskDraft,
         where=where,
@@ -403,8 +442,8 @@ def make_task(
         edit = llms["editor"].json(
             render(
                 prompts["edit"],
-                category=entry.category,
-                dimension=entry.dimension,
+                persona=persona_block(persona),
+                **target,
                 task=text,
                 inferred_trait=crit.inferred_trait,
                 why=crit.why,
@@ -438,8 +477,10 @@ def make_tasks(
     prompts: dict[str, str],
     max_edits: int = 3,
     leak_threshold: float = 0.5,
+    hints: dict[str, str] | None = None,
 ) -> Tasks:
     """One task per bank entry, in bank order (sequential: each sees the earlier scenes)."""
+    hints = hints if hints is not None else load_guides(HINTS_FILE)
     tasks: list[Task] = []
     for i, entry in enumerate(bank.entries, start=1):
         tasks.append(
@@ -447,12 +488,13 @@ def make_tasks(
                 i,
                 entry,
                 persona,
-                [t.task for t in tasks],
+                tasks,
                 guides,
                 llms,
                 prompts,
                 max_edits,
                 leak_threshold,
+                hints,
             )
         )
         log.info("tasks %s: %d/%d done", persona.user_id, i, len(bank.entries))

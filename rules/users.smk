@@ -62,6 +62,7 @@ rule tasks:
         persona=f"{R}/users/{{user}}/persona.json",
         bank=f"{R}/users/{{user}}/bank.json",
         guides=GUIDES,
+        hints="prompts/elicitation_hints.yaml",
         write=prompt("task_write"),
         critic=prompt("task_critic"),
         edit=prompt("task_edit"),

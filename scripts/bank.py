@@ -11,6 +11,7 @@ def main(job: glue.Job) -> None:
         job.input.prompt,
         pool_sample=job.cfg.bank.pool_sample,
         show_examples=job.cfg.bank.show_examples,
+        show_axes=job.cfg.bank.show_axes,
     )
     records.write_atomic(job.output[0], bank)
 

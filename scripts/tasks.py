@@ -6,10 +6,11 @@ def main(job: glue.Job) -> None:
         records.load(job.input.persona, records.Persona),
         records.load(job.input.bank, records.Bank),
         taxonomy.load_guides(job.input.guides),
-        {role: job.llm(role) for role in ("generator", "critic", "editor")},
+        {role: job.llm(role) for role in ("task_writer", "critic", "editor")},
         {"write": job.input.write, "critic": job.input.critic, "edit": job.input.edit},
         max_edits=job.cfg.tasks.max_edits,
         leak_threshold=job.cfg.tasks.leak_threshold,
+        hints=taxonomy.load_guides(job.input.hints),
     )
     records.write_atomic(job.output[0], tasks)
 

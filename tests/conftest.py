@@ -7,11 +7,14 @@ results/, logs/ or the LLM cache.
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import shutil
 import subprocess
 import sys
 import threading
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,6 +51,41 @@ def endpoint() -> Iterator[Endpoint]:
     ep = Endpoint()
     yield ep
     ep.close()
+
+
+def record_requests(ep: Endpoint) -> dict[str, list[dict]]:
+    """Record every chat request the endpoint receives, per json_schema name (= role)."""
+    seen: dict[str, list[dict]] = defaultdict(list)
+    base = ep.server.RequestHandlerClass
+
+    class Recording(base):  # type: ignore[misc, valid-type]
+        def do_POST(self) -> None:
+            data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.loads(data or b"{}")
+            name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+            seen[name].append(body)
+            self.rfile = io.BytesIO(data)  # let the real handler read the same body
+            super().do_POST()
+
+    ep.server.RequestHandlerClass = Recording
+    return seen
+
+
+@pytest.fixture
+def scripted(tmp_path):
+    """Start an endpoint whose replies are pinned per role; returns it and its request log."""
+    started: list[Endpoint] = []
+
+    def start(script: dict) -> tuple[Endpoint, dict[str, list[dict]]]:
+        path = tmp_path / f"script{len(started)}.json"
+        path.write_text(json.dumps(script))
+        ep = Endpoint(str(path))
+        started.append(ep)
+        return ep, record_requests(ep)
+
+    yield start
+    for ep in started:
+        ep.close()
 
 
 def tiny_config(base_url: str, **overrides) -> dict:

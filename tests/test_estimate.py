@@ -35,7 +35,8 @@ def test_protocol_counts_follow_the_protocol():
     calls = estimate.protocol_calls(cfg, rates)
     d = cfg.n_dims
     # per user: persona + one bank call per category + one writer per task; one oracle per dim
-    assert calls[("(per user)", "generator")] == 1 + 5 + d
+    assert calls[("(per user)", "generator")] == 1 + 5
+    assert calls[("(per user)", "task_writer")] == d
     assert calls[("(per user)", "oracle")] == d
     for s in cfg.systems:
         t = rates.turns_per_episode[s] * d
@@ -67,7 +68,8 @@ def test_counts_scale_with_the_config():
     )
     big = {(x.system, x.role): x for x in estimate.predict(base, estimate.priors(base))}
     few = {(x.system, x.role): x for x in estimate.predict(small, estimate.priors(small))}
-    assert few[("(per user)", "generator")].calls_per_user == 1 + 4 + 7  # 4 non-empty categories
+    assert few[("(per user)", "generator")].calls_per_user == 1 + 4  # 4 non-empty categories
+    assert few[("(per user)", "task_writer")].calls_per_user == 7
     assert few[("longctx_full", "preference")].calls == 0  # no preference dims, no D calls
     assert few[("longctx_full", "slotfill")].calls_per_user == 7  # dump_all only
     assert big[("longctx_full", "slotfill")].calls == 50 * 62

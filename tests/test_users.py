@@ -7,9 +7,7 @@ the endpoint's replies per role (json_schema name) with a script file.
 from __future__ import annotations
 
 import csv
-import io
 import json
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ from memprobe.llm import LLM, LLMError, client_for
 from memprobe.prompts import prompt_path
 from memprobe.records import Bank, BankEntry, Persona, Tasks
 from memprobe.taxonomy import load_guides, load_pool
-from tests.conftest import Endpoint, tiny_config
+from tests.conftest import tiny_config
 
 POOL = load_pool()
 GUIDES = load_guides()
@@ -33,48 +31,14 @@ TASK_PROMPTS = {
 ONLY_SKILL_2 = {c: (2 if c == "skill_memory" else 0) for c in CATEGORIES}
 
 
-# -- helpers -----------------------------------------------------------------------------
-def record_requests(ep: Endpoint) -> dict[str, list[dict]]:
-    """Record every chat request the endpoint receives, per json_schema name (= role)."""
-    seen: dict[str, list[dict]] = defaultdict(list)
-    base = ep.server.RequestHandlerClass
-
-    class Recording(base):  # type: ignore[misc, valid-type]
-        def do_POST(self) -> None:
-            data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = json.loads(data or b"{}")
-            name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
-            seen[name].append(body)
-            self.rfile = io.BytesIO(data)  # let the real handler read the same body
-            super().do_POST()
-
-    ep.server.RequestHandlerClass = Recording
-    return seen
-
-
-@pytest.fixture
-def scripted(tmp_path):
-    """Start an endpoint whose replies are pinned per role; returns it and its request log."""
-    started: list[Endpoint] = []
-
-    def start(script: dict) -> tuple[Endpoint, dict[str, list[dict]]]:
-        path = tmp_path / f"script{len(started)}.json"
-        path.write_text(json.dumps(script))
-        ep = Endpoint(str(path))
-        started.append(ep)
-        return ep, record_requests(ep)
-
-    yield start
-    for ep in started:
-        ep.close()
-
-
+# -- helpers ---------------------------------------------------------------------------
 def make_clients(base_url: str, tmp_path: Path, *, seed: int = 7, **llm) -> dict[str, LLM]:
     cfg = tiny_config(base_url, seed=seed)
     cfg["llm"].update(cache_dir=str(tmp_path / "cache"), **llm)
     config = load_config(cfg)
     ledger = tmp_path / "usage.csv"
-    return {r: client_for(r, config, ledger_path=ledger) for r in ("generator", "critic", "editor")}
+    roles = ("generator", "task_writer", "critic", "editor")
+    return {r: client_for(r, config, ledger_path=ledger) for r in roles}
 
 
 def persona(user_id: str = "user_001") -> Persona:
@@ -187,7 +151,7 @@ def run_tasks(ep, tmp_path, max_edits):
 def test_critic_fishing_twice_then_neutral(scripted, tmp_path):
     ep, sent = scripted(
         {
-            "generator": [draft("Give me the short version of the shift rota rules.")],
+            "task_writer": [draft("Give me the short version of the shift rota rules.")],
             "critic": [verdict("fishing"), verdict("fishing"), verdict("neutral", "none")],
             "editor": [
                 draft("Can you explain our shift rota rules?"),
@@ -217,7 +181,7 @@ def test_critic_fishing_twice_then_neutral(scripted, tmp_path):
 def test_critic_always_fishing_spends_the_budget(scripted, tmp_path):
     ep, sent = scripted(
         {
-            "generator": [draft("Keep it short: what are the rota rules?")],
+            "task_writer": [draft("Keep it short: what are the rota rules?")],
             "critic": [verdict("fishing")] * 6,
             "editor": [draft(f"Edit {i}: what are the rota rules?") for i in range(1, 6)],
         }
@@ -259,7 +223,7 @@ def test_leak_report_flags_tasks_over_the_threshold(scripted, tmp_path):
     )
     ep, _ = scripted(
         {
-            "generator": [
+            "task_writer": [
                 draft("Help me track every expense in my budget spreadsheet."),
                 draft("What should I pack for a weekend hike?"),
             ],
@@ -332,7 +296,9 @@ def test_persona_narrative_follows_the_attributes(scripted, tmp_path):
     n = attrs["n_stories"]
     story = "When they were younger they moved house and learned to adapt quickly."
     good = {
+        "values": "Family first, and keeping promises made to friends.",
         "attitude": "Steady and hopeful, even after setbacks.",
+        "coping": "Goes for a long walk.",
         "stories": [story] * n,
         "interests": ["chess", "gardening"],
     }
@@ -348,7 +314,8 @@ def test_persona_narrative_follows_the_attributes(scripted, tmp_path):
     assert users.life_stage(p.age, p.occupation) in prompt_text
     props = sent[0]["response_format"]["json_schema"]["schema"]["properties"]
     assert props["stories"]["minItems"] == props["stories"]["maxItems"] == n
-    assert props["attitude"]["maxLength"] <= 400  # short fields for small local models
+    # bounded fields, sized like the release's profiles (~2.9k characters in all)
+    assert props["attitude"]["maxLength"] <= 900 and props["values"]["maxLength"] <= 400
 
 
 # -- through the workflow ----------------------------------------------------------------
