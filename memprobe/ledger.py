@@ -25,7 +25,11 @@ COLUMNS = (
     # sha256 of the request (no secret in it): "no finished call paid twice" is checkable as
     # "no key with two rows cached=false, status=ok".
     "key",
-    "status",  # ok | invalid (a paid reply that was thrown away and asked for again)
+    # ok: handed to the caller (structured: schema-valid). Paid and thrown away: invalid (off
+    # schema: re-sampled or re-asked), empty (no content), cut (structured, finish_reason
+    # length: asked again with a higher max_tokens).
+    "status",
+    "finish_reason",  # the endpoint's: stop | length | ... ("" when it sent none)
 )
 
 
@@ -47,6 +51,7 @@ class Ledger:
         reask: int = 0,
         key: str = "",
         status: str = "ok",
+        finish_reason: str = "",
     ) -> None:
         if self.path is None:
             return
@@ -62,6 +67,7 @@ class Ledger:
             "reask": reask,
             "key": key,
             "status": status,
+            "finish_reason": finish_reason,
         }
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=COLUMNS)

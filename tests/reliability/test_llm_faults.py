@@ -96,10 +96,16 @@ def test_an_endpoint_that_only_sends_garbage_is_reasked_then_fails_cleanly(fault
         llm.json(MESSAGES, Reply, where="user user_001, episode 2")
     assert "no valid reply after 2 tries" in str(err.value)
     assert "user user_001, episode 2" in str(err.value)
-    # 1 re-ask x (1 re-sample + 1 final) = 4 paid replies, none of them cached as "ok".
+    # 1 re-ask x (1 re-sample + 1 final) = 4 paid replies, all on the bill as invalid.
     rows = list(csv.DictReader(open(tmp_path / "ledger.csv")))
     assert len(rows) == 4
-    assert [r["status"] for r in rows].count("invalid") == 2
+    assert [r["status"] for r in rows] == ["invalid"] * 4
+    # The failed chain left nothing a rerun would replay...
+    assert not list((tmp_path / "cache").rglob("*.json"))
+    # ...so once the endpoint has recovered, the rerun asks it again and succeeds.
+    ep.server.faults = recovered = Faults({})
+    assert llm.json(MESSAGES, Reply, where="user user_001, episode 2")
+    assert recovered.requests == 1
 
 
 def test_retry_after_is_honoured(faulty, tmp_path):
