@@ -77,7 +77,7 @@ class Ledger:
             # Append mode: rows of a killed-and-resumed job accumulate, so the ledger shows
             # which calls were paid and which were replayed from the cache. One write() per
             # row on an O_APPEND fd: a SIGKILL cannot leave half a row for the next to extend.
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # umask applies
             try:
                 data = buf.getvalue()
                 if os.fstat(fd).st_size == 0:

@@ -344,8 +344,9 @@ def config_from_files(paths: list[str]) -> Config:
     import yaml
     from snakemake.utils import update_config
 
-    from memprobe.config import load_config
+    from memprobe.config import check_yaml_keys, load_config
 
+    check_yaml_keys(paths)
     raw: dict = {}
     for path in paths:
         update_config(raw, yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {})

@@ -59,10 +59,15 @@ def die_with_parent() -> None:  # runs in the child before exec
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def open_direct(req: urllib.request.Request | str, timeout: float):
+    """``urlopen`` for a loopback server: never through HTTP(S)_PROXY."""
+    return _DIRECT.open(req, timeout=timeout)
+
+
 def status(url: str, headers: dict[str, str] | None = None, timeout_s: float = 5.0) -> int:
     """The HTTP status of ``GET url`` (0: no answer), never through a proxy."""
     try:
-        with _DIRECT.open(urllib.request.Request(url, headers=headers or {}), timeout=timeout_s):
+        with open_direct(urllib.request.Request(url, headers=headers or {}), timeout=timeout_s):
             return 200
     except urllib.error.HTTPError as err:
         return err.code

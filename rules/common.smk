@@ -1,4 +1,5 @@
 # Config validation, run-wide names and path helpers shared by every rule file.
+import re
 import sys
 
 from memprobe import embed_service
@@ -6,9 +7,10 @@ from memprobe import preflight
 from memprobe import shell_job
 from memprobe import taxonomy
 from memprobe.agents import registry
-from memprobe.config import ConfigError, load_config
+from memprobe.config import ConfigError, check_yaml_keys, load_config
 
 try:
+    check_yaml_keys(workflow.configfiles)
     CFG = load_config(
         config, source=" + ".join(map(str, workflow.configfiles)) or "config"
     )
@@ -69,7 +71,7 @@ else:
 
 wildcard_constraints:
     user=r"user_\d\d\d+",
-    system="|".join(SYSTEMS),
+    system="|".join(map(re.escape, SYSTEMS)),
     mode="dump_all|retrieve",
     k=r"\d+",
 
