@@ -25,9 +25,9 @@ COLUMNS = (
     # sha256 of the request (no secret in it): "no finished call paid twice" is checkable as
     # "no key with two rows cached=false, status=ok".
     "key",
-    # ok: handed to the caller (structured: schema-valid). Paid and thrown away: invalid (off
-    # schema: re-sampled or re-asked), empty (no content), cut (structured, finish_reason
-    # length: asked again with a higher max_tokens).
+    # ok: the reply handed to the caller (json() may still re-ask with feedback: reask > 0).
+    # Paid for and asked again at once: invalid (off schema, re-sampled unchanged), empty (no
+    # content), cut (structured, finish_reason length: asked again with a higher max_tokens).
     "status",
     "finish_reason",  # the endpoint's: stop | length | ... ("" when it sent none)
 )

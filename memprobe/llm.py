@@ -457,12 +457,6 @@ class LLM:
             req = {**req, field: limit * 2}
             reply = self._send(req, where, key, reask, validate)
         latency = time.monotonic() - start
-        status = "ok"
-        if validate is not None:
-            try:
-                validate(reply.content)
-            except ValueError:
-                status = "invalid"  # json() re-asks with feedback
         # Cache first, ledger second: a kill between the two loses a ledger row, never pays
         # twice for a reply that a rerun can replay. A failed write is still on the bill.
         try:
@@ -476,7 +470,7 @@ class LLM:
                 f"cache {self.cache.root} ({type(err).__name__}: {err}); it is on the ledger"
             ) from None
         finally:
-            self._record(key, reply, latency, cached=False, reask=reask, status=status)
+            self._record(key, reply, latency, cached=False, reask=reask)
         return reply.content
 
     def _limit_field(self) -> str:
