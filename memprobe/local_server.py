@@ -294,6 +294,15 @@ def state_path(cfg: Config) -> Path:
     return Path(cfg.llm.cache_dir).parent / STATE_FILE
 
 
+def check_executor(cfg: Config, non_local_exec: bool) -> None:
+    """``backend: local`` serves on the submit host's loopback: cluster jobs cannot reach it."""
+    if cfg.llm.backend == "local" and non_local_exec:
+        raise LocalModelError(
+            "llm.backend: 'local' serves the model on this host's loopback, which jobs of a "
+            "cluster executor cannot reach; use backend 'openai' with an endpoint they can reach"
+        )
+
+
 def start_for_run(cfg: Config, log_path: str | Path = "logs/local_server.log") -> str | None:
     """Start the run's server (backend ``local`` only); returns its base URL.
 

@@ -148,6 +148,10 @@ onstart:
     # backend local: verify the model (sha256), start ONE llama.cpp server for the whole run.
     if CFG.llm.backend == "local":
         try:
+            executor = workflow.executor_plugin
+            local_server.check_executor(
+                CFG, bool(executor and executor.common_settings.non_local_exec)
+            )
             local_server.start_for_run(CFG)
         except local_server.LocalModelError as err:
             sys.exit(f"memprobe: {err}")

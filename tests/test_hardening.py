@@ -410,3 +410,14 @@ def test_local_server_key_is_in_no_argv_and_no_state_file(tmp_path):
     )
     assert server.key and server.key not in " ".join(server.command(5))
     assert "--port" not in server.command(5)  # the child binds a port itself
+
+
+def test_the_local_backend_refuses_a_cluster_executor():
+    from memprobe import local_server
+
+    raw = tiny_config("http://127.0.0.1:9/v1")
+    raw["llm"] = {"backend": "local"}
+    cfg = load_config(raw)
+    local_server.check_executor(cfg, non_local_exec=False)
+    with pytest.raises(local_server.LocalModelError, match="cluster executor"):
+        local_server.check_executor(cfg, non_local_exec=True)
