@@ -163,9 +163,11 @@ def cache_identity(m: MemT, base_url: str) -> str:
     4B checkpoint takes seconds to a minute, so the digest is memoised per path, size and
     mtime of every file (a copy or an edit changes one of them, and so the identity).
     """
-    path = Path(m.model_path) if m.model_path else None
-    if path is None or not path.exists():
-        return f"memt-endpoint:{base_url}|{m.model_path or ''}"
+    if not m.model_path:
+        return base_url  # an endpoint we know nothing else about (as before issue 16)
+    path = Path(m.model_path)
+    if not path.exists():  # served elsewhere from a path this host cannot read
+        return f"memt-endpoint:{base_url}|{m.model_path}"
     digest = weights_digest(path)
     served = m.vllm_args if key_env(m) == KEY_ENV else []
     return f"memt-weights:{digest}|{json.dumps(served)}"
