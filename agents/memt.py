@@ -171,12 +171,13 @@ def memt_client(config, writer: LLM | None) -> LLM:
 
     m = config.memt
     fake = config.llm.backend == "fake"
-    return LLM(
+    base_url = "http://fake.invalid/v1" if fake else vllm_server.ensure(m)
+    llm = LLM(
         "writer",
         backend="fake" if fake else "openai",
-        base_url="http://fake.invalid/v1" if fake else vllm_server.ensure(m),
+        base_url=base_url,
         model=m.model,
-        api_key_env=m.api_key_env,
+        api_key_env=vllm_server.key_env(m),
         temperature=m.temperature,
         max_tokens=m.max_tokens,
         seed=config.seed,
@@ -186,6 +187,9 @@ def memt_client(config, writer: LLM | None) -> LLM:
         max_attempts=config.llm.max_attempts,
         backoff_s=config.llm.backoff_s,
     )
+    if not fake:  # keyed on the weights: a new port replays, a new checkpoint does not
+        llm.cache_endpoint = vllm_server.cache_identity(m, base_url)
+    return llm
 
 
 class MemT(MemorySystem):

@@ -60,6 +60,10 @@ class ResponseCache:
     def put(self, key: str, entry: dict[str, Any]) -> None:
         write_atomic(self._path(key), json.dumps(entry, ensure_ascii=False))
 
+    def discard(self, key: str) -> None:
+        """Drop an entry (the replies of a failed chain: a rerun must ask again)."""
+        self._path(key).unlink(missing_ok=True)
+
     @contextlib.contextmanager
     def inflight(self, key: str) -> Iterator[None]:
         """Hold the lock of ``key`` while asking for it (see the module docstring).

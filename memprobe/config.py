@@ -7,7 +7,9 @@ names the offending key and what was expected.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -86,7 +88,21 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _endpoint_url(v: str | None) -> str | None:
+    """An OpenAI-compatible endpoint is an http(s) URL with a host (never file://, etc.)."""
+    if v is None:
+        return v
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected an http:// or https:// URL with a host, got {v!r}")
+    return v
+
+
+# Flags of memt.vllm_args that would undo what vllm_server sets: loopback only, the run's key.
+_VLLM_RESERVED = ("--host", "--api-key")
 
 
 class RoleOverride(_Strict):
@@ -97,6 +113,8 @@ class RoleOverride(_Strict):
     api_key_env: str | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, ge=1)
+
+    _url = field_validator("base_url")(_endpoint_url)
 
 
 class LocalModel(_Strict):
@@ -132,6 +150,8 @@ class LLMSettings(_Strict):
     cache_dir: str = ".cache/llm"
     roles: dict[Role, RoleOverride] = Field(default_factory=dict)
     local: LocalModel = Field(default_factory=LocalModel)
+
+    _url = field_validator("base_url")(_endpoint_url)
 
     @model_validator(mode="after")
     def _openai_needs_base_url(self) -> LLMSettings:
@@ -219,6 +239,19 @@ class MemT(_Strict):
     gpu_model: str | None = None
     cpus_per_gpu: int | None = Field(default=None, ge=1)
 
+    _url = field_validator("endpoint")(_endpoint_url)
+
+    @field_validator("vllm_args")
+    @classmethod
+    def _no_reserved_args(cls, v: list[str]) -> list[str]:
+        for arg in v:
+            if arg.split("=", 1)[0] in _VLLM_RESERVED:
+                raise ValueError(
+                    f"{arg.split('=', 1)[0]} is set by memprobe (loopback only, the run's key "
+                    "through VLLM_API_KEY); remove it"
+                )
+        return v
+
     @model_validator(mode="after")
     def _serve_needs_model(self) -> MemT:
         if self.serve and not self.model_path:
@@ -262,6 +295,9 @@ class SystemSettings(_Strict):
 
     amem: AMemSettings = Field(default_factory=AMemSettings)
     mem0: Mem0Settings = Field(default_factory=Mem0Settings)
+
+
+_SYSTEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 class Users(_Strict):
@@ -310,6 +346,14 @@ class Config(_Strict):
     ] = Field(default_factory=_default_dims)
     systems: list[str] = Field(min_length=1)
     modes: list[Literal["dump_all", "retrieve"]] = Field(default_factory=lambda: list(MODES))
+
+    @field_validator("modes")
+    @classmethod
+    def _distinct_modes(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"a mode is listed twice ({v})")
+        return v
+
     k: int | list[int] = 5
     max_turns: int = Field(default=25, ge=1)
     compat: Compat = Field(default_factory=Compat)
@@ -343,6 +387,8 @@ class Config(_Strict):
         release = info.data.get("release")
         importing = release is not None and release.import_runs
         for name in v:
+            if not _SYSTEM_NAME.fullmatch(name):  # it becomes a path component and a wildcard
+                raise ValueError(f"system name {name!r}: expected letters, digits, _ . -")
             if name not in known and not importing:
                 raise ValueError(f"unknown system {name!r}; expected one of {', '.join(known)}")
         if len(set(v)) != len(v):
@@ -429,6 +475,8 @@ class Config(_Strict):
         ks = v if isinstance(v, list) else [v]
         if not ks or any(k < 1 for k in ks):
             raise ValueError(f"every k must be >= 1 (got {v})")
+        if len(set(ks)) != len(ks):
+            raise ValueError(f"a k is listed twice ({v})")
         return v
 
     # -- derived values used by the rules -------------------------------------------------
@@ -472,14 +520,48 @@ def load_config(raw: dict[str, Any], source: str = "config") -> Config:
 
 
 def role_settings(cfg: Config, role: str) -> dict[str, Any]:
-    """The effective endpoint settings of one role (defaults + per-role override)."""
+    """The effective endpoint settings of one role (defaults + per-role override).
+
+    A role sent to its own ``base_url`` sends only its own ``api_key_env``: the default key
+    belongs to the default endpoint, and never goes anywhere else.
+    """
     over = cfg.llm.roles.get(role) or RoleOverride()  # type: ignore[call-overload]
+    own_endpoint = over.base_url is not None and over.base_url != cfg.llm.base_url
+    default_key = None if own_endpoint else cfg.llm.api_key_env
     return {
         "base_url": over.base_url or cfg.llm.base_url,
         "model": over.model or cfg.llm.model,
-        "api_key_env": over.api_key_env or cfg.llm.api_key_env,
+        "api_key_env": over.api_key_env if over.api_key_env is not None else default_key,
         "temperature": (
             over.temperature if over.temperature is not None else DEFAULT_TEMPERATURE[role]
         ),
         "max_tokens": over.max_tokens or cfg.llm.max_tokens,
     }
+
+
+def check_yaml_keys(paths: Any) -> None:
+    """Refuse a key that appears twice in one YAML mapping (YAML loaders keep the last one
+    silently, so half of a config would be ignored without a word)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: Loader, node: yaml.MappingNode) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node)
+            if key in seen:
+                raise ConfigError(
+                    f"{path}: line {key_node.start_mark.line + 1}: key {key!r} appears twice"
+                )
+            seen.add(key)
+        return loader.construct_mapping(node)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    for path in map(str, paths):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                yaml.load(fh, Loader=Loader)  # noqa: S506  a SafeLoader subclass
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # unreadable files are Snakemake's to report; duplicates are ours

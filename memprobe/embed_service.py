@@ -60,7 +60,7 @@ def encode_remote(texts: list[str], path: str | None, timeout_s: float = 600.0):
         headers={"Content-Type": "application/json", TOKEN_HEADER: token},
     )
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        with served_process.open_direct(req, timeout=timeout_s) as resp:
             reply = json.loads(resp.read())
         vecs = np.frombuffer(base64.b64decode(reply["data"]), dtype=np.float32)
         return vecs.reshape(int(reply["rows"]), int(reply["dim"])).copy()
@@ -157,7 +157,7 @@ def start_for_run(log_path: str | Path = "logs/embed_server.log", bind_timeout_s
             [sys.executable, "-m", "memprobe.embed_service", "--port", str(port)],
             stdout=logf,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "_MEMPROBE_EMBED_TOKEN_IN": token},
+            env=served_process.child_env(_MEMPROBE_EMBED_TOKEN_IN=token),
             preexec_fn=_background_child,
         )
     try:

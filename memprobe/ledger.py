@@ -25,7 +25,11 @@ COLUMNS = (
     # sha256 of the request (no secret in it): "no finished call paid twice" is checkable as
     # "no key with two rows cached=false, status=ok".
     "key",
-    "status",  # ok | invalid (a paid reply that was thrown away and asked for again)
+    # ok: the reply handed to the caller (json() may still re-ask with feedback: reask > 0).
+    # Paid for and asked again at once: invalid (off schema, re-sampled unchanged), empty (no
+    # content), cut (structured, finish_reason length: asked again with a higher max_tokens).
+    "status",
+    "finish_reason",  # the endpoint's: stop | length | ... ("" when it sent none)
 )
 
 
@@ -47,6 +51,7 @@ class Ledger:
         reask: int = 0,
         key: str = "",
         status: str = "ok",
+        finish_reason: str = "",
     ) -> None:
         if self.path is None:
             return
@@ -62,6 +67,7 @@ class Ledger:
             "reask": reask,
             "key": key,
             "status": status,
+            "finish_reason": finish_reason,
         }
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=COLUMNS)
@@ -71,7 +77,7 @@ class Ledger:
             # Append mode: rows of a killed-and-resumed job accumulate, so the ledger shows
             # which calls were paid and which were replayed from the cache. One write() per
             # row on an O_APPEND fd: a SIGKILL cannot leave half a row for the next to extend.
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # umask applies
             try:
                 data = buf.getvalue()
                 if os.fstat(fd).st_size == 0:

@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -34,6 +35,10 @@ from memprobe.config import Config, LocalModel
 
 BASE_URL_ENV = "MEMPROBE_LOCAL_BASE_URL"  # set by onstart; a user-started server also works
 MODEL_ID_ENV = "MEMPROBE_LOCAL_MODEL_ID"  # sha256 of the served GGUF: part of cache keys
+# The run's random key: the server refuses requests without it. Passed in the environment
+# only (never argv, a log or the state file); the child reads it from KEY_CHILD_ENV.
+KEY_ENV = "MEMPROBE_LOCAL_API_KEY"
+KEY_CHILD_ENV = "_MEMPROBE_LOCAL_KEY_IN"
 CACHE_ENV = "MEMPROBE_MODEL_CACHE"  # where assembled models live (default ~/.cache/memprobe)
 STATE_FILE = "local_server.json"  # next to the LLM cache dir: {"base_url", "model_sha256"}
 
@@ -187,17 +192,21 @@ def resolve_model(local: LocalModel) -> ResolvedModel:
 
 # -- the server process --------------------------------------------------------------------
 class Server:
-    """One ``python -m memprobe.local_server serve`` child: ``start()`` returns once healthy."""
+    """One ``python -m memprobe.local_server serve`` child: ``start()`` returns once healthy.
+
+    The child binds a free port itself and writes its address to a pipe (no window in which
+    another process could take a port we picked); the key then proves the server is ours.
+    """
 
     def __init__(self, model: ResolvedModel, local: LocalModel, log_path: str | Path) -> None:
         self.model = model
         self.local = local
-        self.port = served_process.free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.key = secrets.token_urlsafe(24)
+        self.base_url = ""
         self.log_path = Path(log_path)
         self.proc: subprocess.Popen | None = None
 
-    def command(self) -> list[str]:
+    def command(self, ready_fd: int) -> list[str]:
         return [
             sys.executable,
             "-m",
@@ -205,8 +214,8 @@ class Server:
             "serve",
             "--model",
             str(self.model.path),
-            "--port",
-            str(self.port),
+            "--ready-fd",
+            str(ready_fd),
             "--threads",
             str(self.local.threads),
             "--context",
@@ -219,28 +228,39 @@ class Server:
 
     def start(self) -> str:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                self.command(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                preexec_fn=served_process.die_with_parent,
-            )
+        env = served_process.child_env(OMP_WAIT_POLICY="PASSIVE", **{KEY_CHILD_ENV: self.key})
+        read_fd, write_fd = os.pipe()
         try:
-            self._wait_healthy()
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen(
+                    self.command(write_fd),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    pass_fds=(write_fd,),
+                    preexec_fn=served_process.die_with_parent,
+                )
+        finally:
+            os.close(write_fd)
+        try:
+            self._wait_healthy(read_fd)
         except BaseException:
             self.stop()
             raise
         return self.base_url
 
-    def _wait_healthy(self) -> None:
+    def _wait_healthy(self, read_fd: int) -> None:
+        timeout = self.local.startup_timeout_s
+        t0 = time.monotonic()
         try:
-            served_process.wait_healthy(
-                self.proc, self.base_url, self.local.startup_timeout_s, poll_s=0.5
-            )
+            address = served_process.read_address(self.proc, read_fd, timeout)
+            self.base_url = f"{address}/v1"
+            left = max(timeout - (time.monotonic() - t0), 1.0)
+            served_process.wait_healthy(self.proc, self.base_url, left, poll_s=0.5)
+            served_process.prove_ours(self.base_url, self.key)
+        except served_process.NotOurs as err:
+            raise LocalModelError(f"llm.local: {err}") from None
         except served_process.NotHealthy as err:
             if err.exit_code is not None:
                 raise LocalModelError(
@@ -274,6 +294,15 @@ def state_path(cfg: Config) -> Path:
     return Path(cfg.llm.cache_dir).parent / STATE_FILE
 
 
+def check_executor(cfg: Config, non_local_exec: bool) -> None:
+    """``backend: local`` serves on the submit host's loopback: cluster jobs cannot reach it."""
+    if cfg.llm.backend == "local" and non_local_exec:
+        raise LocalModelError(
+            "llm.backend: 'local' serves the model on this host's loopback, which jobs of a "
+            "cluster executor cannot reach; use backend 'openai' with an endpoint they can reach"
+        )
+
+
 def start_for_run(cfg: Config, log_path: str | Path = "logs/local_server.log") -> str | None:
     """Start the run's server (backend ``local`` only); returns its base URL.
 
@@ -292,6 +321,7 @@ def start_for_run(cfg: Config, log_path: str | Path = "logs/local_server.log") -
     _run_server = server
     atexit.register(stop_for_run, cfg)
     os.environ[BASE_URL_ENV] = base_url
+    os.environ[KEY_ENV] = server.key  # jobs inherit it, as they inherit the URL
     os.environ[MODEL_ID_ENV] = model.sha256 or _path_identity(model.path)
     state = state_path(cfg)
     state.parent.mkdir(parents=True, exist_ok=True)
@@ -314,6 +344,7 @@ def stop_for_run(cfg: Config) -> None:
     server.stop()
     os.environ.pop(BASE_URL_ENV, None)
     os.environ.pop(MODEL_ID_ENV, None)
+    os.environ.pop(KEY_ENV, None)
     state_path(cfg).unlink(missing_ok=True)
 
 
@@ -322,8 +353,9 @@ def config_from_files(paths: list[str]) -> Config:
     import yaml
     from snakemake.utils import update_config
 
-    from memprobe.config import load_config
+    from memprobe.config import check_yaml_keys, load_config
 
+    check_yaml_keys(paths)
     raw: dict = {}
     for path in paths:
         update_config(raw, yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {})
@@ -336,8 +368,16 @@ def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") 
     server = Server(model, cfg.llm.local, log_path)
     base_url = server.start()
     model_id = model.sha256 or _path_identity(model.path)
-    print(f"export {BASE_URL_ENV}={base_url} {MODEL_ID_ENV}={model_id}", flush=True)
-    print("(runs started with these variables use this server; Ctrl-C stops it)", file=sys.stderr)
+    # The key goes to a file only its owner can read, never to stdout (it may be a log).
+    env_file = model_cache_dir() / f"local-server-{os.getpid()}.env"
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(
+            f"export {BASE_URL_ENV}={base_url} {MODEL_ID_ENV}={model_id} {KEY_ENV}={server.key}\n"
+        )
+    print(f". {env_file}", flush=True)
+    print("(runs started after sourcing it use this server; Ctrl-C stops it)", file=sys.stderr)
     try:
         while server.proc and server.proc.poll() is None:
             time.sleep(1)
@@ -345,6 +385,7 @@ def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") 
         pass
     finally:
         server.stop()
+        env_file.unlink(missing_ok=True)
 
 
 def _path_identity(path: Path) -> str:
@@ -364,10 +405,15 @@ def served_model_id(local: LocalModel) -> str:
 
 
 # -- the child process -----------------------------------------------------------------------
-def serve(model: str, port: int, threads: int, context: int, parallel: int, parent: int) -> None:
+def serve(
+    model: str, ready_fd: int, threads: int, context: int, parallel: int, parent: int
+) -> None:
     """Run llama.cpp's HTTP server in this process until SIGTERM or the parent is gone."""
     import xllamacpp as xlc  # imported here: OMP_WAIT_POLICY must be set before it loads
 
+    key = os.environ.pop(KEY_CHILD_ENV, "")
+    if not key:
+        sys.exit(f"memprobe local server: {KEY_CHILD_ENV} is not set (start it via start_for_run)")
     params = xlc.CommonParams()
     params.model.path = model
     params.n_ctx = context * parallel  # llama.cpp splits n_ctx across the parallel slots
@@ -375,11 +421,21 @@ def serve(model: str, port: int, threads: int, context: int, parallel: int, pare
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.hostnames = ["127.0.0.1"]
-    params.port = port
+    params.port = 0  # bound here, reported on ready_fd: no port picked by one process for another
+    params.api_keys = [key]  # every route but /health needs it
+    # No web page may call it with credentials: the default is CORS * with credentials.
+    params.cors_origins = "http://127.0.0.1"
+    params.cors_origins_explicit = True
+    params.cors_credentials = False
+    params.endpoint_slots = False  # slot contents are other requests' prompts
+    params.endpoint_metrics = False
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     server = xlc.Server(params)
-    print(f"memprobe local server: listening at {server.listening_address}", flush=True)
+    address = server.listening_address
+    os.write(ready_fd, f"{address}\n".encode("ascii"))
+    os.close(ready_fd)
+    print(f"memprobe local server: listening at {address}", flush=True)
     while not stop["now"] and (parent <= 0 or os.getppid() == parent):
         time.sleep(0.5)
     del server  # the destructor stops llama.cpp's loop cleanly
@@ -390,13 +446,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run llama.cpp's server on a GGUF (used by start_for_run)")
     s.add_argument("--model", required=True)
-    s.add_argument("--port", type=int, required=True)
+    s.add_argument("--ready-fd", type=int, required=True, help="where the bound address goes")
     s.add_argument("--threads", type=int, default=2)
     s.add_argument("--context", type=int, default=4096)
     s.add_argument("--parallel", type=int, default=1)
     s.add_argument("--parent", type=int, default=0, help="exit when this process is gone")
     args = parser.parse_args(argv)
-    serve(args.model, args.port, args.threads, args.context, args.parallel, args.parent)
+    serve(args.model, args.ready_fd, args.threads, args.context, args.parallel, args.parent)
     return 0
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from http.server import ThreadingHTTPServer
 from typing import Any
@@ -109,14 +110,25 @@ def reply_for(body: dict[str, Any]) -> str:
     return "I only speak the Mem-T tool protocol."
 
 
-def make_server(host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+def make_server(
+    host: str = "127.0.0.1", port: int = 0, api_key: str | None = None
+) -> ThreadingHTTPServer:
     class Handler(QuietJSONHandler):
         protocol_version = "HTTP/1.1"
+
+        def _refused(self) -> bool:
+            """Like vLLM with VLLM_API_KEY: every /v1 route needs the bearer key."""
+            if api_key and self.headers.get("Authorization") != f"Bearer {api_key}":
+                self._send(401, {"error": {"message": "Unauthorized"}})
+                return True
+            return False
 
         def do_GET(self) -> None:
             path = self.path.rstrip("/")
             if path.endswith("/health"):
                 self._send(200, {"status": "ok"})
+            elif self._refused():
+                return
             elif path.endswith("/models"):
                 self._send(200, {"object": "list", "data": [{"id": "Mem-T-4B"}]})
             else:
@@ -128,6 +140,8 @@ def make_server(host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
             except json.JSONDecodeError:
                 self._send(400, {"error": {"message": "invalid JSON body"}})
+                return
+            if self._refused():
                 return
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(404, {"error": {"message": "not found"}})
@@ -155,7 +169,7 @@ class StandIn:
 
 
 def serve(host: str, port: int) -> None:
-    server = make_server(host, port)
+    server = make_server(host, port, os.environ.get("VLLM_API_KEY"))
     print(f"Mem-T stand-in on http://{host}:{server.server_address[1]}/v1", flush=True)
     try:
         server.serve_forever()

@@ -20,9 +20,13 @@ def endpoints(cfg: Config) -> list[str]:
 
 def reachable(base_url: str, timeout_s: float = 5.0) -> str | None:
     """None if something answers HTTP at ``base_url``; otherwise the reason it did not."""
+    from memprobe.llm import is_loopback
+    from memprobe.served_process import open_direct
+
     url = base_url.rstrip("/") + "/models"
+    opener = open_direct if is_loopback(url) else urllib.request.urlopen
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s):
+        with opener(url, timeout=timeout_s):
             return None
     except urllib.error.HTTPError:
         return None  # it answered (401/404 are fine: the server is there)
@@ -46,8 +50,12 @@ def mem0_hybrid(cfg: Config) -> None:
 
 
 def check(cfg: Config) -> None:
+    from memprobe.llm import redact
+
     mem0_hybrid(cfg)
     for url in endpoints(cfg):
         problem = reachable(url)
         if problem:
-            raise PreflightError(f"llm.base_url: endpoint {url} is unreachable ({problem})")
+            raise PreflightError(
+                f"llm.base_url: endpoint {redact(url)} is unreachable ({redact(problem)})"
+            )

@@ -19,12 +19,22 @@ from memprobe import CATEGORIES
 T = TypeVar("T", bound=BaseModel)
 
 
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it; restored at once (module import time)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
+
+
 class RecordError(ValueError):
     """An artifact or input file that is missing, unreadable or of the wrong shape."""
 
 
 class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN/inf are not scores: json.load accepts the bare NaN token, so refuse it here.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 # -- users -------------------------------------------------------------------------------
@@ -306,6 +316,7 @@ def write_atomic(path: str | os.PathLike[str], data: BaseModel | dict | list | s
         text = json.dumps(data, indent=2, ensure_ascii=False)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; artifacts follow the umask
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
@@ -324,6 +335,12 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise RecordError(f"{path}: file not found") from None
     except json.JSONDecodeError as err:
         raise RecordError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: not UTF-8 text (expected a JSON file)") from None
+    except RecursionError:
+        raise RecordError(f"{path}: JSON nested too deeply to read") from None
+    except OSError as err:  # a directory, no permission, an I/O error
+        raise RecordError(f"{path}: cannot read ({err.strerror or err})") from None
 
 
 def load(path: str | os.PathLike[str], model: type[T]) -> T:

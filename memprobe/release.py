@@ -261,21 +261,32 @@ def pairs(cfg: Config) -> list[tuple[str, str]]:
     ]
 
 
-def missing_files(cfg: Config) -> list[Path]:
-    """Release files the configured import needs that are absent (checked at DAG load)."""
+def _needed(cfg: Config) -> list[Path]:
+    """Every release file the configured import reads."""
     lay = Layout(cfg)
     users = cfg.user_ids
     need = [lay.bank_file, *(lay.task_file(u) for u in users)]
     if cfg.release.import_runs:
         for u in users:
             need += lay.user_files(u)
-    return [p for p in need if not p.is_file()]
+    return need
+
+
+def missing_files(cfg: Config) -> list[Path]:
+    """Release files the configured import needs that are absent (checked at DAG load)."""
+    return [p for p in _needed(cfg) if not p.is_file()]
 
 
 def check_layout(cfg: Config) -> None:
     """One line naming the first missing file (and how many more), or nothing."""
     if not Path(cfg.users.release_dir or "").is_dir():
         raise RecordError(f"users.release_dir: {cfg.users.release_dir} is not a directory")
+    root = Path(cfg.users.release_dir or "").resolve()
+    for path in _needed(cfg):
+        # A configured path (bank_file, tasks_dir, runs) with "..", or a symlink in the
+        # checkout, must not make the import read files from elsewhere on the machine.
+        if not path.resolve().is_relative_to(root):
+            raise RecordError(f"release: {path} points outside users.release_dir ({root})")
     missing = missing_files(cfg)
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""

@@ -155,6 +155,7 @@ TABLE5_COLUMNS = [
     "prompt_tokens",
     "completion_tokens",
     "total_tokens",
+    "length_cut",  # free-text replies accepted though cut at max_tokens (finish_reason length)
 ]
 
 
@@ -456,6 +457,7 @@ def table5(ledger_rows: Iterable[dict[str, str]], systems: list[str]) -> pd.Data
         key = (ledger_system(r.get("job", ""), systems), r.get("role", ""))
         a = acc.setdefault(key, dict.fromkeys(TABLE5_COLUMNS[2:], 0))
         a["calls"] += 1
+        a["length_cut"] += r.get("finish_reason") == "length" and r.get("status") == "ok"
         if r.get("cached") != "true":
             a["paid_calls"] += 1
             a["prompt_tokens"] += int(r.get("prompt_tokens") or 0)

@@ -5,12 +5,20 @@
 torch, so it never shares the CPU stack's env) on a free loopback port, wait until
 ``GET /health`` answers 200, and stop it when the job's process ends. The server dies with the
 job even when the job is killed (PR_SET_PDEATHSIG), so a failed node leaves no GPU held.
+
+The server gets a random key per job (``VLLM_API_KEY`` in its environment, never argv) and
+must prove it holds it before the job uses it: whoever else answers on the port (another job
+with the same fixed ``memt.port``, a squatter) is refused. The cache identity of a served
+model is its weights' identity (:func:`cache_identity`), never the port.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
+import json
 import os
+import secrets
 import signal
 import subprocess
 from pathlib import Path
@@ -18,9 +26,12 @@ from pathlib import Path
 from memprobe import served_process
 from memprobe.config import MemT
 from memprobe.llm import LLMError
+from memprobe.local_server import model_cache_dir
+from memprobe.records import write_atomic
 from memprobe.served_process import health_url
 
 ENDPOINT_ENV = "MEMPROBE_MEMT_BASE_URL"  # a server started outside the job (wins over serve)
+KEY_ENV = "MEMPROBE_MEMT_SERVED_KEY"  # the key of the server this job started (client side)
 
 
 class VllmError(LLMError):
@@ -50,6 +61,8 @@ class Server:
 
     def __init__(self, m: MemT, log_path: str | os.PathLike[str], poll_s: float = 1.0) -> None:
         self.settings = m
+        self.key = secrets.token_urlsafe(24)
+        # vLLM binds the port itself; the key check after /health catches anyone else on it.
         self.port = m.port or served_process.free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = Path(log_path)
@@ -66,6 +79,7 @@ class Server:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
+                    env=served_process.child_env(VLLM_API_KEY=self.key),
                     preexec_fn=served_process.die_with_parent,
                 )
             except FileNotFoundError:
@@ -85,6 +99,9 @@ class Server:
             served_process.wait_healthy(
                 self.proc, self.base_url, self.settings.startup_timeout_s, self.poll_s
             )
+            served_process.prove_ours(self.base_url, self.key)
+        except served_process.NotOurs as err:
+            raise VllmError(f"memt.port: {err} (log: {self.log_path})") from None
         except served_process.NotHealthy as err:
             if err.exit_code is not None:
                 raise VllmError(
@@ -128,7 +145,49 @@ def ensure(m: MemT, log_path: str | os.PathLike[str] | None = None) -> str:
         server.start()
         atexit.register(server.stop)
         _server = server
+        os.environ[KEY_ENV] = server.key  # read by this job's client, inherited by nobody
     return _server.base_url
+
+
+def key_env(m: MemT) -> str:
+    """Where the Mem-T client reads its key: the started server's, else ``memt.api_key_env``."""
+    served = m.serve and not m.endpoint and not os.environ.get(ENDPOINT_ENV)
+    return KEY_ENV if served else m.api_key_env
+
+
+def cache_identity(m: MemT, base_url: str) -> str:
+    """What cache keys of Mem-T replies are keyed on: the weights, not where they are served.
+
+    With ``model_path`` readable here, the sha256 of every file under it (weights, config,
+    tokenizer), plus ``vllm_args`` when we serve it; otherwise the endpoint URL. Hashing a
+    4B checkpoint takes seconds to a minute, so the digest is memoised per path, size and
+    mtime of every file (a copy or an edit changes one of them, and so the identity).
+    """
+    if not m.model_path:
+        return base_url  # an endpoint we know nothing else about (as before issue 16)
+    path = Path(m.model_path)
+    if not path.exists():  # served elsewhere from a path this host cannot read
+        return f"memt-endpoint:{base_url}|{m.model_path}"
+    digest = weights_digest(path)
+    served = m.vllm_args if key_env(m) == KEY_ENV else []
+    return f"memt-weights:{digest}|{json.dumps(served)}"
+
+
+def weights_digest(path: Path, memo_dir: Path | None = None) -> str:
+    files = sorted(p for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file())
+    stats = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    memo_key = hashlib.sha256(json.dumps(stats).encode()).hexdigest()
+    memo = (memo_dir or model_cache_dir() / "weights-digests") / f"{memo_key}.sha256"
+    if memo.is_file():
+        return memo.read_text().strip()
+    h = hashlib.sha256()
+    for p in files:
+        h.update(str(p.relative_to(path) if p != path else p.name).encode() + b"\0")
+        with open(p, "rb") as fh:
+            while block := fh.read(1 << 22):
+                h.update(block)
+    write_atomic(memo, h.hexdigest())
+    return h.hexdigest()
 
 
 def stop() -> None:

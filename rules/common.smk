@@ -1,4 +1,5 @@
 # Config validation, run-wide names and path helpers shared by every rule file.
+import re
 import sys
 
 from memprobe import config_slices
@@ -7,9 +8,10 @@ from memprobe import preflight
 from memprobe import shell_job
 from memprobe import taxonomy
 from memprobe.agents import registry
-from memprobe.config import ConfigError, load_config
+from memprobe.config import ConfigError, check_yaml_keys, load_config
 
 try:
+    check_yaml_keys(workflow.configfiles)
     CFG = load_config(
         config, source=" + ".join(map(str, workflow.configfiles)) or "config"
     )
@@ -95,7 +97,7 @@ else:
 
 wildcard_constraints:
     user=r"user_\d\d\d+",
-    system="|".join(SYSTEMS),
+    system="|".join(map(re.escape, SYSTEMS)),
     mode="dump_all|retrieve",
     k=r"\d+",
 
@@ -172,6 +174,10 @@ onstart:
     # backend local: verify the model (sha256), start ONE llama.cpp server for the whole run.
     if CFG.llm.backend == "local":
         try:
+            executor = workflow.executor_plugin
+            local_server.check_executor(
+                CFG, bool(executor and executor.common_settings.non_local_exec)
+            )
             local_server.start_for_run(CFG)
         except local_server.LocalModelError as err:
             sys.exit(f"memprobe: {err}")

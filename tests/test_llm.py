@@ -32,6 +32,7 @@ class Recorder:
         self.contents = list(contents)
         self.delay_s = delay_s
         self.bodies: list[dict] = []
+        self.auth: list[str] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,7 +42,11 @@ class Recorder:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.bodies.append(body)
-                content = outer.contents.pop(0)
+                outer.auth.append(self.headers.get("Authorization", ""))
+                # An item is the reply content, or a dict with content, finish_reason, and
+                # for an error reply its HTTP code and headers.
+                item = outer.contents.pop(0)
+                item = item if isinstance(item, dict) else {"content": item}
                 time.sleep(outer.delay_s)
                 data = json.dumps(
                     {
@@ -52,16 +57,20 @@ class Recorder:
                         "choices": [
                             {
                                 "index": 0,
-                                "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": content},
+                                "finish_reason": item.get("finish_reason", "stop"),
+                                "message": {"role": "assistant", "content": item["content"]},
                             }
                         ],
                         "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
                     }
                 ).encode()
-                self.send_response(200)
+                if "code" in item:
+                    data = json.dumps({"error": {"message": f"HTTP {item['code']}"}}).encode()
+                self.send_response(item.get("code", 200))
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in item.get("headers", {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 

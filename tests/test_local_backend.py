@@ -237,6 +237,7 @@ def test_real_server_gives_a_schema_valid_reply_through_our_client(tmp_path, mon
         rows = list(csv.DictReader(ledger.open()))
         assert rows and all(r["role"] == "judge" and r["cached"] == "false" for r in rows)
         assert rows[0]["model"] == "qwen2.5-coder-0.5b" and int(rows[0]["prompt_tokens"]) > 0
+        _assert_locked_down(server, base_url, cfg)
         pid = server.proc.pid
     finally:
         local_server.stop_for_run(cfg)
@@ -244,3 +245,36 @@ def test_real_server_gives_a_schema_valid_reply_through_our_client(tmp_path, mon
         os.kill(pid, 0)  # the server process is gone
     assert local_server.BASE_URL_ENV not in os.environ
     assert not local_server.state_path(cfg).exists()
+
+
+def _assert_locked_down(server, base_url: str, cfg) -> None:
+    """Issue 16: the run's key is required, foreign origins get no CORS grant, no /slots,
+    and the key is in no argv and no state file."""
+    import urllib.request
+
+    from memprobe import served_process
+
+    models = base_url + "/models"
+    assert served_process.status(models) == 401
+    assert served_process.status(models, {"Authorization": "Bearer wrong"}) == 401
+    assert served_process.status(models, {"Authorization": f"Bearer {server.key}"}) == 200
+    root = base_url.removesuffix("/v1")
+    slots = served_process.status(root + "/slots", {"Authorization": f"Bearer {server.key}"})
+    assert slots != 200
+    preflight = urllib.request.Request(
+        base_url + "/chat/completions",
+        method="OPTIONS",
+        headers={
+            "Origin": "http://evil.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type",
+        },
+    )
+    with served_process.open_direct(preflight, timeout=10) as resp:
+        allowed = resp.headers.get("Access-Control-Allow-Origin")
+        credentials = resp.headers.get("Access-Control-Allow-Credentials")
+    assert allowed not in ("*", "http://evil.example") and credentials != "true"
+    cmdline = Path(f"/proc/{server.proc.pid}/cmdline").read_bytes()
+    assert server.key.encode() not in cmdline
+    assert server.key not in local_server.state_path(cfg).read_text()
+    assert os.environ[local_server.KEY_ENV] == server.key  # how the jobs learn it

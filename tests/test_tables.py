@@ -252,6 +252,8 @@ def test_ci_paired_and_table5():
             "prompt_tokens": "10",
             "completion_tokens": "5",
             "cached": "true",
+            "status": "ok",
+            "finish_reason": "length",
         },
         {
             "job": "stage0/user_001",
@@ -264,4 +266,5 @@ def test_ci_paired_and_table5():
     t5 = tables.table5(ledger, ["nomem", "longctx_full"])
     lc = row(t5, system="longctx_full", role="assistant")
     assert (lc["calls"], lc["paid_calls"], lc["total_tokens"]) == (2, 1, 15)
+    assert lc["length_cut"] == 1  # a free-text reply cut at max_tokens is counted
     assert row(t5, system="(shared)", role="oracle")["prompt_tokens"] == 7

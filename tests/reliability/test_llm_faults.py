@@ -100,6 +100,12 @@ def test_an_endpoint_that_only_sends_garbage_is_reasked_then_fails_cleanly(fault
     rows = list(csv.DictReader(open(tmp_path / "ledger.csv")))
     assert len(rows) == 4
     assert [r["status"] for r in rows].count("invalid") == 2
+    # The failed chain left nothing a rerun would replay...
+    assert not list((tmp_path / "cache").rglob("*.json"))
+    # ...so once the endpoint has recovered, the rerun asks it again and succeeds.
+    ep.server.faults = recovered = Faults({})
+    assert llm.json(MESSAGES, Reply, where="user user_001, episode 2")
+    assert recovered.requests == 1
 
 
 def test_retry_after_is_honoured(faulty, tmp_path):
@@ -126,6 +132,32 @@ def test_faulted_attempts_are_never_cached(faulty, tmp_path):
     ok = [r["key"] for r in rows if r["status"] == "ok" and r["cached"] == "false"]
     assert len(ok) == len(set(ok)) == 6
     assert any(r["status"] == "invalid" for r in rows)
+
+
+def test_every_delivered_reply_is_on_the_ledger_exactly_once(faulty, tmp_path):
+    """Must-show 5: each completion the endpoint delivered (clean, empty, off-schema, cut
+    JSON) is one ledger row with cached=false; faults that deliver nothing have none."""
+    rates = {k: 0.05 for k in FAULT_KINDS} | {"bad_content": 0.1, "schema_invalid": 0.1}
+    faults = Faults(rates, seed=12, hold_s=0.8, retry_after=0.01)
+    ep = faulty(faults)
+    llm = make_llm(ep.base_url, tmp_path)
+    for i in range(12):
+        llm.json(MESSAGES, Reply, sample=i)
+        llm.text(MESSAGES, sample=i)
+    undelivered = ("rate_limit", "server_error", "timeout", "truncated", "malformed")
+    delivered = faults.requests - sum(faults.injected[k] for k in undelivered)
+    rows = list(csv.DictReader(open(tmp_path / "ledger.csv")))
+    paid = [r for r in rows if r["cached"] == "false"]
+    assert len(paid) == delivered
+    status = [r["status"] for r in paid]
+    assert status.count("empty") == faults.injected["empty"] > 0
+    assert (
+        status.count("invalid")
+        == faults.injected["bad_content"] + faults.injected["schema_invalid"]
+    )
+    assert status.count("ok") == 24  # one per call; no failed call had to be re-asked
+    assert all(r["finish_reason"] for r in paid)
+    assert set(faults.injected) == set(FAULT_KINDS)  # this seed injects every kind
 
 
 @pytest.mark.parametrize("code", [401, 500])  # 401: not retried; 500: retried then fails
