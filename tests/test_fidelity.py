@@ -365,6 +365,7 @@ def test_store_over_the_served_context_is_flagged_without_a_request(
 ):
     seen = record_requests(endpoint)
     monkeypatch.setenv("MEMPROBE_LOCAL_BASE_URL", endpoint.base_url)
+    monkeypatch.setenv("MEMPROBE_LOCAL_MODEL_ID", "0" * 64)
     raw = local_raw()
     raw["llm"]["cache_dir"] = str(tmp_path / "cache")
     cfg = load_config(raw)
