@@ -6,12 +6,22 @@ from memprobe import preflight
 from memprobe import shell_job
 from memprobe import taxonomy
 from memprobe.agents import registry
-from memprobe.config import ConfigError, load_config
+from memprobe.config import ConfigError, load_layers, read_config_file
+
+
+def config_layers():
+    """The config as Snakemake layered it: the Snakefile's file, each --configfile, --config.
+
+    Validating layer by layer lets an error name where the bad key came from.
+    """
+    given = [str(f) for f in workflow.overwrite_configfiles]
+    files = [str(f) for f in workflow.configfiles if str(f) not in given] + given
+    layers = [(f, read_config_file(f)) for f in files]
+    return layers + [("--config", dict(workflow.config_settings.config))]
+
 
 try:
-    CFG = load_config(
-        config, source=" + ".join(map(str, workflow.configfiles)) or "config"
-    )
+    CFG = load_layers(config_layers())
 except ConfigError as err:
     sys.exit(f"memprobe: {err}")
 
@@ -65,6 +75,13 @@ else:
         for m in CFG.modes
         if m == "dump_all" or registry.spec(s).searchable
     ]
+    if not PAIRS:
+        searchable = [s for s in registry.system_names() if registry.spec(s).searchable]
+        sys.exit(
+            f"memprobe: systems {SYSTEMS} x modes {CFG.modes}: nothing would be scored "
+            f"(retrieve needs a system with search: {', '.join(searchable)}); add "
+            "dump_all to modes or a searchable system"
+        )
 
 
 wildcard_constraints:
