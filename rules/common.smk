@@ -149,7 +149,7 @@ EMBED_SERVER = (
 
 onstart:
     try:
-        preflight.check(CFG)
+        preflight.check(CFG, local_files=getattr(workflow, "local_exec", True))
     except preflight.PreflightError as err:
         sys.exit(f"memprobe: {err}")
     if EMBED_SERVER:
