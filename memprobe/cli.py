@@ -47,11 +47,34 @@ def _fake_endpoint(args: argparse.Namespace) -> int:
 
 def _estimate(args: argparse.Namespace) -> int:
     from memprobe import estimate
+    from memprobe.config import ConfigError
 
-    cfg = estimate.load_configs(args.configfile)
+    try:
+        cfg = estimate.load_configs(args.configfile, args.config)
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
+    if args.ledger and not (Path(args.ledger) / "usage").is_dir():
+        raise ValueError(
+            f"--ledger {args.ledger}: no usage/ ledger there (an earlier run's results_dir)"
+        )
     results = Path(args.ledger or cfg.results_dir)
     rates = None if args.no_ledger else estimate.observed(results, cfg)
-    print(estimate.report(cfg, rates or estimate.priors(cfg)))
+    if rates is None:
+        rates = estimate.priors(cfg)
+        if not args.no_ledger:
+            rates.source += f" (no ledger under {results}/usage)"
+    latency = args.latency or (None if args.no_ledger else estimate.mean_latency(results))
+    prices = estimate.load_prices(args.prices) if args.prices else None
+    print(
+        estimate.report(
+            cfg,
+            rates,
+            prices,
+            latency_s=latency or estimate.ASSUMED_LATENCY_S,
+            latency_from="given" if args.latency else ("ledger mean" if latency else "assumed"),
+            llm_slots=args.llm_slots or estimate.default_llm_slots(),
+        )
+    )
     return 0
 
 
@@ -72,6 +95,12 @@ def _audit_sample(args: argparse.Namespace) -> int:
     out = audit.sample(args.results, args.n, args.seed, args.name)
     print(f"{out / 'index.html'}: open it, mark each item, save the sheet as {out}/sheet.csv")
     return 0
+
+
+def estimate_latency() -> float:
+    from memprobe.estimate import ASSUMED_LATENCY_S
+
+    return ASSUMED_LATENCY_S
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,10 +134,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     f.set_defaults(fn=_fake_endpoint)
 
-    e = sub.add_parser("estimate", help="calls and tokens per role before a run")
-    e.add_argument("--configfile", nargs="+", required=True, help="config file(s), merged")
+    e = sub.add_parser(
+        "estimate",
+        help="calls, tokens, money and hours of a run, before it starts",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    e.add_argument(
+        "--configfile",
+        nargs="+",
+        default=[],
+        help="config file(s) layered on config/config.yaml, as the Snakefile does",
+    )
+    e.add_argument(
+        "--config", nargs="+", metavar="KEY=VALUE", help="overrides, e.g. llm.concurrency=8 k=10"
+    )
     e.add_argument("--ledger", help="results dir of an earlier run (default: results_dir)")
-    e.add_argument("--no-ledger", action="store_true", help="use the release's priors only")
+    e.add_argument("--no-ledger", action="store_true", help="use the paper's priors only")
+    e.add_argument("--prices", help="YAML: model: {input: USD, output: USD} per 1M tokens")
+    e.add_argument(
+        "--latency",
+        type=float,
+        help=f"seconds per call (default: the ledger's mean, else {estimate_latency()})",
+    )
+    e.add_argument("--llm-slots", type=int, help="LLM jobs at once (default: profiles/default)")
     e.set_defaults(fn=_estimate)
 
     loc = sub.add_parser("local-server", help="serve the local GGUF model until Ctrl-C")
