@@ -36,7 +36,7 @@ Role = Literal[
 ]
 ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
 
-# The release's sampling temperatures per role (reference-release.md §4).
+# The release's sampling temperatures per role (docs/release-format.md §4).
 DEFAULT_TEMPERATURE: dict[str, float] = {
     "generator": 0.8,
     "critic": 0.0,
@@ -117,7 +117,7 @@ class LLMSettings(_Strict):
 
 
 class Compat(_Strict):
-    """Switches that reproduce the authors' release quirks (reference-release.md §8).
+    """Switches that reproduce the authors' release quirks (docs/release-format.md §8).
 
     Every switch defaults to the corrected behaviour.
     """
