@@ -43,6 +43,14 @@ def reachable(base_url: str, timeout_s: float = 5.0) -> str | None:
         return str(reason)
 
 
+def key_variables(cfg: Config) -> list[str]:
+    """The environment variables that hold the run's API keys (none are read from files)."""
+    names = {role_settings(cfg, r)["api_key_env"] for r in ROLES} if endpoints(cfg) else set()
+    if "memt" in cfg.systems and cfg.memt.endpoint:
+        names.add(cfg.memt.api_key_env)
+    return sorted(names)
+
+
 def missing_keys(cfg: Config) -> list[str]:
     """One line per key variable that a non-loopback endpoint needs and that is unset.
 

@@ -1,4 +1,5 @@
 # Config validation, run-wide names and path helpers shared by every rule file.
+import os
 import sys
 
 from memprobe import embed_service
@@ -33,6 +34,28 @@ if CFG.llm.backend == "local":
         local_server.check_model_path(CFG.llm.local)
     except local_server.LocalModelError as err:
         sys.exit(f"memprobe: {err}")
+
+# Kubernetes (profiles/kubernetes): pods start in an empty /workdir and see the shared volume
+# only through the fs storage provider's prefix, so a relative llm.cache_dir is anchored there:
+# one cache for every pod, and resume/dedupe hold as they do locally (docs/cluster.md).
+_storage = workflow.storage_settings
+if (
+    _storage.default_storage_provider == "fs"
+    and _storage.default_storage_prefix
+    and not os.path.isabs(CFG.llm.cache_dir)
+):
+    CFG.llm.cache_dir = os.path.join(_storage.default_storage_prefix, CFG.llm.cache_dir)
+    config["llm"]["cache_dir"] = CFG.llm.cache_dir
+
+# Jobs that see files only through a storage provider (Kubernetes pods) start in a fresh
+# environment and get only the variables declared as envvars, which the plugin passes through
+# a Kubernetes Secret (never in the job spec or argv). So the API key variables the config
+# names are declared, where set (preflight stops a run whose key is unset). onstart undoes it
+# for local execution, whose executor would put `export KEY=...` in each job's command line.
+KEY_ENVVARS = []
+if workflow.storage_settings.default_storage_provider:
+    KEY_ENVVARS = [v for v in preflight.key_variables(CFG) if v in os.environ]
+    workflow.register_envvars(*KEY_ENVVARS)
 
 # Per-user jobs run their script through `shell:` (memprobe/shell_job.py says why); they
 # read the run's config from the file named by MEMPROBE_CONFIG_FILE.
@@ -96,8 +119,12 @@ def prompt(name):
 
 
 def agent_module(wildcards):
-    """The system's module file: editing it reruns exactly that system's jobs."""
-    return registry.spec(wildcards.system).source_file()
+    """The system's module file: editing it reruns exactly that system's jobs.
+
+    Relative, as every input: a storage provider (profiles/kubernetes) maps an absolute path
+    to prefix + absolute path, which does not exist.
+    """
+    return os.path.relpath(registry.spec(wildcards.system).source_file())
 
 
 def agent_prompts(wildcards):
@@ -125,6 +152,21 @@ def cpus_per_gpu(wildcards):
     return CFG.memt.cpus_per_gpu if _gpu_system(wildcards) else None
 
 
+# memt's rollout and probe jobs also serve Mem-T-4B (vLLM's host memory, ~500 Mem-T calls per
+# rollout): only they get the large memory and the long runtime. Snakemake needs a number for
+# every job of a rule that sets mem_mb/runtime, so the other systems' rollout/probe jobs get
+# the ordinary job's size here (the profiles' default-resources hold the same for other rules).
+JOB_SIZE = {"gpu": (16000, 720), "cpu": (4000, 120)}  # mem_mb, runtime in minutes
+
+
+def job_mem_mb(wildcards):
+    return JOB_SIZE["gpu" if _gpu_system(wildcards) else "cpu"][0]
+
+
+def job_runtime(wildcards):
+    return JOB_SIZE["gpu" if _gpu_system(wildcards) else "cpu"][1]
+
+
 def probe_llm_slots(wildcards):
     """A GPU system's search calls its served model, so its probe takes an LLM slot."""
     return 1 if _gpu_system(wildcards) else 0
@@ -148,6 +190,8 @@ EMBED_SERVER = (
 
 
 onstart:
+    if workflow.local_exec:
+        workflow.envvars.difference_update(KEY_ENVVARS)
     try:
         preflight.check(CFG, local_files=getattr(workflow, "local_exec", True))
     except preflight.PreflightError as err:

@@ -24,6 +24,8 @@ rule rollout:
         gpu=gpu_count,
         gpu_model=gpu_model,
         cpus_per_gpu=cpus_per_gpu,
+        mem_mb=job_mem_mb,
+        runtime=job_runtime,
     params:
         job=script_job(),
     shell:
@@ -69,6 +71,8 @@ rule probe:
         gpu=gpu_count,
         gpu_model=gpu_model,
         cpus_per_gpu=cpus_per_gpu,
+        mem_mb=job_mem_mb,
+        runtime=job_runtime,
     params:
         job=script_job(),
     shell:
