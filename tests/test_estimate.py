@@ -222,6 +222,9 @@ def test_paper_estimate_without_a_ledger_plans_tokens_money_and_hours(tmp_path):
     assert "USD for the priced calls" in out
     assert "not priced: memt writer (Mem-T-4B: no price" in out
     assert "llm_slots 16 x llm.concurrency 4 = 64 calls in flight" in out
+    # the documented plain form: an earlier run's rates where there is one, else the priors
+    plain = _estimate("--configfile", "config/paper.yaml")
+    assert plain.returncode == 0 and "rates: " in plain.stdout, plain.stderr
 
 
 def test_money_is_tokens_times_the_price(monkeypatch):
