@@ -9,6 +9,21 @@ from pathlib import Path
 
 from memprobe.records import Memories, RecordError, load
 
+DESCRIPTION = (
+    "MemProbe's tools around the Snakemake workflow (the run itself is `snakemake`): search a "
+    "memory dump, serve a fake or the local model, estimate a run's cost, sample a human audit."
+)
+
+
+class _Help(argparse.HelpFormatter):
+    """Help that ends with the option's default, where it has a meaningful one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, [], argparse.SUPPRESS) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
 
 def _search(args: argparse.Namespace) -> int:
     from memprobe.agents import registry
@@ -104,21 +119,27 @@ def estimate_latency() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="memprobe", description=__doc__)
+    parser = argparse.ArgumentParser(prog="memprobe", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
+    # every option's help ends with its default
+    defaults = {"formatter_class": _Help}
 
-    s = sub.add_parser("search", help="top-k search over a memories.json dump")
-    s.add_argument("--system", required=True)
+    s = sub.add_parser("search", help="top-k search over a memories.json dump", **defaults)
+    s.add_argument(
+        "--system", required=True, help="the dump's system (searchable from a dump: longctx_full)"
+    )
     s.add_argument("--memories", required=True, help="path to memories.json")
-    s.add_argument("--k", type=int, default=5)
+    s.add_argument("--k", type=int, default=5, help="items per query")
     group = s.add_mutually_exclusive_group(required=True)
-    group.add_argument("--query")
+    group.add_argument("--query", help="one query")
     group.add_argument("--queries", help="file with one query per line")
     s.set_defaults(fn=_search)
 
-    f = sub.add_parser("fake-endpoint", help="deterministic OpenAI-compatible test server")
-    f.add_argument("--host", default="127.0.0.1")
-    f.add_argument("--port", type=int, default=8765)
+    f = sub.add_parser(
+        "fake-endpoint", help="deterministic OpenAI-compatible test server", **defaults
+    )
+    f.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    f.add_argument("--port", type=int, default=8765, help="port (0: a free one, printed)")
     f.add_argument("--script", help="JSON file of pinned replies per schema name")
     f.add_argument(
         "--faults",
@@ -137,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser(
         "estimate",
         help="calls, tokens, money and hours of a run, before it starts",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        **defaults,
     )
     e.add_argument(
         "--configfile",
@@ -159,16 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--llm-slots", type=int, help="LLM jobs at once (default: profiles/default)")
     e.set_defaults(fn=_estimate)
 
-    loc = sub.add_parser("local-server", help="serve the local GGUF model until Ctrl-C")
-    loc.add_argument("--configfile", nargs="+", default=["config/config.yaml"])
+    loc = sub.add_parser("local-server", help="serve the local GGUF model until Ctrl-C", **defaults)
+    loc.add_argument("--configfile", nargs="+", default=["config/config.yaml"], help="config(s)")
     loc.set_defaults(fn=_local_server)
 
     aud = sub.add_parser("audit", help="human audit of the LLM's labels").add_subparsers(
         dest="audit_command", required=True
     )
-    a = aud.add_parser("sample", help="draw a stratified sample and its sheet page")
+    a = aud.add_parser("sample", help="draw a stratified sample and its sheet page", **defaults)
     a.add_argument("--n", type=int, required=True, help="items per label type")
-    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--seed", type=int, default=0, help="sampling seed")
     a.add_argument("--name", required=True, help="the sample's folder: results/audit/NAME")
     a.add_argument("--results", default="results", help="the run's results dir")
     a.set_defaults(fn=_audit_sample)
