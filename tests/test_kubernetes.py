@@ -19,6 +19,7 @@ import time
 import pytest
 import yaml
 
+from memprobe import shell_job
 from tests import fake_kubernetes
 from tests.conftest import ROOT, SNAKEMAKE
 from tests.release_fixture import FIXTURE, release_config
@@ -82,6 +83,13 @@ def test_pods_get_the_key_through_a_secret_and_only_memt_a_gpu(workflow_factory,
     assert {"rollout:system=nomem,user=user_001", "rollout:system=memt,user=user_001"} <= set(
         jobs
     ), log[-3000:]
+
+    # Every pod shares one LLM cache: the relative llm.cache_dir is anchored at the storage
+    # prefix (the checkout on the shared volume) in the config the jobs read.
+    exported = list((wf.root / shell_job.CONFIG_DIR).glob("config-*.json"))
+    assert exported
+    for path in exported:
+        assert json.loads(path.read_text())["llm"]["cache_dir"] == f"{wf.root}/.cache/llm"
 
     # The key travels in the run's Secret only; each pod reads it from there.
     (secret,) = [o["body"] for o in objects if o["path"].endswith("/secrets")]
