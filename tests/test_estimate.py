@@ -261,6 +261,9 @@ def test_configs_layer_as_in_snakemake(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("memprobe estimate: 7 users x 5 dims")  # 5: config.yaml's
     assert "llm.concurrency 3" in proc.stdout
+    # release_dir on the command line, as for snakemake (users.source: release needs it)
+    rel = _estimate("--config", "users={source: release}", f"release_dir={tmp_path}")
+    assert rel.returncode == 0, rel.stderr
     # no --configfile: the default config
     assert _estimate().stdout.startswith("memprobe estimate: 2 users x 5 dims")
     # a typo is blamed on where it came from
