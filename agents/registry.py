@@ -33,14 +33,22 @@ class SystemSpec:
 
     def source_file(self) -> str:
         """The module file, declared as a rule input so that editing it reruns its jobs."""
-        spec = importlib.util.find_spec(self.module)
-        if spec is None or spec.origin is None:
-            raise ValueError(f"system {self.name!r}: module {self.module} not importable")
-        origin = Path(spec.origin).resolve()
         try:
-            return str(origin.relative_to(Path.cwd()))
-        except ValueError:
-            return str(origin)
+            return module_file(self.module)
+        except ValueError as err:
+            raise ValueError(f"system {self.name!r}: {err}") from None
+
+
+def module_file(module: str) -> str:
+    """A module's file (relative to the workflow when it lives inside it), for rule inputs."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"module {module} not importable")
+    origin = Path(spec.origin).resolve()
+    try:
+        return str(origin.relative_to(Path.cwd()))
+    except ValueError:
+        return str(origin)
 
 
 BUILTIN: dict[str, SystemSpec] = {

@@ -8,6 +8,7 @@ Snakemake removes the job's outputs, so no partial artifact survives.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -35,10 +36,27 @@ class Job:
         self.rule = smk.rule
         tag = "_".join(f"{v}" for v in dict(smk.wildcards).values()) or "all"
         self.name = f"{smk.rule}/{tag}"
-        self.ledger_path = Path(self.cfg.results_dir) / "usage" / smk.rule / f"{tag}.csv"
+        # The usage ledger is the job's `usage` log (rules/common.smk: usage_log). Snakemake
+        # deletes a job's logs before each attempt, so calls are first recorded in a pending
+        # file that becomes the ledger when the job succeeds: what a killed or failed attempt
+        # paid (and the next attempt replays from the cache) stays on the bill.
+        usage = getattr(smk.log, "usage", None)
+        self.ledger_path = Path(usage) if usage else None
+
+    @property
+    def pending_ledger(self) -> Path | None:
+        path = self.ledger_path
+        return path.with_name(path.name + ".partial") if path else None
 
     def llm(self, role: str) -> LLM:
-        return client_for(role, self.cfg, ledger_path=self.ledger_path, job=self.name)
+        if self.pending_ledger is None:
+            raise ConfigError(f"rule {self.rule}: calls an LLM but declares no `usage` log")
+        return client_for(role, self.cfg, ledger_path=self.pending_ledger, job=self.name)
+
+    def finish(self) -> None:
+        """The job succeeded: its pending calls become its declared ledger."""
+        if self.ledger_path is not None and self.pending_ledger.exists():
+            os.replace(self.pending_ledger, self.ledger_path)
 
 
 def prompt_inputs(job: Job) -> dict[str, str]:
@@ -73,12 +91,14 @@ def run(main: Callable[[Job], None]) -> None:
     if smk is None:
         from memprobe.shell_job import SpecJob
 
-        if len(sys.argv) != 4:
-            sys.exit(f"usage: {sys.argv[0]} RULE LOG JOB_JSON (run through snakemake)")
+        if len(sys.argv) != 5:
+            sys.exit(f"usage: {sys.argv[0]} RULE LOG USAGE JOB_JSON (run through snakemake)")
         smk = SpecJob(*sys.argv[1:])
     setup_logging(smk.log[0] if len(smk.log) else None)
     try:
-        main(Job(smk))
+        job = Job(smk)
+        main(job)
+        job.finish()
     except KNOWN_ERRORS as err:
         log.error("memprobe: %s: %s", smk.rule, err)
         sys.exit(1)

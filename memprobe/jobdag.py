@@ -54,7 +54,11 @@ class Dag:
 
     def dependents(self, path: str) -> Counter:
         """Jobs per rule that declare ``path`` as an input, plus everything downstream."""
-        todo = [j for j, ins in self.inputs.items() if path in ins]
+        return self.downstream(j for j, ins in self.inputs.items() if path in ins)
+
+    def downstream(self, jobs) -> Counter:
+        """Jobs per rule among ``jobs`` and everything downstream of them."""
+        todo = list(jobs)
         hit: set[str] = set()
         while todo:
             j = todo.pop()
@@ -66,7 +70,8 @@ class Dag:
 
 def job_key(job: str) -> tuple[str, str, str, str]:
     """(rule, system, user, rest) from a job's log path, matching the ledger's job tag."""
-    rule, _, logf = job.partition("|")
+    rule, _, logs = job.partition("|")
+    logf = logs.split(",")[0]  # the job's log; the next is its usage ledger
     parts = Path(logf).with_suffix("").parts[2:]
     flat = "_".join(parts)
     m = re.search(r"(user_\d{3,})", flat)

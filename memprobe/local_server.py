@@ -353,6 +353,16 @@ def _path_identity(path: Path) -> str:
     return hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
 
 
+def served_model_id(local: LocalModel) -> str:
+    """The model's cache identity without reading the model (cheap enough for every DAG load):
+    the pinned package's sha256, the configured sha256, else the path identity above."""
+    if not local.model_path:
+        return PACKS[local.package].sha256
+    if local.sha256:
+        return local.sha256.lower()
+    return _path_identity(Path(local.model_path))
+
+
 # -- the child process -----------------------------------------------------------------------
 def serve(model: str, port: int, threads: int, context: int, parallel: int, parent: int) -> None:
     """Run llama.cpp's HTTP server in this process until SIGTERM or the parent is gone."""

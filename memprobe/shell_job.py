@@ -10,7 +10,9 @@ A ``shell:`` job costs neither. The rule hands the script what ``script:`` would
 - the config is the run's Snakemake config, written once per distinct config to
   ``.snakemake/memprobe/config-<sha>.json`` at DAG load and named by ``MEMPROBE_CONFIG_FILE``
   in the environment that jobs inherit: not a param, so a config edit (say
-  ``llm.concurrency``) does not make every job look stale.
+  ``llm.concurrency``) does not make every job look stale. What a rule's jobs read of it is
+  a param of the rule instead (memprobe/config_slices.py), so they rerun when that changes;
+- the command line is ``RULE LOG USAGE JOB_JSON``: the job's log and its usage ledger.
 
 ``SpecJob`` offers the attributes of the ``snakemake`` object that ``glue.Job`` reads, so a
 script runs the same under either directive.
@@ -85,10 +87,10 @@ def export_config(config: dict[str, Any]) -> Path:
 class SpecJob:
     """The ``snakemake`` object's attributes, rebuilt from the command line of a shell job."""
 
-    def __init__(self, rule: str, log: str, spec: str) -> None:
+    def __init__(self, rule: str, log: str, usage: str, spec: str) -> None:
         data = json.loads(spec)
         self.rule = rule
-        self.log = [log] if log else []
+        self.log = Named([log, usage], {"usage": usage})
         self.input = Named(data["input"]["all"], data["input"]["names"])
         self.output = Named(data["output"]["all"], data["output"]["names"])
         self.wildcards = Named(list(data["wildcards"].values()), data["wildcards"])

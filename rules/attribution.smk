@@ -5,6 +5,7 @@
 rule attribution:
     input:
         code="scripts/attribution.py",
+        lib=library("attribution"),
         judge=f"{R}/{{system}}/{{user}}/{{mode}}/judge.json",
         bank=f"{R}/users/{{user}}/bank.json",
         tasks=f"{R}/users/{{user}}/tasks.json",
@@ -16,11 +17,13 @@ rule attribution:
         f"{R}/{{system}}/{{user}}/{{mode}}/attribution.json",
     log:
         "logs/attribution/{system}/{user}/{mode}.log",
+        usage=usage_log("attribution", "system", "user", "mode"),
     conda:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
     params:
+        **settings("attribution"),
         job=script_job(),
     shell:
         run_script("attribution")

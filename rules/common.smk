@@ -2,6 +2,7 @@
 import os
 import sys
 
+from memprobe import config_slices
 from memprobe import embed_service
 from memprobe import preflight
 from memprobe import shell_job
@@ -58,8 +59,20 @@ if workflow.storage_settings.default_storage_provider:
     workflow.register_envvars(*KEY_ENVVARS)
 
 # Per-user jobs run their script through `shell:` (memprobe/shell_job.py says why); they
-# read the run's config from the file named by MEMPROBE_CONFIG_FILE.
+# read the run's config from the file named by MEMPROBE_CONFIG_FILE. What each rule reads of
+# it is also its params (memprobe/config_slices.py), so a changed setting reruns its jobs.
 shell_job.export_config(config)
+SLICER = config_slices.Slicer(CFG)
+
+
+def settings(rule):
+    """The config slice a rule's jobs read, as params (one entry each)."""
+    return SLICER.params(rule)
+
+
+def library(rule):
+    """The memprobe modules holding a rule's logic: editing one reruns the rule's jobs."""
+    return SLICER.modules(rule)
 
 
 def script_job(**params):
@@ -71,10 +84,23 @@ def script_job(**params):
 
 def run_script(rule, script=None):
     """The shell command: scripts/<script, else the rule name>.py with the job's JSON."""
-    return f"python scripts/{script or rule}.py {rule} {{log:q}} {{params.job:q}}"
+    logs = "{log[0]:q} {log.usage:q}"
+    return f"python scripts/{script or rule}.py {rule} {logs} {{params.job:q}}"
 
 
 R = CFG.results_dir
+
+
+def usage_log(rule, *wildcards):
+    """A job's usage ledger, declared as its `usage` log: named by its wildcards in order."""
+    return f"{R}/usage/{rule}/" + "_".join(f"{{{w}}}" for w in wildcards) + ".csv"
+
+
+def ledger(rule, **wildcards):
+    """One job's usage ledger (Table 5 reads those of the current DAG's jobs)."""
+    return usage_log(rule, *wildcards).format(**wildcards)
+
+
 USERS = CFG.user_ids
 SYSTEMS = CFG.systems
 K = CFG.primary_k

@@ -24,6 +24,7 @@ rule inspect:
         judge=JUDGES,
         attribution=ATTRIBUTIONS,
         assets=inspect_site.asset_files(),
+        lib=library("inspect"),
     output:
         site=directory(f"{R}/inspect"),
         entry=report(
@@ -37,6 +38,7 @@ rule inspect:
     conda:
         "../envs/memprobe.yaml"
     params:
+        **settings("inspect"),
         users=USERS,
         systems=SYSTEMS,
         pairs=PAIRS,
@@ -61,6 +63,7 @@ rule audit_agreement:
                 if Path(s).with_name("items.json").exists()
             }
         ),
+        lib=library("audit_agreement"),
     output:
         f"{R}/audit/agreement.csv",
     log:
@@ -69,6 +72,7 @@ rule audit_agreement:
     conda:
         "../envs/memprobe.yaml"
     params:
+        **settings("audit_agreement"),
         seed=CFG.seed,
     script:
         "../scripts/audit_agreement.py"

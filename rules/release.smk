@@ -21,6 +21,7 @@ REL = release.Layout(CFG)
 
 rule import_users:
     input:
+        lib=library("import_users"),
         bank_file=str(REL.bank_file),
         task_file=lambda w: str(REL.task_file(w.user)),
     output:
@@ -32,6 +33,8 @@ rule import_users:
     localrule: True
     conda:
         "../envs/memprobe.yaml"
+    params:
+        **settings("import_users"),
     script:
         "../scripts/import_users.py"
 
@@ -49,6 +52,7 @@ if CFG.release.import_runs:
     # per-file jobs would cost more in process start-up than in work.
     rule import_runs:
         input:
+            lib=library("import_runs"),
             bank=f"{R}/users/{{user}}/bank.json",
             tasks=f"{R}/users/{{user}}/tasks.json",
             release=lambda w: [str(p) for p in REL.user_files(w.user)],
@@ -66,6 +70,7 @@ if CFG.release.import_runs:
         conda:
             "../envs/memprobe.yaml"
         params:
+            **settings("import_runs"),
             systems=SYSTEMS,
             pairs=PAIRS,
         script:
@@ -73,6 +78,7 @@ if CFG.release.import_runs:
 
     rule import_retrieved:
         input:
+            lib=library("import_retrieved"),
             recon=lambda w: str(REL.recon_judge(w.system, "retrieve", w.user)),
             guides=GUIDES,
         output:
@@ -82,5 +88,7 @@ if CFG.release.import_runs:
         localrule: True
         conda:
             "../envs/memprobe.yaml"
+        params:
+            **settings("import_retrieved"),
         script:
             "../scripts/import_retrieved.py"

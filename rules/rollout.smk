@@ -5,6 +5,7 @@ rule rollout:
     input:
         unpack(agent_prompts),
         code="scripts/rollout.py",
+        lib=library("rollout"),
         persona=f"{R}/users/{{user}}/persona.json",
         bank=f"{R}/users/{{user}}/bank.json",
         tasks=f"{R}/users/{{user}}/tasks.json",
@@ -17,6 +18,7 @@ rule rollout:
         store=directory(f"{R}/{{system}}/{{user}}/store"),
     log:
         "logs/rollout/{system}/{user}.log",
+        usage=usage_log("rollout", "system", "user"),
     conda:
         "../envs/memprobe.yaml"
     resources:
@@ -27,6 +29,7 @@ rule rollout:
         mem_mb=job_mem_mb,
         runtime=job_runtime,
     params:
+        **settings("rollout"),
         job=script_job(),
     shell:
         run_script("rollout")
@@ -35,6 +38,7 @@ rule rollout:
 rule preference:
     input:
         code="scripts/preference.py",
+        lib=library("preference"),
         episodes=f"{R}/{{system}}/{{user}}/episodes.json",
         bank=f"{R}/users/{{user}}/bank.json",
         prompt=prompt("preference_judge"),
@@ -42,11 +46,13 @@ rule preference:
         f"{R}/{{system}}/{{user}}/preference.json",
     log:
         "logs/preference/{system}/{user}.log",
+        usage=usage_log("preference", "system", "user"),
     conda:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
     params:
+        **settings("preference"),
         job=script_job(),
     shell:
         run_script("preference")
@@ -56,6 +62,7 @@ rule probe:
     input:
         unpack(agent_prompts),
         code="scripts/probe.py",
+        lib=library("probe"),
         store=f"{R}/{{system}}/{{user}}/store",
         bank=f"{R}/users/{{user}}/bank.json",
         guides=GUIDES,
@@ -64,6 +71,7 @@ rule probe:
         f"{R}/{{system}}/{{user}}/retrieved_k{{k}}.json",
     log:
         "logs/probe/{system}/{user}_k{k}.log",
+        usage=usage_log("probe", "system", "user", "k"),
     conda:
         "../envs/memprobe.yaml"
     resources:
@@ -74,6 +82,7 @@ rule probe:
         mem_mb=job_mem_mb,
         runtime=job_runtime,
     params:
+        **settings("probe"),
         job=script_job(),
     shell:
         run_script("probe")

@@ -4,6 +4,7 @@
 rule slotfill:
     input:
         code="scripts/slotfill.py",
+        lib=library("slotfill"),
         memory=slotfill_memory,
         bank=f"{R}/users/{{user}}/bank.json",
         guides=GUIDES,
@@ -12,11 +13,13 @@ rule slotfill:
         f"{R}/{{system}}/{{user}}/{{mode}}/slotfill.json",
     log:
         "logs/slotfill/{system}/{user}/{mode}.log",
+        usage=usage_log("slotfill", "system", "user", "mode"),
     conda:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
     params:
+        **settings("slotfill"),
         job=script_job(),
     shell:
         run_script("slotfill")
@@ -25,6 +28,7 @@ rule slotfill:
 rule judge:
     input:
         code="scripts/judge.py",
+        lib=library("judge"),
         slotfill=f"{R}/{{system}}/{{user}}/{{mode}}/slotfill.json",
         bank=f"{R}/users/{{user}}/bank.json",
         prompt=prompt("recovery_judge"),
@@ -32,11 +36,13 @@ rule judge:
         f"{R}/{{system}}/{{user}}/{{mode}}/judge.json",
     log:
         "logs/judge/{system}/{user}/{mode}.log",
+        usage=usage_log("judge", "system", "user", "mode"),
     conda:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
     params:
+        **settings("judge"),
         job=script_job(),
     shell:
         run_script("judge")

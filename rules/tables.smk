@@ -26,6 +26,38 @@ SWEEP_JUDGES = {
 }
 
 
+# Table 5 is the bill of the jobs behind this run's artifacts: their declared usage ledgers
+# (usage_log), and no other file under usage/ (earlier configs' jobs, users, ks or systems).
+LEDGERS = []
+if not CFG.release.import_runs:
+    LEDGERS += [
+        ledger(r, user=u)
+        for r in ("persona", "bank", "tasks", "stage0")
+        if r == "stage0" or CFG.users.source == "generate"
+        for u in USERS
+    ]
+    LEDGERS += [
+        ledger(r, system=s, user=u)
+        for r in ("rollout", "preference")
+        for s in SYSTEMS
+        for u in USERS
+    ]
+    LEDGERS += [
+        ledger(r, system=s, user=u, mode=m)
+        for r in ("slotfill", "judge", "attribution")
+        for s, m in PAIRS
+        for u in USERS
+    ]
+    LEDGERS += [
+        ledger(r, system=s, user=u, k=k)
+        for r in ("probe", "slotfill_sweep", "judge_sweep")
+        for s in RETRIEVE_SYSTEMS
+        for u in USERS
+        for k in CFG.ks
+        if r == "probe" or k != K
+    ]
+
+
 rule tables:
     input:
         episodes=expand(
@@ -36,8 +68,9 @@ rule tables:
         judge=JUDGES,
         attribution=ATTRIBUTIONS,
         # The sweep's other ks; the primary k's judges are in `judge`. Also orders table5
-        # after every LLM job (the usage ledgers are side outputs of those jobs).
+        # after every LLM job (the usage ledgers are logs of those jobs).
         sweep=sorted({p for ps in SWEEP_JUDGES.values() for p in ps} - set(JUDGES)),
+        lib=library("tables"),
     output:
         table2=report(
             f"{R}/table2.csv",
@@ -116,10 +149,11 @@ rule tables:
     conda:
         "../envs/memprobe.yaml"
     params:
+        **settings("tables"),
         pairs=PAIRS,
         ks=CFG.ks,
         sweep=SWEEP_JUDGES,
-        usage=f"{R}/usage",
+        ledgers=LEDGERS,
     script:
         "../scripts/tables.py"
 
@@ -130,6 +164,7 @@ if not CFG.release.import_runs:
     rule slotfill_sweep:
         input:
             code="scripts/sweep_slotfill.py",
+            lib=library("slotfill_sweep"),
             memory=f"{R}/{{system}}/{{user}}/retrieved_k{{k}}.json",
             bank=f"{R}/users/{{user}}/bank.json",
             guides=GUIDES,
@@ -138,11 +173,13 @@ if not CFG.release.import_runs:
             f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",
         log:
             "logs/slotfill_sweep/{system}/{user}_k{k}.log",
+            usage=usage_log("slotfill_sweep", "system", "user", "k"),
         conda:
             "../envs/memprobe.yaml"
         resources:
             llm_slots=1,
         params:
+            **settings("slotfill_sweep"),
             job=script_job(),
         shell:
             run_script("slotfill_sweep", "sweep_slotfill")
@@ -150,6 +187,7 @@ if not CFG.release.import_runs:
     rule judge_sweep:
         input:
             code="scripts/judge.py",
+            lib=library("judge_sweep"),
             slotfill=f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",
             bank=f"{R}/users/{{user}}/bank.json",
             prompt=prompt("recovery_judge"),
@@ -157,11 +195,13 @@ if not CFG.release.import_runs:
             f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/judge.json",
         log:
             "logs/judge_sweep/{system}/{user}_k{k}.log",
+            usage=usage_log("judge_sweep", "system", "user", "k"),
         conda:
             "../envs/memprobe.yaml"
         resources:
             llm_slots=1,
         params:
+            **settings("judge_sweep"),
             job=script_job(),
         shell:
             run_script("judge_sweep", "judge")

@@ -13,16 +13,19 @@ except taxonomy.TaxonomyError as err:
 rule persona:
     input:
         code="scripts/persona.py",
+        lib=library("persona"),
         prompt=prompt("persona_narrative"),
     output:
         f"{R}/users/{{user}}/persona.json",
     log:
         "logs/persona/{user}.log",
+        usage=usage_log("persona", "user"),
     conda:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
     params:
+        **settings("persona"),
         job=script_job(),
     shell:
         run_script("persona")
@@ -31,6 +34,7 @@ rule persona:
 rule bank:
     input:
         code="scripts/bank.py",
+        lib=library("bank"),
         persona=f"{R}/users/{{user}}/persona.json",
         pool=POOL,
         guides=GUIDES,
@@ -39,11 +43,13 @@ rule bank:
         f"{R}/users/{{user}}/bank.json",
     log:
         "logs/bank/{user}.log",
+        usage=usage_log("bank", "user"),
     conda:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
     params:
+        **settings("bank"),
         job=script_job(),
     shell:
         run_script("bank")
@@ -52,6 +58,7 @@ rule bank:
 rule tasks:
     input:
         code="scripts/tasks.py",
+        lib=library("tasks"),
         persona=f"{R}/users/{{user}}/persona.json",
         bank=f"{R}/users/{{user}}/bank.json",
         guides=GUIDES,
@@ -62,11 +69,13 @@ rule tasks:
         f"{R}/users/{{user}}/tasks.json",
     log:
         "logs/tasks/{user}.log",
+        usage=usage_log("tasks", "user"),
     conda:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
     params:
+        **settings("tasks"),
         job=script_job(),
     shell:
         run_script("tasks")
@@ -75,6 +84,7 @@ rule tasks:
 rule stage0:
     input:
         code="scripts/stage0.py",
+        lib=library("stage0"),
         bank=f"{R}/users/{{user}}/bank.json",
         tasks=f"{R}/users/{{user}}/tasks.json",
         prompt=prompt("attribution_oracle"),
@@ -82,11 +92,13 @@ rule stage0:
         f"{R}/oracle/{{user}}.json",
     log:
         "logs/stage0/{user}.log",
+        usage=usage_log("stage0", "user"),
     conda:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
     params:
+        **settings("stage0"),
         job=script_job(),
     shell:
         run_script("stage0")

@@ -10,11 +10,13 @@ def write(path: str, df) -> None:
     records.write_atomic(path, df.to_csv(index=False))
 
 
-def usage_rows(usage_dir: str) -> list[dict]:
+def usage_rows(ledgers: list[str]) -> list[dict]:
+    """The rows of these jobs' ledgers (a job that called no LLM has none)."""
     rows: list[dict] = []
-    for f in sorted(Path(usage_dir).rglob("*.csv")):
-        with open(f, newline="", encoding="utf-8") as fh:
-            rows += list(csv.DictReader(fh))
+    for f in map(Path, ledgers):
+        if f.exists():
+            with open(f, newline="", encoding="utf-8") as fh:
+                rows += list(csv.DictReader(fh))
     return rows
 
 
@@ -66,8 +68,8 @@ def main(job: glue.Job) -> None:
     retrieve_systems = [s for s, m in pairs if m == "retrieve"]
     write(o.topk_sweep, tables.topk_sweep(retrieve_systems, list(params.ks), by_k))
 
-    # Last: the bill of every LLM job, this run's and earlier runs'.
-    write(o.table5, tables.table5(usage_rows(params.usage), systems))
+    # Last: the bill of the LLM jobs behind this run's artifacts.
+    write(o.table5, tables.table5(usage_rows(params.ledgers), systems))
 
     figures.category_b(js, systems, o.category_b)
     figures.dump_vs_retrieve(js, systems, o.dump_vs_retrieve)

@@ -39,8 +39,9 @@ def test_render_and_spec_job_round_trip(tmp_path, monkeypatch):
         FakeNamedlist({"table": "t.csv"}),
         {"ks": [5, 10]},
     )
-    job = shell_job.SpecJob("judge", "logs/x.log", spec)
-    assert job.rule == "judge" and job.log == ["logs/x.log"]
+    job = shell_job.SpecJob("judge", "logs/x.log", "results/usage/judge/x.csv", spec)
+    assert job.rule == "judge" and job.log == ["logs/x.log", "results/usage/judge/x.csv"]
+    assert job.log.usage == "results/usage/judge/x.csv"
     assert job.input.bank == "b.json" and job.input.judge == ["j1.json", "j2.json"]
     assert list(job.input) == ["b.json", "j1.json", "j2.json", "p.md"]
     assert dict(job.input.items())["prompt"] == "p.md"
@@ -74,4 +75,26 @@ def test_a_script_run_by_hand_says_how_it_is_run(tmp_path):
         env=env,
     )
     assert proc.returncode != 0
-    assert "RULE LOG JOB_JSON" in proc.stderr and "Traceback" not in proc.stderr
+    assert "RULE LOG USAGE JOB_JSON" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_job_starts_without_importing_snakemake(tmp_path):
+    """A shell job (scripts/judge.py, stopped by its missing input) never imports Snakemake."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}}))
+    spec = json.dumps({"input": {"all": [], "names": {"slotfill": "missing.json"}},
+                       "output": {"all": ["j.json"], "names": {}},
+                       "wildcards": {"user": "user_001"}, "params": {}})  # fmt: skip
+    code = (
+        "import atexit, runpy, sys\n"
+        "atexit.register(lambda: print('imported:', sorted({m.split('.')[0] for m in "
+        "sys.modules} & {'snakemake', 'snakemake_interface_common'})))\n"
+        f"sys.argv = ['judge.py', 'judge', 'j.log', 'u.csv', {spec!r}]\n"
+        f"runpy.run_path({str(ROOT / 'scripts' / 'judge.py')!r}, run_name='__main__')\n"
+    )
+    env = {**os.environ, shell_job.CONFIG_ENV: str(cfg)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env
+    )
+    assert "missing.json" in proc.stderr  # it ran as far as reading its input
+    assert "imported: []" in proc.stdout
