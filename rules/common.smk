@@ -145,12 +145,8 @@ def prompt(name):
 
 
 def agent_module(wildcards):
-    """The system's module file: editing it reruns exactly that system's jobs.
-
-    Relative, as every input: a storage provider (profiles/kubernetes) maps an absolute path
-    to prefix + absolute path, which does not exist.
-    """
-    return os.path.relpath(registry.spec(wildcards.system).source_file())
+    """The system's module file: editing it reruns exactly that system's jobs."""
+    return registry.spec(wildcards.system).source_file()
 
 
 def agent_prompts(wildcards):
