@@ -112,6 +112,7 @@ RUN_BY = [
     ),
     (r"^snakemake -n --executor kubernetes", "tests/test_kubernetes.py::test_paper_dry_run_builds"),
     (r"^snakemake -n -q$", "benchmarks/run_bench.py"),
+    (r"^snakemake (-n|--summary|--list-changes|-R)\b", "tests/test_rerun_precision.py::test_snak"),
     (r"^python -X importtime", "benchmarks/run_bench.py"),
     (r"^vllm serve", "needs a GPU"),  # wherever it is named: it serves a model on a GPU
 ]
