@@ -11,7 +11,7 @@ stored. Each note:
    new note to some of them and rewrite their context and tags.
 
 Links and every evolution step are kept on the notes, so they appear in the dump. Unlike the
-release (reference-release.md §3.5, §8.3), the search index is rebuilt from the notes' current
+release (docs/release-format.md §3.5, §8.3), the search index is rebuilt from the notes' current
 enhanced text, so a neighbour update reaches ``search`` as well.
 
 Read path: the latest user message (turn 1: the task) searches the store; the top 5 are shown

@@ -2,7 +2,7 @@
 
 Notes are ``[Task k] <task>``, ``Agent: <reply>`` and ``User: <message>`` in chronological
 order. By default the final agent reply of each task is stored too; the release dropped it
-(reference-release.md §3.5), which ``compat.longctx_drop_final_reply`` reproduces.
+(docs/release-format.md §3.5), which ``compat.longctx_drop_final_reply`` reproduces.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""memt: our client of Mem-T's tool protocol (reference-release.md §3.5, arXiv 2601.23014).
+"""memt: our client of Mem-T's tool protocol (docs/release-format.md §3.5, arXiv 2601.23014).
 
 Mem-T is a trained memory-operation policy served behind an OpenAI-compatible endpoint (vLLM).
 It answers in text with ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks;

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
@@ -40,15 +41,15 @@ class SystemSpec:
 
 
 def module_file(module: str) -> str:
-    """A module's file (relative to the workflow when it lives inside it), for rule inputs."""
+    """A module's file relative to the working directory, for rule inputs.
+
+    Relative even outside it (``../``): a storage provider (profiles/kubernetes) maps every
+    input into its prefix, and an absolute path there would become prefix + absolute path.
+    """
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise ValueError(f"module {module} not importable")
-    origin = Path(spec.origin).resolve()
-    try:
-        return str(origin.relative_to(Path.cwd()))
-    except ValueError:
-        return str(origin)
+    return os.path.relpath(Path(spec.origin).resolve())
 
 
 BUILTIN: dict[str, SystemSpec] = {

@@ -33,7 +33,7 @@ from tests.release_fixture import release_config  # noqa: E402
 
 SYSTEMS = ["nomem", "amem", "longctx_full", "mem0", "memt"]
 COUNTS = {c: n for c, n in zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True)}
-# Items per store and chars per item, near the release's (reference-release.md §2.7).
+# Items per store and chars per item, near the release's (docs/release-format.md §2.7).
 STORES = {"nomem": (0, 0), "amem": (120, 300), "longctx_full": (100, 900), "mem0": (80, 120)}
 STORES["memt"] = (358, 2800)
 

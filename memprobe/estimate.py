@@ -6,8 +6,14 @@ per user and system: T turns, each one assistant + one simulator call and one pr
 plus the system's write path; per mode: at most one slot-fill and one judge call per dim;
 attribution Stage 1/2 for the misses). What the protocol leaves to the data (turns per
 episode, critic rounds, write-side calls per write, misses, tokens per call) comes from
-*rates*: the release's published budget (reference-release.md §7) when no run exists, else the
-ledger and artifacts of an earlier run (``observed``).
+*rates*: the release's published budget (docs/release-format.md, "Call budget") when no run
+exists, else the ledger and artifacts of an earlier run (``observed``). Tokens per call come
+from that ledger, else from priors: the paper's Table 5 (and Table 6 for the one-time user
+generation) divided by the release's calls per user, i.e. the paper's mean tokens per call.
+A role with neither (Mem-T-4B's local calls, a plugin system) is reported as unknown.
+Money comes from a price table (``--prices``), time from ``llm_slots`` x ``llm.concurrency``
+parallel calls at a per-call latency (the ledger's, else an assumed one), never below the
+longest chain of dependent calls of one user.
 
 ``audit`` checks a finished run: per user and system, the calls the protocol requires given
 what happened (turns taken, labels that were not "unknown", attribution stages reached)
@@ -25,8 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memprobe.config import Config
-from memprobe.prompts import PROMPT_DIR
+from memprobe.config import Config, role_settings
 
 # Paper Table 5 (millions of gpt-5.4-mini tokens over 50 users; upper bounds, non-auditable):
 # per system the episode loop + write side + dump_all/retrieve scoring; attribution apart.
@@ -39,7 +44,10 @@ PAPER_TABLE5: dict[str, tuple[float, float]] = {
 }
 PAPER_ATTRIBUTION: tuple[float, float] = (25.47, 1.70)
 PAPER_USERS = 50
-# reference-release.md §7: turns per user (T) and attribution S1+S2 calls per run (50 users).
+# Paper Table 6: the one-time generation of the 50 users (persona, bank, tasks, critic, editor).
+PAPER_TABLE6: tuple[float, float, float] = (1721, 17.04, 0.17)  # calls, prompt M, completion M
+# The release's call budget (docs/release-format.md): turns per user (T) and attribution S1+S2
+# calls per run (50 users).
 RELEASE_TURNS_PER_USER = {
     "nomem": 74.1,
     "amem": 77.6,
@@ -59,25 +67,29 @@ RELEASE_ATTRIBUTION = {
     "nomem/dump_all": 1544,
 }
 RELEASE_DIMS = 31
+RELEASE_ORACLE_CALLS = PAPER_USERS * RELEASE_DIMS  # Stage 0: once per user and dim, shared
+# gpt-5.4-mini calls per user behind each Table 5 row: 3T in the episode loop (reply, simulator,
+# preference), A-Mem's 2N-1 write calls (N = T + 31 notes), 31 slot-fill + 31 judge per mode.
+# mem0's extractions ran on gpt-4o-mini and Mem-T's on Mem-T-4B: neither is in Table 5.
+RELEASE_CALLS_PER_USER = {
+    s: 3 * t
+    + (2 * (t + RELEASE_DIMS) - 1 if s == "amem" else 0)
+    + 2 * RELEASE_DIMS * (1 if s == "nomem" else 2)
+    for s, t in RELEASE_TURNS_PER_USER.items()
+}
+# User generation at the release's settings: a persona, one bank call per category, one writer
+# and one critic call per task (one critic pass, edits rare). Table 6 reports 1,721 calls for
+# 50 users, fewer than these 68 per user: its call count is not comparable, its tokens are.
+RELEASE_USER_CALLS = 1 + 5 + 2 * RELEASE_DIMS
+# Roles whose calls Table 5 counts in a system's row (gpt-5.4-mini).
+TABLE5_ROLES = ("assistant", "simulator", "preference", "writer", "slotfill", "judge")
+# What the paper's tables leave out, so no prior can be derived: Mem-T-4B's local calls.
+NO_PRIOR = {("memt", "writer")}
 # Write-side calls per write (one write per turn and one per episode end), release priors:
 # A-Mem analyze + evolve; mem0 one extraction; Mem-T one formation (its updates and ReAct
 # steps are data-dependent: only a ledger knows them).
 WRITER_CALLS_PER_WRITE = {"amem": 2.0, "mem0": 1.0, "memt": 1.0}
 MEMT_REACT_STEPS = 6  # the step budget per probe query (upper bound)
-ROLE_PROMPTS = {
-    "generator": ("persona_narrative", "bank_select"),
-    "task_writer": ("task_write",),
-    "critic": ("task_critic",),
-    "editor": ("task_edit",),
-    "simulator": ("user_simulator",),
-    "assistant": ("assistant_system",),
-    "writer": ("amem_analyze", "amem_evolve"),
-    "preference": ("preference_judge",),
-    "slotfill": ("slotfill",),
-    "judge": ("recovery_judge",),
-    "oracle": ("attribution_oracle",),
-    "disclosure": ("attribution_disclosure", "attribution_subclass"),
-}
 USER_ROLES = ("generator", "task_writer", "critic", "editor", "oracle")
 _TAG = re.compile(r"^(?:(?P<system>.+?)_)?(?P<user>user_\d{3,})(?:_(?P<rest>.+))?$")
 
@@ -100,27 +112,51 @@ class Rates(BaseModel):
 class Line(BaseModel):
     system: str  # "(per user)" for the user-level roles shared by every system
     role: str
+    model: str
     calls_per_user: float
     calls: float
-    prompt_tokens: float
-    completion_tokens: float
+    prompt_tokens: float | None  # None: no ledger and no prior says
+    completion_tokens: float | None
     tokens_from: str
 
 
+class Price(BaseModel):
+    """USD per million tokens of one model."""
+
+    model_config = {"extra": "forbid"}
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
 # -- rates --------------------------------------------------------------------------------
-def _template_tokens(role: str) -> float:
-    """A floor for prompt tokens per call: the role's template text alone (~4 chars/token)."""
-    sizes = [
-        len((PROMPT_DIR / f"{n}.md").read_text(encoding="utf-8"))
-        for n in ROLE_PROMPTS.get(role, ())
-        if (PROMPT_DIR / f"{n}.md").exists()
-    ]
-    return sum(sizes) / len(sizes) / 4 if sizes else 0.0
+def prior_tokens() -> dict[str, tuple[float, float]]:
+    """The paper's mean (prompt, completion) tokens per call, keyed "role/system" or "role".
+
+    Per system: its Table 5 row over the release's calls behind it; the user-generation roles:
+    Table 6 over its calls; Stage 0/1/2: the attribution row over S0 + the S1/S2 calls.
+    """
+    out: dict[str, tuple[float, float]] = {}
+    for s, (p, c) in PAPER_TABLE5.items():
+        n = RELEASE_CALLS_PER_USER[s] * PAPER_USERS
+        for role in TABLE5_ROLES:
+            if (s, role) not in NO_PRIOR:
+                out[f"{role}/{s}"] = (p * 1e6 / n, c * 1e6 / n)
+    _, p, c = PAPER_TABLE6
+    n = RELEASE_USER_CALLS * PAPER_USERS
+    for role in USER_ROLES[:-1]:  # the generation roles (Table 6); the oracle is below
+        out[role] = (p * 1e6 / n, c * 1e6 / n)
+    n = RELEASE_ORACLE_CALLS + sum(RELEASE_ATTRIBUTION.values())
+    for role in ("oracle", "disclosure"):
+        out[role] = (PAPER_ATTRIBUTION[0] * 1e6 / n, PAPER_ATTRIBUTION[1] * 1e6 / n)
+    return out
 
 
 def priors(cfg: Config) -> Rates:
-    """Rates from the release's published budget (reference-release.md §7)."""
-    r = Rates(source="release priors (reference-release.md §7); tokens: template floor")
+    """Rates from the release's published budget (docs/release-format.md, "Call budget")."""
+    r = Rates(
+        source="priors: call rates from the release's budget (docs/release-format.md); tokens "
+        "per call = paper Table 5 (users: Table 6) / the release's calls behind them"
+    )
     for s in cfg.systems:
         r.turns_per_episode[s] = RELEASE_TURNS_PER_USER.get(s, 75.0) / RELEASE_DIMS
         r.writer_calls_per_write[s] = WRITER_CALLS_PER_WRITE.get(s, 0.0)
@@ -263,60 +299,92 @@ def protocol_calls(cfg: Config, rates: Rates) -> dict[tuple[str, str], float]:
     return calls
 
 
+def _tokens_per_call(
+    rates: Rates, system: str, role: str
+) -> tuple[tuple[float, float] | None, str]:
+    """The ledger's rate for this role and system, else the paper's, else the role's mean."""
+    prior = prior_tokens()
+    if (system, role) in NO_PRIOR and f"{role}/{system}" not in rates.tokens:
+        return None, "unknown: no ledger, and the paper does not count these calls"
+    shared = system == "(per user)"  # user-level roles: the ledger keys them by role alone
+    for key, table, name in (
+        (f"{role}/{system}", rates.tokens, "ledger"),
+        (f"{role}/{system}", prior, "prior (paper)"),
+        (role, rates.tokens, "ledger" if shared else "ledger, role mean"),
+        (role, prior, "prior (paper)"),
+    ):
+        if key in table:
+            return table[key], name
+    return None, f"unknown: no ledger, and no prior for {system}"
+
+
+def line_model(cfg: Config, system: str, role: str) -> str:
+    """The model that serves a role (memt's write side is its own served Mem-T model)."""
+    if system == "memt" and role == "writer":
+        return cfg.memt.model
+    return role_settings(cfg, role)["model"]
+
+
 def predict(cfg: Config, rates: Rates) -> list[Line]:
     out = []
     for (system, role), per_user in protocol_calls(cfg, rates).items():
-        tok = rates.tokens.get(f"{role}/{system}") or rates.tokens.get(role)
-        src = "ledger" if tok else "template floor"
-        p_tok, c_tok = tok if tok else (_template_tokens(role), 0.0)
+        tok, src = _tokens_per_call(rates, system, role) if per_user else ((0.0, 0.0), "-")
         n = per_user * cfg.n_users
         out.append(
             Line(
                 system=system,
                 role=role,
+                model=line_model(cfg, system, role),
                 calls_per_user=round(per_user, 1),
                 calls=round(n),
-                prompt_tokens=round(n * p_tok),
-                completion_tokens=round(n * c_tok),
+                prompt_tokens=round(n * tok[0]) if tok else None,
+                completion_tokens=round(n * tok[1]) if tok else None,
                 tokens_from=src,
             )
         )
     return out
 
 
-def table5_compare(cfg: Config, lines: list[Line]) -> list[dict[str, Any]]:
-    """Predicted tokens per system, scaled to the paper's 50 users, next to paper Table 5.
+# Lines of a system that its Table 5 row does not count: mem0's extractions (gpt-4o-mini there)
+# and Mem-T-4B's local calls; attribution has its own row.
+NOT_IN_TABLE5 = {("mem0", "writer"), ("memt", "writer")}
 
-    Table 5 counts gpt-5.4-mini only: memt's writer (Mem-T-4B, local) is left out as there.
-    """
+
+def _sum(lines: list[Line], field: str) -> float | None:
+    vals = [getattr(x, field) for x in lines]
+    return None if any(v is None for v in vals) else sum(vals)
+
+
+def table5_compare(cfg: Config, lines: list[Line]) -> list[dict[str, Any]]:
+    """Predicted tokens per system, scaled to the paper's 50 users, next to paper Table 5."""
     scale = PAPER_USERS / cfg.n_users
-    rows = []
-    for s in cfg.systems:
-        mine = [
+    groups = {
+        s: [
             x
             for x in lines
-            if x.system == s and x.role != "disclosure" and not (s == "memt" and x.role == "writer")
+            if x.system == s and x.role != "disclosure" and (s, x.role) not in NOT_IN_TABLE5
         ]
-        p = sum(x.prompt_tokens for x in mine) * scale / 1e6
-        c = sum(x.completion_tokens for x in mine) * scale / 1e6
-        paper = PAPER_TABLE5.get(s)
-        rows.append(_t5(s, p, c, paper))
-    att = [x for x in lines if x.role in ("oracle", "disclosure")]
-    p = sum(x.prompt_tokens for x in att) * scale / 1e6
-    c = sum(x.completion_tokens for x in att) * scale / 1e6
-    rows.append(_t5("attribution", p, c, PAPER_ATTRIBUTION))
-    return rows
-
-
-def _t5(name: str, p: float, c: float, paper: tuple[float, float] | None) -> dict[str, Any]:
-    total = p + c
-    ptotal = sum(paper) if paper else None
-    return {
-        "component": name,
-        "predicted_M": round(total, 2),
-        "paper_M": round(ptotal, 2) if ptotal else None,
-        "ratio": round(total / ptotal, 3) if ptotal else None,
+        for s in cfg.systems
     }
+    groups["attribution"] = [x for x in lines if x.role in ("oracle", "disclosure")]
+    groups["users"] = [x for x in lines if x.system == "(per user)" and x.role != "oracle"]
+    rows = []
+    for name, mine in groups.items():
+        p, c = _sum(mine, "prompt_tokens"), _sum(mine, "completion_tokens")
+        total = None if p is None or c is None else (p + c) * scale / 1e6
+        paper = {"attribution": PAPER_ATTRIBUTION, "users": PAPER_TABLE6[1:]}.get(
+            name, PAPER_TABLE5.get(name)
+        )
+        ptotal = sum(paper) if paper else None
+        rows.append(
+            {
+                "component": name,
+                "predicted_M": None if total is None else round(total, 2),
+                "paper_M": round(ptotal, 2) if ptotal else None,
+                "ratio": round(total / ptotal, 3) if ptotal and total is not None else None,
+            }
+        )
+    return rows
 
 
 # -- audit of a finished run --------------------------------------------------------------------
@@ -393,30 +461,121 @@ def audit(results: Path, cfg: Config) -> list[AuditRow]:
     return out
 
 
+# -- money and time ------------------------------------------------------------------------------
+def load_prices(path: str) -> dict[str, Price]:
+    """A price table: ``model: {input: USD per 1M prompt tokens, output: ... completion}``."""
+    import yaml
+    from pydantic import ValidationError
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"--prices {path}: cannot read it ({err})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"--prices {path}: expected a mapping of model: {{input, output}}")
+    try:
+        return {str(m): Price.model_validate(v) for m, v in raw.items()}
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise ValueError(f"--prices {path}: {loc or 'a model'}: {first['msg']}") from None
+
+
+def money(lines: list[Line], prices: dict[str, Price]) -> tuple[float, list[str]]:
+    """USD over the priced lines, and what could not be priced (model or tokens unknown)."""
+    usd, unpriced = 0.0, []
+    for x in lines:
+        if not x.calls:
+            continue
+        price = prices.get(x.model)
+        if price is None or x.prompt_tokens is None or x.completion_tokens is None:
+            why = "no price" if price is None else "tokens unknown"
+            unpriced.append(f"{x.system} {x.role} ({x.model}: {why}, {x.calls:.0f} calls)")
+            continue
+        usd += (x.prompt_tokens * price.input + x.completion_tokens * price.output) / 1e6
+    return usd, unpriced
+
+
+def chain_calls(cfg: Config, calls: dict[tuple[str, str], float], rates: Rates) -> float:
+    """Dependent calls of one user, in order: generation, the longest rollout, scoring.
+
+    Tasks are written one after another (each sees the earlier ones); a rollout's turns are
+    strictly sequential; each scoring stage is one round of ``llm.concurrency`` parallel calls
+    per chunk of dims (attribution: Stage 1 then Stage 2).
+    """
+    d, conc = cfg.n_dims, cfg.llm.concurrency
+    gen = sum(calls[("(per user)", r)] for r in ("generator", "critic", "editor"))
+    rollout = max(calls[(s, "assistant")] + calls[(s, "simulator")] for s in cfg.systems)
+    writes = max(calls[(s, "writer")] for s in cfg.systems)
+    rounds = -(-d // conc)  # ceil
+    return gen + rollout + writes + rounds * (1 + 1 + 2)
+
+
+def default_llm_slots(profile: Path = Path("profiles/default/config.yaml")) -> int:
+    """``llm_slots`` of the local profile (the one a plain ``snakemake`` run uses)."""
+    import yaml
+
+    try:
+        res = yaml.safe_load(profile.read_text(encoding="utf-8")).get("resources", [])
+        return next(int(r.split("=")[1]) for r in res if r.startswith("llm_slots="))
+    except (OSError, AttributeError, StopIteration, ValueError):
+        return 8
+
+
+def mean_latency(results: Path) -> float | None:
+    """Mean latency of the paid, answered calls of an earlier run (None without any)."""
+    lat = [
+        float(x["latency_s"])
+        for x in read_ledger(results)
+        if x.get("cached") == "false" and x.get("status", "ok") == "ok" and x.get("latency_s")
+    ]
+    return sum(lat) / len(lat) if lat else None
+
+
 # -- the command --------------------------------------------------------------------------------
-def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+DEFAULT_CONFIG = "config/config.yaml"
+# Seconds per call when no ledger says: a hosted mini model answering a few-thousand-token
+# prompt (an assumption, printed as such; --latency or an earlier run's ledger replace it).
+ASSUMED_LATENCY_S = 4.0
+
+
+def parse_config_args(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs (values in YAML, dotted keys nest: ``llm.concurrency=8``)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--config {pair}: expected KEY=VALUE (e.g. llm.concurrency=8)")
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value)
     return out
 
 
-def load_configs(paths: list[str]) -> Config:
-    """Merge config files the way Snakemake does (later files win, dicts merge) and validate."""
-    import yaml
+def load_configs(paths: list[str], overrides: list[str] | None = None) -> Config:
+    """Layer the configs as the Snakefile does: config/config.yaml, each file, then --config."""
+    from memprobe.config import load_layers, read_config_file
 
-    from memprobe.config import load_config
-
-    raw: dict[str, Any] = {}
-    for p in paths:
-        data = yaml.safe_load(Path(p).read_text(encoding="utf-8")) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"{p}: a config file must be a mapping")
-        raw = _merge(raw, data)
-    return load_config(raw, source=" + ".join(paths))
+    files = [DEFAULT_CONFIG] if Path(DEFAULT_CONFIG).exists() else []
+    files += [p for p in paths if p not in files]
+    layers = [(f, read_config_file(f)) for f in files]
+    if overrides:
+        layers.append(("--config", parse_config_args(overrides)))
+    return load_layers(layers)
 
 
-def report(cfg: Config, rates: Rates) -> str:
+def report(
+    cfg: Config,
+    rates: Rates,
+    prices: dict[str, Price] | None = None,
+    latency_s: float = 4.0,
+    latency_from: str = "assumed",
+    llm_slots: int = 8,
+) -> str:
     lines = predict(cfg, rates)
     out = [
         f"memprobe estimate: {cfg.n_users} users x {cfg.n_dims} dims, systems "
@@ -427,25 +586,57 @@ def report(cfg: Config, rates: Rates) -> str:
         f"{'system':<14}{'role':<12}{'calls/user':>11}{'calls':>10}"
         f"{'prompt tok':>14}{'compl. tok':>12}  tokens from",
     ]
+
+    def num(v: float | None, width: int) -> str:
+        return f"{'unknown':>{width}}" if v is None else f"{v:>{width}.0f}"
+
     for x in lines:
         out.append(
             f"{x.system:<14}{x.role:<12}{x.calls_per_user:>11.1f}{x.calls:>10.0f}"
-            f"{x.prompt_tokens:>14.0f}{x.completion_tokens:>12.0f}  {x.tokens_from}"
+            f"{num(x.prompt_tokens, 14)}{num(x.completion_tokens, 12)}  {x.tokens_from}"
         )
     tot = sum(x.calls for x in lines)
-    out.append(f"{'total':<26}{'':>11}{tot:>10.0f}")
-    per_sys = defaultdict(float)
+    p_tot, c_tot = _sum(lines, "prompt_tokens"), _sum(lines, "completion_tokens")
+    known = [x for x in lines if x.prompt_tokens is not None]
+    if p_tot is None:
+        p_tot, c_tot = _sum(known, "prompt_tokens"), _sum(known, "completion_tokens")
+    note = "" if len(known) == len(lines) else "  (+ the unknown lines above)"
+    out.append(f"{'total':<26}{'':>11}{tot:>10.0f}{num(p_tot, 14)}{num(c_tot, 12)}{note}")
+    per_sys: dict[str, float] = defaultdict(float)
     for x in lines:
         if x.system != "(per user)":
             per_sys[x.system] += x.calls_per_user
     out += ["", "calls per user per system (episode loop + write side + scoring + attribution):"]
     out += [f"  {s}: {v:.1f}" for s, v in per_sys.items()]
-    out += ["", "vs paper Table 5 (M tokens, scaled to 50 users; the paper's are upper bounds):"]
+
+    out += ["", "money:"]
+    if prices is None:
+        out.append("  pass --prices FILE (model: {input: USD, output: USD} per 1M tokens)")
+    else:
+        usd, unpriced = money(lines, prices)
+        out.append(f"  {usd:,.2f} USD for the priced calls")
+        out += [f"  not priced: {u}" for u in unpriced]
+
+    calls = protocol_calls(cfg, rates)
+    streams = llm_slots * cfg.llm.concurrency
+    throughput_h = tot * latency_s / streams / 3600
+    chain_h = chain_calls(cfg, calls, rates) * latency_s / 3600
+    out += [
+        "",
+        f"time: at {latency_s:.1f} s per call ({latency_from}), llm_slots {llm_slots} x "
+        f"llm.concurrency {cfg.llm.concurrency} = {streams} calls in flight:",
+        f"  {max(throughput_h, chain_h):.1f} h (all calls over the parallel streams: "
+        f"{throughput_h:.1f} h; one user's chain of dependent calls: {chain_h:.1f} h)",
+    ]
+
+    out += [
+        "",
+        "vs paper Table 5 (M tokens, scaled to 50 users; the paper's are upper bounds; the "
+        "users row: Table 6):",
+    ]
     for row in table5_compare(cfg, lines):
+        pred = "unknown" if row["predicted_M"] is None else f"{row['predicted_M']:.2f}"
         paper = "-" if row["paper_M"] is None else f"{row['paper_M']:.2f}"
         ratio = "-" if row["ratio"] is None else f"{row['ratio']:.3f}"
-        out.append(
-            f"  {row['component']:<14} predicted {row['predicted_M']:>9.2f}  paper {paper:>8}"
-            f"  ratio {ratio}"
-        )
+        out.append(f"  {row['component']:<14} predicted {pred:>9}  paper {paper:>8}  ratio {ratio}")
     return "\n".join(out)

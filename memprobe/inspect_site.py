@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -37,8 +38,12 @@ MAX_ITEM_CHARS = 2000
 
 
 def asset_files() -> list[str]:
-    """The site's scripts and style sheet: inputs of the rule, so editing one rebuilds it."""
-    return sorted(str(p) for p in ASSETS.iterdir() if p.is_file())
+    """The site's scripts and style sheet: inputs of the rule, so editing one rebuilds it.
+
+    Relative to the working directory, as every input: a storage provider (the Kubernetes
+    profile) maps an absolute path to prefix + absolute path, which does not exist.
+    """
+    return sorted(os.path.relpath(p) for p in ASSETS.iterdir() if p.is_file())
 
 
 def page_json(data: Any) -> str:

@@ -39,7 +39,7 @@ def turn_score(scores: list[PrefScore]) -> float | None:
 
 
 def pooled_d(episodes: list[PrefEpisode]) -> float | None:
-    """Turn-weighted pooled mean of all non-None turn scores (reference-release.md §3.7)."""
+    """Turn-weighted pooled mean of all non-None turn scores (docs/release-format.md §3.7)."""
     vals = [t.score for e in episodes for t in e.turns if t.score is not None]
     return sum(vals) / len(vals) if vals else None
 

@@ -1,6 +1,6 @@
 """Read the authors' release and turn its records into our artifact files.
 
-The release layout and formats are described in reference-release.md §2:
+The release layout and formats are described in docs/release-format.md §2:
 
     <release_dir>/Deeppersona/data/user_memory_banks_pooled_final.json   banks + base profiles
     <release_dir>/benchmark_data/CustomTasksPooledFinal/user_XXX.json     tasks, bank order
@@ -61,7 +61,7 @@ from memprobe.recovery import category_means, store_overflows
 from memprobe.taxonomy import retrieve_query
 
 DEFAULT_RUN_SUFFIX = "_pooled_50"
-# The paper's "memt" is the release's memt_memonly runner (reference-release.md §1).
+# The paper's "memt" is the release's memt_memonly runner (docs/release-format.md §1).
 RELEASE_AGENT = {"memt": "memt_memonly"}
 ORACLE_DIR = "_task_design_oracle"
 

@@ -1,4 +1,5 @@
 # Config validation, run-wide names and path helpers shared by every rule file.
+import os
 import re
 import sys
 
@@ -8,13 +9,23 @@ from memprobe import preflight
 from memprobe import shell_job
 from memprobe import taxonomy
 from memprobe.agents import registry
-from memprobe.config import ConfigError, check_yaml_keys, load_config
+from memprobe.config import ConfigError, check_yaml_keys, load_layers, read_config_file
+
+
+def config_layers():
+    """The config as Snakemake layered it: the Snakefile's file, each --configfile, --config.
+
+    Validating layer by layer lets an error name where the bad key came from.
+    """
+    given = [str(f) for f in workflow.overwrite_configfiles]
+    files = [str(f) for f in workflow.configfiles if str(f) not in given] + given
+    layers = [(f, read_config_file(f)) for f in files]
+    return layers + [("--config", dict(workflow.config_settings.config))]
+
 
 try:
     check_yaml_keys(workflow.configfiles)
-    CFG = load_config(
-        config, source=" + ".join(map(str, workflow.configfiles)) or "config"
-    )
+    CFG = load_layers(config_layers())
 except ConfigError as err:
     sys.exit(f"memprobe: {err}")
 
@@ -26,6 +37,28 @@ if CFG.llm.backend == "local":
         local_server.check_model_path(CFG.llm.local)
     except local_server.LocalModelError as err:
         sys.exit(f"memprobe: {err}")
+
+# Kubernetes (profiles/kubernetes): pods start in an empty /workdir and see the shared volume
+# only through the fs storage provider's prefix, so a relative llm.cache_dir is anchored there:
+# one cache for every pod, and resume/dedupe hold as they do locally (docs/cluster.md).
+_storage = workflow.storage_settings
+if (
+    _storage.default_storage_provider == "fs"
+    and _storage.default_storage_prefix
+    and not os.path.isabs(CFG.llm.cache_dir)
+):
+    CFG.llm.cache_dir = os.path.join(_storage.default_storage_prefix, CFG.llm.cache_dir)
+    config["llm"]["cache_dir"] = CFG.llm.cache_dir
+
+# Jobs that see files only through a storage provider (Kubernetes pods) start in a fresh
+# environment and get only the variables declared as envvars, which the plugin passes through
+# a Kubernetes Secret (never in the job spec or argv). So the API key variables the config
+# names are declared, where set (preflight stops a run whose key is unset). onstart undoes it
+# for local execution, whose executor would put `export KEY=...` in each job's command line.
+KEY_ENVVARS = []
+if workflow.storage_settings.default_storage_provider:
+    KEY_ENVVARS = [v for v in preflight.key_variables(CFG) if v in os.environ]
+    workflow.register_envvars(*KEY_ENVVARS)
 
 # Per-user jobs run their script through `shell:` (memprobe/shell_job.py says why); they
 # read the run's config from the file named by MEMPROBE_CONFIG_FILE. What each rule reads of
@@ -93,6 +126,13 @@ else:
         for m in CFG.modes
         if m == "dump_all" or registry.spec(s).searchable
     ]
+    if not PAIRS:
+        searchable = [s for s in registry.system_names() if registry.spec(s).searchable]
+        sys.exit(
+            f"memprobe: systems {SYSTEMS} x modes {CFG.modes}: nothing would be scored "
+            f"(retrieve needs a system with search: {', '.join(searchable)}); add "
+            "dump_all to modes or a searchable system"
+        )
 
 
 wildcard_constraints:
@@ -136,6 +176,21 @@ def cpus_per_gpu(wildcards):
     return CFG.memt.cpus_per_gpu if _gpu_system(wildcards) else None
 
 
+# memt's rollout and probe jobs also serve Mem-T-4B (vLLM's host memory, ~500 Mem-T calls per
+# rollout): only they get the large memory and the long runtime. Snakemake needs a number for
+# every job of a rule that sets mem_mb/runtime, so the other systems' rollout/probe jobs get
+# the ordinary job's size here (the profiles' default-resources hold the same for other rules).
+JOB_SIZE = {"gpu": (16000, 720), "cpu": (4000, 120)}  # mem_mb, runtime in minutes
+
+
+def job_mem_mb(wildcards):
+    return JOB_SIZE["gpu" if _gpu_system(wildcards) else "cpu"][0]
+
+
+def job_runtime(wildcards):
+    return JOB_SIZE["gpu" if _gpu_system(wildcards) else "cpu"][1]
+
+
 def probe_llm_slots(wildcards):
     """A GPU system's search calls its served model, so its probe takes an LLM slot."""
     return 1 if _gpu_system(wildcards) else 0
@@ -159,8 +214,10 @@ EMBED_SERVER = (
 
 
 onstart:
+    if workflow.local_exec:
+        workflow.envvars.difference_update(KEY_ENVVARS)
     try:
-        preflight.check(CFG)
+        preflight.check(CFG, local_files=getattr(workflow, "local_exec", True))
     except preflight.PreflightError as err:
         sys.exit(f"memprobe: {err}")
     if EMBED_SERVER:

@@ -1,4 +1,4 @@
-# Import of the authors' release (reference-release.md §2) into OUR artifact files.
+# Import of the authors' release (docs/release-format.md §2) into OUR artifact files.
 #
 # Included by the Snakefile only when `users.source: release`:
 # - always: persona/bank/tasks come from the release's bank and task files (import_users);

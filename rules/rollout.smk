@@ -26,6 +26,8 @@ rule rollout:
         gpu=gpu_count,
         gpu_model=gpu_model,
         cpus_per_gpu=cpus_per_gpu,
+        mem_mb=job_mem_mb,
+        runtime=job_runtime,
     params:
         **settings("rollout"),
         job=script_job(),
@@ -77,6 +79,8 @@ rule probe:
         gpu=gpu_count,
         gpu_model=gpu_model,
         cpus_per_gpu=cpus_per_gpu,
+        mem_mb=job_mem_mb,
+        runtime=job_runtime,
     params:
         **settings("probe"),
         job=script_job(),

@@ -188,3 +188,28 @@ def test_paper_scale_dry_run_lists_job_counts(workflow_factory):
     assert counts["probe"] == n * len(searchable)
     assert counts["slotfill"] == counts["judge"] == counts["attribution"] == n * pairs
     assert counts["tables"] == 1
+
+
+@pytest.mark.workflow
+def test_only_memt_jobs_get_the_large_memory_and_runtime(workflow_factory):
+    """SLURM sizing: the profile overrides no rule; memt's rollout/probe ask for more."""
+    slurm = yaml.safe_load((ROOT / "profiles/slurm/profile.yaml").read_text())
+    assert not {"rollout", "probe"} & set(slurm.get("set-resources", {}))
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["nomem", "longctx_full", "memt"])
+    raw["memt"] = {"endpoint": "http://127.0.0.1:9/v1"}
+    wf = workflow_factory(raw)
+    proc = wf.run("-n", "--executor", "slurm", "--workflow-profile", "profiles/slurm")
+    sizes = {}
+    for block in (proc.stdout + proc.stderr).split("\nrule ")[1:]:
+        rule = block.split(":")[0]
+        wildcards = re.search(r"wildcards: (.*)", block)
+        res = re.search(r"resources: (.*)", block)
+        if rule in ("rollout", "probe") and wildcards and res:
+            system = re.search(r"system=(\w+)", wildcards.group(1)).group(1)
+            mem = int(re.search(r"mem_mb=(\d+)", res.group(1)).group(1))
+            runtime = int(re.search(r"runtime=(\d+)", res.group(1)).group(1))
+            sizes.setdefault((rule, system), set()).add((mem, runtime))
+    assert sizes[("rollout", "memt")] == sizes[("probe", "memt")] == {(16000, 720)}
+    for system in ("nomem", "longctx_full"):
+        assert sizes[("rollout", system)] == {(4000, 120)}, system
+    assert sizes[("probe", "longctx_full")] == {(4000, 120)}

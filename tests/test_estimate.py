@@ -14,6 +14,7 @@ import yaml
 from memprobe import estimate
 from memprobe.config import load_config
 from memprobe.ledger import COLUMNS
+from tests.conftest import ROOT
 
 CLI = str(Path(sys.executable).with_name("memprobe"))
 
@@ -177,7 +178,7 @@ def test_cli_prints_per_role_counts_and_table5(tmp_path):
         assert any(
             line.strip().startswith(s) and f"{paper:.2f}" in line for line in out.splitlines()
         )
-    assert "attribution" in out and "release priors" in out
+    assert "attribution" in out and "priors:" in out
 
 
 def test_cli_bad_config_is_one_line(tmp_path):
@@ -188,3 +189,96 @@ def test_cli_bad_config_is_one_line(tmp_path):
     )
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "n_users" in proc.stderr
+
+
+def _estimate(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, "estimate", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def _table5(out: str) -> dict[str, float | None]:
+    """component -> predicted / paper, from the report's comparison block."""
+    rows = {}
+    for line in out.split("vs paper Table 5")[1].splitlines()[1:]:
+        name, _, pred, _, paper, _, ratio = line.split()
+        rows[name] = None if ratio == "-" else float(ratio)
+    return rows
+
+
+def test_paper_estimate_without_a_ledger_plans_tokens_money_and_hours(tmp_path):
+    """Must-show 1: calls, tokens (completion included), money and hours before any run."""
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("gpt-5.4-mini: {input: 0.25, output: 2.0}\n")
+    proc = _estimate(
+        "--configfile", "config/paper.yaml", "--no-ledger", "--prices", str(prices),
+        "--latency", "4", "--llm-slots", "16",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    ratios = _table5(out)
+    for system in ("nomem", "longctx_full", "amem", "mem0", "memt", "attribution"):
+        assert 0.5 <= ratios[system] <= 2.0, (system, ratios[system])
+    # completion tokens are predicted, not 0
+    total = next(x for x in out.splitlines() if x.startswith("total")).split()
+    assert int(total[3]) > 1_000_000
+    # money: every gpt-5.4-mini line priced; Mem-T-4B's local calls listed, not dropped
+    assert "USD for the priced calls" in out
+    assert "not priced: memt writer (Mem-T-4B: no price" in out
+    assert "llm_slots 16 x llm.concurrency 4 = 64 calls in flight" in out
+    # the documented plain form: an earlier run's rates where there is one, else the priors
+    plain = _estimate("--configfile", "config/paper.yaml")
+    assert plain.returncode == 0 and "rates: " in plain.stdout, plain.stderr
+
+
+def test_money_is_tokens_times_the_price(monkeypatch):
+    cfg = load_config(paper_like())
+    lines = estimate.predict(cfg, estimate.priors(cfg))
+    price = estimate.Price(input=1.0, output=10.0)
+    usd, unpriced = estimate.money(lines, {"gpt-5.4-mini": price})
+    p = sum(x.prompt_tokens for x in lines)
+    c = sum(x.completion_tokens for x in lines)
+    assert usd == pytest.approx(p / 1e6 + 10 * c / 1e6) and unpriced == []
+    usd, unpriced = estimate.money(lines, {})
+    assert usd == 0 and len(unpriced) == sum(1 for x in lines if x.calls)
+
+
+def test_a_system_without_priors_is_unknown_not_dropped(monkeypatch):
+    monkeypatch.delitem(estimate.PAPER_TABLE5, "mem0")
+    monkeypatch.setitem(estimate.RELEASE_CALLS_PER_USER, "mem0", 1.0)
+    cfg = load_config(paper_like())
+    rates = estimate.priors(cfg)
+    lines = {(x.system, x.role): x for x in estimate.predict(cfg, rates)}
+    assert lines[("mem0", "assistant")].prompt_tokens is None
+    assert lines[("mem0", "assistant")].calls > 0  # still counted
+    assert "no prior for mem0" in lines[("mem0", "assistant")].tokens_from
+    rows = {r["component"]: r for r in estimate.table5_compare(cfg, list(lines.values()))}
+    assert rows["mem0"]["predicted_M"] is None
+    assert "unknown" in estimate.report(cfg, rates)
+
+
+def test_configs_layer_as_in_snakemake(tmp_path):
+    """config/config.yaml first, then each --configfile, then --config (dotted keys nest)."""
+    site = tmp_path / "openai.yaml"
+    site.write_text("llm: {backend: openai, base_url: 'http://127.0.0.1:1/v1'}\n")
+    proc = _estimate("--configfile", str(site), "--config", "n_users=7", "llm.concurrency=3")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("memprobe estimate: 7 users x 5 dims")  # 5: config.yaml's
+    assert "llm.concurrency 3" in proc.stdout
+    # release_dir on the command line, as for snakemake (users.source: release needs it)
+    rel = _estimate("--config", "users={source: release}", f"release_dir={tmp_path}")
+    assert rel.returncode == 0, rel.stderr
+    # no --configfile: the default config
+    assert _estimate().stdout.startswith("memprobe estimate: 2 users x 5 dims")
+    # a typo is blamed on where it came from
+    bad = _estimate("--config", "n_user=3")
+    assert (
+        bad.returncode == 1 and bad.stderr == "memprobe estimate: --config: n_user: unknown key\n"
+    )
+
+
+def test_a_missing_ledger_is_one_line(tmp_path):
+    proc = _estimate("--ledger", str(tmp_path / "nope"))
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "--ledger" in proc.stderr and "nope" in proc.stderr
+    # no ledger where results_dir points: the priors, said so in the output
+    out = _estimate("--config", f"results_dir={tmp_path}").stdout
+    assert f"no ledger under {tmp_path}/usage" in out

@@ -14,7 +14,7 @@ COUNTS = dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True))
 
 
 def write_release_user(root, user="user_007"):
-    """One user in the release's bank-file and task-file layout (reference-release.md §2)."""
+    """One user in the release's bank-file and task-file layout (docs/release-format.md §2)."""
     pool = load_pool()
     bank = {
         cat: [

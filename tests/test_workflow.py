@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from memprobe import estimate
+from memprobe.config import load_config
 from memprobe.tables import TABLE2_COLUMNS
 from tests.conftest import tiny_config
 
@@ -67,6 +69,14 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
 
     first = ledger_rows(wf.root)
     assert first and any(r["cached"] == "false" for r in first)
+    # `memprobe estimate` fed this run's own ledger predicts it within 10% (calls, tokens).
+    cfg = load_config(tiny_config(endpoint.base_url))
+    lines = estimate.predict(cfg, estimate.observed(results, cfg))
+    ok = [r for r in first if r["status"] == "ok"]
+    assert sum(x.calls for x in lines) == pytest.approx(len(ok), rel=0.1)
+    for field in ("prompt_tokens", "completion_tokens"):
+        predicted = sum(getattr(x, field) for x in lines)
+        assert predicted == pytest.approx(sum(float(r[field]) for r in ok), rel=0.1), field
     # One ledger per job, named after its wildcards in the rule's order (table5 reads them).
     assert (results / "usage" / "judge" / "longctx_full_user_001_retrieve.csv").exists()
     assert (results / "usage" / "rollout" / "nomem_user_002.csv").exists()

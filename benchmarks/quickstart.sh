@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The README's quickstart, verbatim, in a fresh clone: the install and the default run on the
+# local model (what README's "Measured on this project's 2-core machine" reports). The line is
+# read from README.md, so the two cannot drift. Slow (20-30+ min on 2 cores); run by hand:
+#   bash benchmarks/quickstart.sh [WORKDIR]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+work="${1:-$(mktemp -d)}"
+line="$(grep -m1 -E '^    python3 -m venv .* snakemake --cores 2 && snakemake --report' "$root/README.md" | sed 's/^    //')"
+test -n "$line" || { echo "quickstart.sh: no quickstart line in README.md" >&2; exit 1; }
+git clone -q "$root" "$work/memprobe"
+cd "$work/memprobe"
+echo "quickstart.sh: $line"
+start=$(date +%s)
+bash -c "$line"
+echo "quickstart.sh: $(( $(date +%s) - start )) s; $(cat results/usage/*/*.csv | grep -vc '^ts,') ledger rows"
