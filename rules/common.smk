@@ -156,6 +156,10 @@ onsuccess:
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:
         embed_service.stop_for_run()
+    if (
+        not CFG.release.import_runs
+    ):  # a failed judge: the run's last line (calibration.smk)
+        calibration.warn_at_end(CALIBRATION, CFG.judge)
 
 
 onerror:

@@ -24,6 +24,7 @@ rule slotfill:
 
 rule judge:
     input:
+        **DEGENERATE_POOL,
         code="scripts/judge.py",
         slotfill=f"{R}/{{system}}/{{user}}/{{mode}}/slotfill.json",
         bank=f"{R}/users/{{user}}/bank.json",

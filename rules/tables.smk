@@ -38,6 +38,9 @@ rule tables:
         # The sweep's other ks; the primary k's judges are in `judge`. Also orders table5
         # after every LLM job (the usage ledgers are side outputs of those jobs).
         sweep=sorted({p for ps in SWEEP_JUDGES.values() for p in ps} - set(JUDGES)),
+        # Imported runs were scored by the authors' judge: there is no judge of ours to check.
+        calibration=[] if CFG.release.import_runs else CALIBRATION,
+        pool=POOL,
     output:
         table2=report(
             f"{R}/table2.csv",
@@ -85,6 +88,12 @@ rule tables:
             category="Beyond the paper",
         ),
         table2_ci_flags=f"{R}/table2_ci_flags.csv",
+        degenerate_labels=report(
+            f"{R}/degenerate_labels.csv",
+            caption="captions/degenerate_labels.rst",
+            category="Beyond the paper",
+        ),
+        report_header=REPORT_HEADER,
         paired=report(
             f"{R}/paired.csv",
             caption="captions/paired.rst",
@@ -116,6 +125,8 @@ rule tables:
     conda:
         "../envs/memprobe.yaml"
     params:
+        min_kappa=CFG.judge.min_kappa,
+        max_bias=CFG.judge.max_bias,
         pairs=PAIRS,
         ks=CFG.ks,
         sweep=SWEEP_JUDGES,
@@ -149,6 +160,7 @@ if not CFG.release.import_runs:
 
     rule judge_sweep:
         input:
+            **DEGENERATE_POOL,
             code="scripts/judge.py",
             slotfill=f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",
             bank=f"{R}/users/{{user}}/bank.json",
