@@ -193,6 +193,37 @@ def verdict(s: Summary, min_kappa: float, max_bias: float) -> str | None:
     return f"judge failed calibration: κ {s.kappa:.2f}, bias {s.bias:+.2f}"
 
 
+STOP_REPLIES = "logs/judge_calibration_stop.csv"
+
+
+def stop_if_failed(cfg, anchors_path: str, prompt: str) -> None:
+    """``judge.calibration: stop``: score the anchors now (before any job); raise
+    CalibrationError with the run's one line when the judge fails. Its replies go to
+    STOP_REPLIES, never to the rule's outputs (a stale verdict there would outlive a fix)."""
+    from memprobe.llm import LLMError, client_for
+
+    llm = client_for(
+        "judge",
+        cfg,
+        ledger_path=Path(cfg.results_dir) / "usage" / "judge_calibration" / "onstart.csv",
+        job="judge_calibration/onstart",
+    )
+    try:
+        replies = score_anchors(load_anchors(anchors_path), llm, prompt)
+    except LLMError as err:
+        raise CalibrationError(f"judge calibration: {err}") from None
+    s = summarize(replies)
+    note = verdict(s, cfg.judge.min_kappa, cfg.judge.max_bias)
+    if note:
+        from memprobe.records import write_atomic
+
+        write_atomic(STOP_REPLIES, replies_csv(replies))
+        raise CalibrationError(
+            f"{note} on {s.n} anchors (replies: {STOP_REPLIES}); "
+            "judge.calibration is stop: no job started"
+        )
+
+
 def warn_at_end(path: str, settings) -> None:
     """The run's closing line when its judge failed (``settings``: the config's ``judge``)."""
     try:

@@ -1,10 +1,11 @@
 # Judge calibration (memprobe/calibration.py): before its B counts, the run's judge scores the
 # hand-written anchors of config/judge_calibration.yaml with the judge rule's own prompt,
-# schema and role settings. It needs only the judge role and runs first.
+# schema and role settings. It needs only the judge role; the tables read its verdict.
 #
-# The gate marker orders the run: persona and rollout name it as an ancient() input, so they
-# wait for it on a fresh run but never rerun because it was rewritten. With
-# judge.calibration: stop a failed judge fails the gate: one line, no rollout started.
+# judge.calibration: stop checks the judge in `onstart` (rules/common.smk), before any job:
+# a DAG edge from a gate to the first jobs would either rerun every job when the calibration
+# reruns, or (as an ancient() input) hide the jobs below it from Snakemake's rerun checks.
+# The job itself then replays the same calls from the response cache.
 
 import os
 
@@ -12,7 +13,6 @@ from memprobe import calibration
 
 ANCHORS = "config/judge_calibration.yaml"
 CALIBRATION = f"{R}/judge_calibration.csv"
-CALIBRATION_GATE = f"{R}/judge_calibration.ok"
 # The report's opening lines (the judge's verdict), written by the tables job.
 REPORT_HEADER = f"{R}/report_header.rst"
 # judge.degenerate_as_unknown: the judge jobs read the pool's axis questions. Otherwise no
@@ -39,23 +39,3 @@ rule judge_calibration:
     shell:
         run_script("judge_calibration")
 
-
-rule calibration_gate:
-    input:
-        code="scripts/calibration_gate.py",
-        summary=CALIBRATION,
-    output:
-        CALIBRATION_GATE,
-    log:
-        "logs/calibration_gate.log",
-    localrule: True
-    conda:
-        "../envs/memprobe.yaml"
-    params:
-        job=script_job(
-            mode=CFG.judge.calibration,
-            min_kappa=CFG.judge.min_kappa,
-            max_bias=CFG.judge.max_bias,
-        ),
-    shell:
-        run_script("calibration_gate")

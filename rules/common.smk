@@ -149,6 +149,12 @@ onstart:
             local_server.start_for_run(CFG)
         except local_server.LocalModelError as err:
             sys.exit(f"memprobe: {err}")
+    # judge.calibration: stop: a judge that fails the anchors ends the run before any job.
+    if CFG.judge.calibration == "stop" and not CFG.release.import_runs:
+        try:
+            calibration.stop_if_failed(CFG, ANCHORS, prompt("recovery_judge"))
+        except calibration.CalibrationError as err:
+            sys.exit(f"memprobe: {err}")
 
 
 onsuccess:

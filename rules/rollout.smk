@@ -5,7 +5,6 @@ rule rollout:
     input:
         unpack(agent_prompts),
         code="scripts/rollout.py",
-        gate=ancient(CALIBRATION_GATE),
         persona=f"{R}/users/{{user}}/persona.json",
         bank=f"{R}/users/{{user}}/bank.json",
         tasks=f"{R}/users/{{user}}/tasks.json",

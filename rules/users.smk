@@ -14,7 +14,6 @@ rule persona:
     input:
         code="scripts/persona.py",
         prompt=prompt("persona_narrative"),
-        gate=ancient(CALIBRATION_GATE),
     output:
         f"{R}/users/{{user}}/persona.json",
     log:

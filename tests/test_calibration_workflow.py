@@ -89,7 +89,8 @@ def test_a_judge_that_always_says_one_flags_every_b_cell(run_with):
 
 
 def test_a_judge_that_agrees_with_the_anchors_flags_nothing(run_with):
-    wf, proc = run_with(agreeing())
+    # ... and passes the onstart check of `stop`, so the run goes on.
+    wf, proc = run_with(agreeing(), judge={"calibration": "stop"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = wf.root / "results"
     s = calibration.read_summary(results / "judge_calibration.csv")
@@ -100,15 +101,18 @@ def test_a_judge_that_agrees_with_the_anchors_flags_nothing(run_with):
     assert "memprobe: warning:" not in proc.stderr
 
 
-def test_stop_ends_the_run_after_calibration_before_any_rollout(run_with):
+def test_stop_ends_the_run_after_calibration_before_any_job(run_with):
     wf, proc = run_with(ALWAYS_ONE, judge={"calibration": "stop"})
     assert proc.returncode != 0
-    results = wf.root / "results"
     lines = [line for line in proc.stderr.splitlines() if FLAG in line]
-    assert len(lines) == 1 and "judge.calibration is stop" in lines[0], proc.stderr[-3000:]
-    assert (results / "judge_calibration.csv").exists()
-    assert not (results / "judge_calibration.ok").exists()
-    # Nothing past the calibration started: no user, no rollout, no table.
+    assert len(lines) == 1, proc.stderr[-3000:]
+    assert lines[0].startswith("memprobe: judge failed calibration: κ 0.00, bias +0.")
+    assert "no job started" in lines[0]
+    replies = list(csv.DictReader(open(wf.root / "logs" / "judge_calibration_stop.csv")))
+    assert {r["judged"] for r in replies} == {"1.0"}
+    # Nothing started: no user, no rollout, no table, and no verdict left among the outputs.
+    results = wf.root / "results"
     assert not (results / "users").exists()
     assert not list(results.glob("*/user_*/episodes.json"))
+    assert not (results / "judge_calibration.csv").exists()
     assert not (results / "table2.csv").exists()
