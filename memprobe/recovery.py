@@ -43,8 +43,10 @@ class SlotReply(BaseModel):
 
 
 class JudgeReply(BaseModel):
+    # The reason first, and required: a grammar-constrained local model writes the fields in
+    # schema order, so it compares the values before it commits to a score (issue 18).
+    reason: str = Field(max_length=500)
     score: Literal[0.0, 0.25, 0.5, 0.75, 1.0]
-    reason: str = Field(default="", max_length=500)
 
 
 def serialize(items: list[dict[str, Any]]) -> str:

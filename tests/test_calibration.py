@@ -161,3 +161,10 @@ def test_degenerate_as_unknown_scores_zero_without_a_call():
     assert len(option.requests) == 1
     assert scored.per_category["skill_memory"] == 0.0
     assert "category_name" in scored.details[0].judge_reason
+
+
+def test_the_judge_writes_its_reason_before_its_score():
+    # A grammar-constrained model generates required fields in schema order.
+    schema = recovery.JudgeReply.model_json_schema()
+    assert list(schema["properties"]) == ["reason", "score"]
+    assert schema["required"] == ["reason", "score"]
