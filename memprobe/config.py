@@ -189,6 +189,22 @@ class SlotFill(_Strict):
     overflow: Literal["flag", "chunked"] = "flag"
 
 
+class JudgeSettings(_Strict):
+    """How far the run trusts its recovery judge (memprobe/calibration.py).
+
+    Before its B numbers count, the judge scores the anchors of config/judge_calibration.yaml.
+    Below ``min_kappa`` or above ``max_bias`` it fails: ``warn`` flags every B cell, ``stop``
+    ends the run after the calibration, before any rollout.
+    """
+
+    calibration: Literal["warn", "stop"] = "warn"
+    min_kappa: float = Field(default=0.6, ge=-1.0, le=1.0)
+    max_bias: float = Field(default=0.15, ge=0.0, le=1.0)
+    # Score a slot-fill label that names the slot (category, dimension, axis question) as
+    # "unknown" instead of asking the judge: a protocol difference (docs/fidelity.md).
+    degenerate_as_unknown: bool = False
+
+
 class TaskGen(_Strict):
     max_edits: int = Field(default=3, ge=0, description="editor rounds before a task is marked")
     leak_threshold: float = Field(default=0.5, ge=0, le=1)
@@ -360,6 +376,7 @@ class Config(_Strict):
     tasks: TaskGen = Field(default_factory=TaskGen)
     bank: BankGen = Field(default_factory=BankGen)
     slotfill: SlotFill = Field(default_factory=SlotFill)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
     memt: MemT = Field(default_factory=MemT)
     system_settings: SystemSettings = Field(default_factory=SystemSettings)
     # A config that names a protocol must hold every key of it (config/paper.yaml).

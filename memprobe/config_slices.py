@@ -76,6 +76,7 @@ SLICES: dict[str, Slice] = {
     ),
     "slotfill_sweep": Slice(roles=("slotfill",), modules=("recovery", "taxonomy")),
     "judge_sweep": _JUDGE,
+    "judge_calibration": Slice(keys=("judge",), roles=("judge",), modules=("calibration",)),
     "tables": Slice(keys=("seed",), modules=("tables", "figures")),  # seed: bootstrap CIs
     "import_users": Slice(keys=("dims_per_category",), modules=("release",)),
     "import_runs": Slice(keys=("slotfill",), modules=("release",)),

@@ -2,7 +2,9 @@
 
 Answers ``POST /v1/chat/completions`` with schema-valid replies (``memprobe.fake_responder``)
 and ``GET /v1/models``. A script file can pin replies per schema name, in order, e.g.
-``{"critic": [{"verdict": "fishing", ...}, ...]}``, for tests of control flow.
+``{"critic": [{"verdict": "fishing", ...}, ...]}``, for tests of control flow; or by what the
+request says: ``{"judge": {"when": [[["text", ...], reply], ...], "else": reply}}`` answers the
+first reply whose texts all occur in the request's messages (``else``: every other request).
 
 A fault spec (``--faults``, :class:`Faults`) makes the server misbehave at seeded rates, the way
 real endpoints do: 429 with Retry-After, 500, a held connection (client timeout), a body cut
@@ -122,15 +124,27 @@ class Faults:
 
 
 class Script:
-    """Replies pinned per json_schema name, consumed in order; then the generated ones."""
+    """Replies pinned per json_schema name, consumed in order, or chosen by the request's text
+    (a ``when``/``else`` rule, never consumed); then the generated ones."""
 
     def __init__(self, path: str | None) -> None:
         self._lock = threading.Lock()
         self._queues: dict[str, list[Any]] = {}
+        self._rules: dict[str, dict[str, Any]] = {}
         if path:
-            self._queues = {k: list(v) for k, v in json.loads(Path(path).read_text()).items()}
+            for name, value in json.loads(Path(path).read_text()).items():
+                if isinstance(value, dict):
+                    self._rules[name] = value
+                else:
+                    self._queues[name] = list(value)
 
-    def next(self, name: str) -> Any | None:
+    def next(self, name: str, text: str = "") -> Any | None:
+        rule = self._rules.get(name)
+        if rule is not None:
+            for needles, reply in rule.get("when", []):
+                if all(n in text for n in needles):
+                    return reply
+            return rule.get("else")
         with self._lock:
             queue = self._queues.get(name)
             return queue.pop(0) if queue else None
@@ -228,7 +242,8 @@ def make_server(
             if kind:  # a faulted attempt never consumes a pinned reply
                 self._faulty(kind, body, fake_content(body))
                 return
-            reply = pinned.next(name) if name else None
+            text = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
+            reply = pinned.next(name, text) if name else None
             content = json.dumps(reply) if reply is not None else fake_content(body)
             self._send(200, completion_body(body, content))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -42,8 +43,10 @@ class SlotReply(BaseModel):
 
 
 class JudgeReply(BaseModel):
+    # The reason first, and required: a grammar-constrained local model writes the fields in
+    # schema order, so it compares the values before it commits to a score (issue 18).
+    reason: str = Field(max_length=500)
     score: Literal[0.0, 0.25, 0.5, 0.75, 1.0]
-    reason: str = Field(default="", max_length=500)
 
 
 def serialize(items: list[dict[str, Any]]) -> str:
@@ -214,25 +217,80 @@ def category_means(details: list[JudgeEntry]) -> tuple[dict[str, float | None], 
     return per, (sum(present) / len(present) if present else 0.0)
 
 
+def ask_judge(
+    llm: LLM, prompt: str, *, dimension: str, explanation: str, truth: str, label: str, where: str
+) -> JudgeReply:
+    """One judge call: the judge rule and the calibration ask exactly this way."""
+    return llm.json(
+        render(prompt, dimension=dimension, explanation=explanation, truth=truth, label=label),
+        JudgeReply,
+        where=where,
+    )
+
+
+# -- degenerate labels -------------------------------------------------------------------
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+
+_CATEGORY_NAMES = {_norm(c) for c in CATEGORIES} | {_norm(c.split("_")[0]) for c in CATEGORIES}
+
+
+def degenerate_kind(label: str, dimension: str, axis: str | None) -> str | None:
+    """What a slot-fill label is when it names the slot instead of filling it, else None.
+
+    ``empty``, ``category_name`` (any category, e.g. "Episodic Memory"), ``dimension_name``
+    (its own dimension, underscores or not), ``axis_question`` (the pool's question for it).
+    "unknown" is not degenerate: it is the protocol's answer for no evidence.
+    """
+    n = _norm(label)
+    if not n:
+        return "empty"
+    if n in _CATEGORY_NAMES:
+        return "category_name"
+    if n == _norm(dimension):
+        return "dimension_name"
+    if axis and n == _norm(axis):
+        return "axis_question"
+    return None
+
+
+def pool_axes(pool) -> dict[str, str]:
+    """Dimension name -> axis question, for every dimension of a taxonomy.Pool."""
+    return {d.name: d.axis for c in pool.categories.values() for d in c.dimensions}
+
+
 def judge_user(
-    slotfill: SlotFill, bank: Bank, llm: LLM, prompt: str, judge_unknown: bool = False
+    slotfill: SlotFill,
+    bank: Bank,
+    llm: LLM,
+    prompt: str,
+    judge_unknown: bool = False,
+    degenerate_axes: dict[str, str] | None = None,
 ) -> Judge:
+    """Score every slot-fill label. With ``degenerate_axes`` (dimension -> axis question; the
+    ``judge.degenerate_as_unknown`` option) a degenerate label is scored as "unknown"."""
     truth = {e.dimension: e for e in bank.entries}
 
     def one(s: SlotFillEntry) -> JudgeEntry:
         e = truth[s.dimension]
-        if is_unknown(s.label) and not judge_unknown:
+        kind = (
+            degenerate_kind(s.label, e.dimension, degenerate_axes.get(e.dimension))
+            if degenerate_axes is not None
+            else None
+        )
+        if kind:
+            score, reason = 0.0, f"label is a {kind}: scored as 'unknown' (no call)"
+        elif is_unknown(s.label) and not judge_unknown:
             score, reason = 0.0, "label is 'unknown': 0 by the rubric (no call)"
         else:
-            r = llm.json(
-                render(
-                    prompt,
-                    dimension=e.dimension,
-                    explanation=e.explanation,
-                    truth=e.short,
-                    label=s.label,
-                ),
-                JudgeReply,
+            r = ask_judge(
+                llm,
+                prompt,
+                dimension=e.dimension,
+                explanation=e.explanation,
+                truth=e.short,
+                label=s.label,
                 where=f"user {slotfill.user_id}, system {slotfill.system}, {slotfill.mode}, "
                 f"{e.dimension}",
             )

@@ -468,3 +468,37 @@ def table5(ledger_rows: Iterable[dict[str, str]], systems: list[str]) -> pd.Data
         a["total_tokens"] = a["prompt_tokens"] + a["completion_tokens"]
         rows.append({"system": s, "role": role, **a})
     return _frame(rows, TABLE5_COLUMNS, ints=TABLE5_COLUMNS[2:])
+
+
+# -- judge calibration and degenerate labels (memprobe/calibration.py) ---------------------
+def note_cells(
+    flags: pd.DataFrame, df: pd.DataFrame, columns: list[str], note: str
+) -> pd.DataFrame:
+    """Add ``note`` to every non-empty cell of ``columns`` (a failed judge: its B cells)."""
+    out = flags.copy()
+    for c in columns:
+        for i in df.index[df[c].notna()]:
+            out.at[i, c] = f"{out.at[i, c]}; {note}" if out.at[i, c] else note
+    return out
+
+
+DEGENERATE_KINDS = ("empty", "category_name", "dimension_name", "axis_question")
+DEGENERATE_COLUMNS = ["system", "mode", "n_labels", *DEGENERATE_KINDS, "degenerate", "share"]
+
+
+def degenerate_labels(
+    pairs: list[tuple[str, str]], judges: list[Judge], axes: dict[str, str]
+) -> pd.DataFrame:
+    """Slot-fill labels that name their slot instead of filling it, per system and mode."""
+    from memprobe.recovery import degenerate_kind
+
+    rows = []
+    for s, m in pairs:
+        details = [d for j in judges if j.system == s and j.mode == m for d in j.details]
+        kinds = [degenerate_kind(d.predicted, d.dimension, axes.get(d.dimension)) for d in details]
+        row: dict[str, Any] = {"system": s, "mode": m, "n_labels": len(details)}
+        row |= {k: kinds.count(k) for k in DEGENERATE_KINDS}
+        row["degenerate"] = sum(k is not None for k in kinds)
+        row["share"] = _cell(row["degenerate"] / len(details)) if details else None
+        rows.append(row)
+    return _frame(rows, DEGENERATE_COLUMNS, ints=["n_labels", *DEGENERATE_KINDS, "degenerate"])

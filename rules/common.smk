@@ -238,6 +238,12 @@ onstart:
             local_server.start_for_run(CFG)
         except local_server.LocalModelError as err:
             sys.exit(f"memprobe: {err}")
+    # judge.calibration: stop: a judge that fails the anchors ends the run before any job.
+    if CFG.judge.calibration == "stop" and not CFG.release.import_runs:
+        try:
+            calibration.stop_if_failed(CFG, ANCHORS, prompt("recovery_judge"))
+        except calibration.CalibrationError as err:
+            sys.exit(f"memprobe: {err}")
 
 
 onsuccess:
@@ -245,6 +251,10 @@ onsuccess:
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:
         embed_service.stop_for_run()
+    if (
+        not CFG.release.import_runs
+    ):  # a failed judge: the run's last line (calibration.smk)
+        calibration.warn_at_end(CALIBRATION, CFG.judge)
 
 
 onerror:

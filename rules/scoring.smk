@@ -27,6 +27,7 @@ rule slotfill:
 
 rule judge:
     input:
+        **DEGENERATE_POOL,
         code="scripts/judge.py",
         lib=library("judge"),
         slotfill=f"{R}/{{system}}/{{user}}/{{mode}}/slotfill.json",

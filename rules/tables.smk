@@ -30,6 +30,7 @@ SWEEP_JUDGES = {
 # (usage_log), and no other file under usage/ (earlier configs' jobs, users, ks or systems).
 LEDGERS = []
 if not CFG.release.import_runs:
+    LEDGERS.append(CALIBRATION_LEDGER)
     LEDGERS += [
         ledger(r, user=u)
         for r in ("persona", "bank", "tasks", "stage0")
@@ -71,6 +72,9 @@ rule tables:
         # after every LLM job (the usage ledgers are logs of those jobs).
         sweep=sorted({p for ps in SWEEP_JUDGES.values() for p in ps} - set(JUDGES)),
         lib=library("tables"),
+        # Imported runs were scored by the authors' judge: there is no judge of ours to check.
+        calibration=[] if CFG.release.import_runs else CALIBRATION,
+        pool=POOL,
     output:
         table2=report(
             f"{R}/table2.csv",
@@ -118,6 +122,12 @@ rule tables:
             category="Beyond the paper",
         ),
         table2_ci_flags=f"{R}/table2_ci_flags.csv",
+        degenerate_labels=report(
+            f"{R}/degenerate_labels.csv",
+            caption="captions/degenerate_labels.rst",
+            category="Beyond the paper",
+        ),
+        report_header=REPORT_HEADER,
         paired=report(
             f"{R}/paired.csv",
             caption="captions/paired.rst",
@@ -150,6 +160,8 @@ rule tables:
         "../envs/memprobe.yaml"
     params:
         **settings("tables"),
+        min_kappa=CFG.judge.min_kappa,
+        max_bias=CFG.judge.max_bias,
         pairs=PAIRS,
         ks=CFG.ks,
         sweep=SWEEP_JUDGES,
@@ -186,6 +198,7 @@ if not CFG.release.import_runs:
 
     rule judge_sweep:
         input:
+            **DEGENERATE_POOL,
             code="scripts/judge.py",
             lib=library("judge_sweep"),
             slotfill=f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",

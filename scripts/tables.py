@@ -3,7 +3,7 @@
 import csv
 from pathlib import Path
 
-from memprobe import figures, glue, records, tables
+from memprobe import calibration, figures, glue, records, recovery, tables, taxonomy
 
 
 def write(path: str, df) -> None:
@@ -20,6 +20,25 @@ def usage_rows(ledgers: list[str]) -> list[dict]:
     return rows
 
 
+def judge_note(path, params) -> tuple[str | None, str]:
+    """The flag a failed judge puts on every B cell, and the report's opening line."""
+    if not path:
+        return None, "B was scored by the imported runs' own judge (no calibration here)."
+    s = calibration.read_summary(path)
+    note = calibration.verdict(s, params.min_kappa, params.max_bias)
+    figures_ = (
+        f"κ {s.kappa:.2f}, bias {s.bias:+.2f}, exact {s.exact:.2f} on {s.n} anchors "
+        f"(thresholds: κ ≥ {params.min_kappa}, |bias| ≤ {params.max_bias}; ``{path}``)"
+    )
+    if note:
+        return note, (
+            f"**Warning: the judge failed calibration** ({figures_}). Every B cell, and every "
+            "count built on B, carries this flag in its ``_flags.csv``: do not read them as "
+            "findings."
+        )
+    return None, f"The judge passed calibration: {figures_}."
+
+
 def main(job: glue.Job) -> None:
     cfg, i, o, params = job.cfg, job.input, job.output, job.smk.params
     systems, modes = cfg.systems, cfg.modes
@@ -30,6 +49,13 @@ def main(job: glue.Job) -> None:
     memories = [records.load(p, records.Memories) for p in i.memories]
     # The judges of the sweep's k: the primary k's are the retrieve mode's own.
     judges |= {p: records.load(p, records.Judge) for p in i.sweep}
+    note, header = judge_note(i.calibration, params)
+
+    def flagged(flags, df, columns=None):
+        keys = [c for c in ("system", "mode", "category") if c in df.columns]
+        cols = columns or [c for c in df.columns if c not in keys]
+        return tables.note_cells(flags, df, cols, note) if note else flags
+
     by_k = {int(k[1:]): [judges[p] for p in paths] for k, paths in params.sweep.items()}
 
     df = tables.table2(
@@ -40,33 +66,44 @@ def main(job: glue.Job) -> None:
         js,
     )
     write(o.table2, df)
-    write(o.table2_flags, tables.table2_flags(df, js))
+    b_cols = [c for c in df.columns if c.startswith("B_")]
+    write(o.table2_flags, flagged(tables.table2_flags(df, js), df, b_cols))
 
     df = tables.table3(systems, modes, pairs, js)
     write(o.table3, df)
-    write(o.table3_flags, tables.row_flags(df, ["system", "mode"], js))
+    write(o.table3_flags, flagged(tables.row_flags(df, ["system", "mode"], js), df))
 
     df = tables.table4(systems, modes, pairs, atts)
     write(o.table4, df)
-    write(o.table4_flags, tables.row_flags(df, ["system", "mode"], js))
+    write(o.table4_flags, flagged(tables.row_flags(df, ["system", "mode"], js), df))
 
     df = tables.table13(systems, pairs, atts)
     write(o.table13, df)
-    write(o.table13_flags, tables.row_flags(df, ["system", "category"], js))
+    write(o.table13_flags, flagged(tables.row_flags(df, ["system", "category"], js), df))
 
     write(o.table14, tables.table14(systems, memories))
 
     df = tables.gap(systems, js)
     write(o.gap, df)
-    write(o.gap_flags, tables.gap_flags(df, js))
+    write(o.gap_flags, flagged(tables.gap_flags(df, js), df))
 
     df = tables.table2_ci(systems, modes, pairs, js, seed=cfg.seed)
     write(o.table2_ci, df)
-    write(o.table2_ci_flags, tables.row_flags(df, ["system", "mode"], js))
+    write(o.table2_ci_flags, flagged(tables.row_flags(df, ["system", "mode"], js), df))
     write(o.paired, tables.paired(systems, modes, js, seed=cfg.seed))
 
     retrieve_systems = [s for s, m in pairs if m == "retrieve"]
     write(o.topk_sweep, tables.topk_sweep(retrieve_systems, list(params.ks), by_k))
+
+    axes = recovery.pool_axes(taxonomy.load_pool(i.pool))
+    df = tables.degenerate_labels(pairs, js, axes)
+    write(o.degenerate_labels, df)
+    n_bad = int(df["degenerate"].sum()) if len(df) else 0
+    header += (
+        f"\n\n{n_bad} of {int(df['n_labels'].sum()) if len(df) else 0} slot-fill labels name "
+        "their slot instead of filling it (``degenerate_labels.csv``)."
+    )
+    records.write_atomic(o.report_header, f"MemProbe run\n============\n\n{header}\n")
 
     # Last: the bill of the LLM jobs behind this run's artifacts.
     write(o.table5, tables.table5(usage_rows(params.ledgers), systems))

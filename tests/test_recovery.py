@@ -91,7 +91,10 @@ def test_overflow_chunked_is_scored():
     for i in range(len(llm.requests)):
         assert recovery.count_tokens(llm.prompt_text(i)) < budget + recovery.PROMPT_OVERHEAD_TOKENS
     judge = recovery.judge_user(
-        out, BANK, RecordingLLM(lambda m, s: {"score": 0.75}), str(prompt_path("recovery_judge"))
+        out,
+        BANK,
+        RecordingLLM(lambda m, s: {"reason": "r", "score": 0.75}),
+        str(prompt_path("recovery_judge")),
     )
     assert judge.overall == pytest.approx(0.75) and not judge.flagged
 

@@ -96,12 +96,19 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
     assert all(r["cached"] == "true" for r in second), [r for r in second if r["cached"] != "true"]
     assert (results / "table2.csv").read_text() == table
 
-    # Editing the judge prompt reruns judge, attribution and tables only.
+    # Editing the judge prompt reruns judge, its calibration, attribution and tables only.
     prompt = wf.root / "prompts" / "recovery_judge.md"
     prompt.write_text(prompt.read_text() + "\nBe strict.\n")
     scheduled = set(wf.scheduled("results/table2.csv"))
-    assert "judge" in scheduled
-    assert scheduled <= {"judge", "attribution", "tables", "all"}
+    assert {"judge", "judge_calibration"} <= scheduled
+    assert scheduled <= {
+        "judge",
+        "judge_calibration",
+        "calibration_gate",
+        "attribution",
+        "tables",
+        "all",
+    }
     assert not scheduled & {"rollout", "probe", "slotfill", "persona", "bank", "tasks"}
 
 
