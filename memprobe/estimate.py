@@ -91,6 +91,7 @@ NO_PRIOR = {("memt", "writer")}
 WRITER_CALLS_PER_WRITE = {"amem": 2.0, "mem0": 1.0, "memt": 1.0}
 MEMT_REACT_STEPS = 6  # the step budget per probe query (upper bound)
 USER_ROLES = ("generator", "task_writer", "critic", "editor", "oracle")
+CALIBRATION_ANCHORS = Path(__file__).resolve().parent.parent / "config" / "judge_calibration.yaml"
 _TAG = re.compile(r"^(?:(?P<system>.+?)_)?(?P<user>user_\d{3,})(?:_(?P<rest>.+))?$")
 
 
@@ -325,23 +326,42 @@ def line_model(cfg: Config, system: str, role: str) -> str:
     return role_settings(cfg, role)["model"]
 
 
+def _line(cfg: Config, rates: Rates, system: str, role: str, per_user: float) -> Line:
+    tok, src = _tokens_per_call(rates, system, role) if per_user else ((0.0, 0.0), "-")
+    n = per_user * cfg.n_users
+    return Line(
+        system=system,
+        role=role,
+        model=line_model(cfg, system, role),
+        calls_per_user=round(per_user, 1),
+        calls=round(n),
+        prompt_tokens=round(n * tok[0]) if tok else None,
+        completion_tokens=round(n * tok[1]) if tok else None,
+        tokens_from=src,
+    )
+
+
 def predict(cfg: Config, rates: Rates) -> list[Line]:
-    out = []
-    for (system, role), per_user in protocol_calls(cfg, rates).items():
-        tok, src = _tokens_per_call(rates, system, role) if per_user else ((0.0, 0.0), "-")
-        n = per_user * cfg.n_users
-        out.append(
-            Line(
-                system=system,
-                role=role,
-                model=line_model(cfg, system, role),
-                calls_per_user=round(per_user, 1),
-                calls=round(n),
-                prompt_tokens=round(n * tok[0]) if tok else None,
-                completion_tokens=round(n * tok[1]) if tok else None,
-                tokens_from=src,
+    out = [
+        _line(cfg, rates, system, role, per_user)
+        for (system, role), per_user in protocol_calls(cfg, rates).items()
+    ]
+    if not cfg.release.import_runs:  # the judge's calibration: one call per anchor, per run
+        from memprobe import calibration
+
+        n = len(calibration.load_anchors(CALIBRATION_ANCHORS).items)
+        line = _line(cfg, rates, "(per run)", "judge", n / cfg.n_users)
+        judged = [v for k, v in prior_tokens().items() if k.startswith("judge/")]
+        if line.prompt_tokens is None and judged:  # no ledger: the judge's mean prior
+            p, c = (sum(v[i] for v in judged) / len(judged) for i in (0, 1))
+            line = line.model_copy(
+                update={
+                    "prompt_tokens": round(n * p),
+                    "completion_tokens": round(n * c),
+                    "tokens_from": "prior (paper, the judge's mean)",
+                }
             )
-        )
+        out.append(line)
     return out
 
 

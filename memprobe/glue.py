@@ -7,8 +7,11 @@ Snakemake removes the job's outputs, so no partial artifact survives.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -53,9 +56,47 @@ class Job:
             raise ConfigError(f"rule {self.rule}: calls an LLM but declares no `usage` log")
         return client_for(role, self.cfg, ledger_path=self.pending_ledger, job=self.name)
 
+    @property
+    def signature(self) -> str:
+        """This job as run now: its rule, wildcards, params (the config slice) and inputs."""
+        files = [
+            (str(p), st.st_size, st.st_mtime_ns)
+            for p in map(Path, self.input)
+            if p.is_file() and (st := p.stat())
+        ]
+        job = [self.name, sorted(dict(self.smk.params).items(), key=str), files]
+        return hashlib.sha256(json.dumps(job, default=str).encode()).hexdigest()
+
+    def carry_finished_attempt(self) -> None:
+        """Keep the bill of an attempt that finished but was never recorded.
+
+        A kill between the script's end and Snakemake's bookkeeping reruns the job, and
+        Snakemake deletes its logs first: the finished attempt's paid rows would vanish while
+        the rerun only replays them. Its copy (``.last``) is carried into this attempt's
+        pending ledger when the job is the same one (same params and inputs); a job rerun
+        because something changed starts a new bill.
+        """
+        pending, last = self.pending_ledger, self.last_ledger
+        if pending is None or last is None or not last.exists():
+            return
+        sig = last.with_name(last.name + ".sig")
+        same = sig.exists() and sig.read_text() == self.signature
+        if same and not pending.exists():
+            shutil.copyfile(last, pending)
+        last.unlink()
+        sig.unlink(missing_ok=True)
+
+    @property
+    def last_ledger(self) -> Path | None:
+        path = self.ledger_path
+        return path.with_name(path.name + ".last") if path else None
+
     def finish(self) -> None:
         """The job succeeded: its pending calls become its declared ledger."""
         if self.ledger_path is not None and self.pending_ledger.exists():
+            last = self.last_ledger
+            shutil.copyfile(self.pending_ledger, last)
+            last.with_name(last.name + ".sig").write_text(self.signature)
             os.replace(self.pending_ledger, self.ledger_path)
 
 
@@ -97,6 +138,7 @@ def run(main: Callable[[Job], None]) -> None:
     setup_logging(smk.log[0] if len(smk.log) else None)
     try:
         job = Job(smk)
+        job.carry_finished_attempt()
         main(job)
         job.finish()
     except KNOWN_ERRORS as err:

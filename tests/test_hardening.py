@@ -421,13 +421,3 @@ def test_the_local_backend_refuses_a_cluster_executor():
     local_server.check_executor(cfg, non_local_exec=False)
     with pytest.raises(local_server.LocalModelError, match="cluster executor"):
         local_server.check_executor(cfg, non_local_exec=True)
-
-
-def test_kubernetes_pods_receive_the_paper_configs_api_key():
-    import yaml
-
-    from tests.conftest import ROOT
-
-    k8s = yaml.safe_load((ROOT / "profiles/kubernetes/profile.yaml").read_text())
-    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
-    assert paper["llm"]["api_key_env"] in k8s.get("envvars", [])

@@ -29,7 +29,8 @@ from tests.conftest import ROOT, Endpoint, Workflow, tiny_config
 pytestmark = pytest.mark.workflow
 TARGET = "results/table2.csv"
 LLM_RULES = {"persona", "bank", "tasks", "stage0", "rollout", "preference", "probe",
-             "slotfill", "judge", "attribution", "slotfill_sweep", "judge_sweep"}  # fmt: skip
+             "slotfill", "judge", "attribution", "slotfill_sweep", "judge_sweep",
+             "judge_calibration"}  # fmt: skip
 
 
 @dataclass
@@ -104,7 +105,7 @@ CASES = [
     (
         "llm.roles.judge.temperature",
         set_key("llm.roles.judge.temperature", 0.3),
-        lambda d: readers(d, rules("judge", "judge_sweep")),
+        lambda d: readers(d, rules("judge", "judge_sweep", "judge_calibration")),
     ),
     (
         "llm.roles.simulator.model",

@@ -328,14 +328,18 @@ def test_workflow_rerun_of_users_replays_the_cache(endpoint, workflow_factory):
     tasks = Tasks.model_validate_json(first["tasks.json"])
     assert len(tasks.tasks) == 5 and tasks.leak is not None
     ledgers = sorted((wf.root / "results" / "usage").rglob("*.csv"))
-    assert ledgers and all(ledger_cached(p) for p in ledgers)
+    before = {p: ledger_cached(p) for p in ledgers}
+    assert ledgers and all(before.values())
     for f in first:
         (users_dir / f).unlink()
     wf.run(target)
     assert {f: (users_dir / f).read_text() for f in first} == first
-    # each ledger is its job's declared log, rewritten by the rerun: all of it cache hits
+    # The rerun's rows are all cache hits: zero calls. A job rerun on unchanged inputs carries
+    # its finished attempt's rows first (memprobe/glue.py); those are the first run's own.
     for p in ledgers:
-        assert set(ledger_cached(p)) == {"true"}
+        after = ledger_cached(p)
+        carried = after[: len(before[p])] == before[p] and len(after) > len(before[p])
+        assert set(after[len(before[p]) :] if carried else after) == {"true"}
 
 
 def test_a_bad_pool_stops_the_dag_in_one_line(endpoint, workflow_factory):
