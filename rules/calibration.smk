@@ -42,4 +42,3 @@ rule judge_calibration:
         job=script_job(),
     shell:
         run_script("judge_calibration")
-
