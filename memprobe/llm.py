@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-from memprobe import local_server
+from memprobe import callstats, local_server
 from memprobe.cache import ResponseCache, request_key
 from memprobe.config import Config, role_settings
 from memprobe.fake_responder import completion_body, fake_content
@@ -242,9 +242,10 @@ class LLM:
     def client(self) -> openai.OpenAI:
         # openai and httpx2 are imported on first use (~1 s of start-up): a job whose calls
         # are all cached or skipped, and the table jobs, never pay for them.
-        import openai
-
         if self._client is None:
+            cpu = time.thread_time()
+            import openai
+
             # The key is read here, at use, and held only by the openai client object. A
             # role without api_key_env sends none: a key goes only where it was configured.
             key = os.environ.get(self._api_key_env) if self._api_key_env else None
@@ -260,6 +261,8 @@ class LLM:
                 timeout=self._timeout_s,
                 http_client=_http_client(self.base_url, self._timeout_s, self.backend == "fake"),
             )
+            if callstats.enabled():  # start-up work, not the cost of the call that built it
+                callstats.add_call("client", time.thread_time() - cpu)
         return self._client
 
     def _request(
@@ -408,14 +411,34 @@ class LLM:
         reask: int,
         paid: Paid | None = None,
     ) -> str:
+        if not callstats.enabled():
+            return self._call_once(messages, schema, sample, where, reask, paid)[0]
+        cpu = time.thread_time()
+        kind = "failed"
+        try:
+            text, kind = self._call_once(messages, schema, sample, where, reask, paid)
+            return text
+        finally:
+            callstats.add_call(kind, time.thread_time() - cpu)
+
+    def _call_once(
+        self,
+        messages: list[dict[str, str]],
+        schema: type[BaseModel] | None,
+        sample: int,
+        where: str,
+        reask: int,
+        paid: Paid | None,
+    ) -> tuple[str, str]:
+        """The reply's content and how it came: ``paid`` or ``replayed``."""
         req = self._request(messages, schema, sample)
         key = request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
         replayed = self._replay(key, reask)
         if replayed is not None:
-            return replayed
+            return replayed, "replayed"
         self.client  # noqa: B018  built (openai imported) before the clock starts
         if self.cache is None:
-            return self._pay(req, key, where, reask, schema, paid)
+            return self._pay(req, key, where, reask, schema, paid), "paid"
         # A parallel job sending the same request holds its lock until the reply is cached:
         # wait for it and replay, don't pay twice.
         asked = time.monotonic()
@@ -424,8 +447,8 @@ class LLM:
             # call, which the benchmark's critical path counts like a paid call's.
             replayed = self._replay(key, reask, waited=time.monotonic() - asked)
             if replayed is not None:
-                return replayed
-            return self._pay(req, key, where, reask, schema, paid)
+                return replayed, "replayed"
+            return self._pay(req, key, where, reask, schema, paid), "paid"
 
     def _pay(
         self,
@@ -582,6 +605,7 @@ def client_for(
     job: str = "",
 ) -> LLM:
     """Build the client of one role from the validated config."""
+    callstats.client_built()
     s = role_settings(cfg, role)
     backend = cfg.llm.backend
     cache_endpoint = None
