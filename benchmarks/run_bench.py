@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -129,20 +130,87 @@ def children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def _descendants(root: int) -> dict[int, tuple[str, float]]:
+    """Live descendants of ``root``: pid -> (command line, CPU seconds so far)."""
+    parent: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        kids = [c for c, p in parent.items() if p == pid and c not in tree]
+        tree.update(kids)
+        todo += kids
+    out = {}
+    for pid in tree:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        out[pid] = (cmd, proc_cpu(pid))
+    return out
+
+
+class Helpers(threading.Thread):
+    """Samples, every second, the CPU of Snakemake's own process and of the run's embedding
+    server: the server is stopped before anyone could read its rusage."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root = root
+        self.cpu: dict[int, float] = {}
+        self.embed: set[int] = set()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(1.0):
+            self.cpu[self.root] = max(self.cpu.get(self.root, 0.0), proc_cpu(self.root) or 0.0)
+            for pid, (cmd, cpu) in _descendants(self.root).items():
+                if "memprobe.embed_service" in cmd and cpu == cpu:
+                    self.embed.add(pid)
+                    self.cpu[pid] = cpu
+
+    @property
+    def snakemake(self) -> float:
+        return self.cpu.get(self.root, 0.0)
+
+    @property
+    def embedding(self) -> float:
+        return sum(self.cpu[p] for p in self.embed)
+
+
 class CpuRun:
     """One timed ``snakemake`` pass with the CPU of its jobs, of Snakemake and of the endpoint."""
 
     def __init__(self, wd: Path, endpoint: subprocess.Popen, args: list[str], name: str) -> None:
         stats = wd / f"job-stats-{name}"
         ep0, ch0, t0 = proc_cpu(endpoint.pid), children_cpu(), time.monotonic()
-        snakemake(wd, *args, env={"MEMPROBE_JOB_STATS": str(stats)})
+        proc = subprocess.Popen(
+            [SNAKEMAKE, *args],
+            cwd=wd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "MEMPROBE_JOB_STATS": str(stats)},
+        )
+        helpers = Helpers(proc.pid)
+        helpers.start()
+        err = proc.communicate()[1]
+        helpers.done.set()
+        helpers.join()
+        if proc.returncode != 0:
+            raise SystemExit(f"run_bench: snakemake {' '.join(args)} failed:\n{err[-3000:]}")
         self.wall = time.monotonic() - t0
+        self.snakemake_cpu, self.embedding = helpers.snakemake, helpers.embedding
         self.children = children_cpu() - ch0  # snakemake + its shells + every job
         self.endpoint = proc_cpu(endpoint.pid) - ep0
         records = [json.loads(f.read_text()) for f in sorted(stats.glob("*.json"))]
         # Snakemake's own process imports the library too: its CPU is not a job's.
         self.jobs = [r for r in records if r["rule"] != "snakemake"]
-        self.scheduler = sum(r["cpu_s"] for r in records if r["rule"] == "snakemake")
         self.name = name
 
 
@@ -185,8 +253,10 @@ def cpu_table(run: CpuRun) -> list[str]:
     rows += [
         "",
         f"Whole pass: wall {run.wall:.1f} s; CPU {jobs_cpu:.1f} s in jobs, "
-        f"{run.scheduler:.1f} s in Snakemake's main process, "
-        f"{run.children - jobs_cpu - run.scheduler:.1f} s in the job shells and helpers, "
+        f"{run.snakemake_cpu:.1f} s in Snakemake's main process, "
+        f"{run.embedding:.1f} s in the embedding server, "
+        f"{run.children - jobs_cpu - run.snakemake_cpu - run.embedding:.1f} s elsewhere "
+        "(job shells, helpers), "
         f"{run.endpoint:.1f} s in the fake endpoint (same machine); "
         f"{(run.children + run.endpoint) / run.wall:.2f} cores busy on average "
         f"of {os.cpu_count()}.",
@@ -274,7 +344,7 @@ def job_spans(wd: Path) -> dict[str, tuple[int, int]]:
             now = time.strptime(re.sub(" +", " ", m.group(1)), "%a %b %d %H:%M:%S %Y")
         elif re.match(r"(local)?rule \w+:", line):
             pending = {"start": now}
-        elif pending is not None and (m := re.match(r"\s+log: (\S+)", line)):
+        elif pending is not None and (m := re.match(r"\s+log: ([^\s,]+)", line)):
             pending["log"] = m.group(1)
         elif pending is not None and (m := re.match(r"\s+jobid: (\d+)", line)):
             if "log" in pending:
@@ -297,7 +367,7 @@ def job_spans(wd: Path) -> dict[str, tuple[int, int]]:
 def chain_rows(chain: list[tuple[str, float]], spans: dict[str, tuple[int, int]]) -> list[str]:
     rows, prev_end = [], None
     for job, weight in chain:
-        rule, logf = job.split("|")[0], job.split("|")[1]
+        rule, logf = job.split("|")[0], job.split("|")[1].split(",")[0]
         start, end = spans.get(logf, ("?", "?"))
         queued = start - prev_end if isinstance(start, int) and prev_end is not None else "-"
         rows.append(f"| {logf} ({rule}) | {weight:.1f} | {start}, {end} | {queued} |")
