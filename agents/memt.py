@@ -42,10 +42,10 @@ from typing import Any
 import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
 
-from memprobe import embeddings
-from memprobe.llm import LLM
-from memprobe.prompts import render
-from memprobe.records import write_atomic
+from memprobe.llm.client import LLM, memt_client
+from memprobe.protocol.prompts import render
+from memprobe.protocol.records import write_atomic
+from memprobe.serving import embeddings
 
 COLLECTIONS = ("turns", "facts", "experiences", "personas", "summary")
 FORMATION_TOOLS = ("create_fact", "create_experience", "update_persona", "update_summary")
@@ -163,35 +163,6 @@ class VectorStore:
                 self.vectors[col] = {i: matrix[n] for n, i in enumerate(ids)}
 
 
-def memt_client(config, writer: LLM | None) -> LLM:
-    """The Mem-T policy client: the memt endpoint, the writer's cache and usage ledger."""
-    from memprobe import vllm_server
-    from memprobe.cache import ResponseCache
-    from memprobe.ledger import Ledger
-
-    m = config.memt
-    fake = config.llm.backend == "fake"
-    base_url = "http://fake.invalid/v1" if fake else vllm_server.ensure(m)
-    llm = LLM(
-        "writer",
-        backend="fake" if fake else "openai",
-        base_url=base_url,
-        model=m.model,
-        api_key_env=vllm_server.key_env(m),
-        temperature=m.temperature,
-        max_tokens=m.max_tokens,
-        seed=config.seed,
-        cache=writer.cache if writer else ResponseCache(config.llm.cache_dir),
-        ledger=writer.ledger if writer else Ledger(None),
-        timeout_s=config.llm.timeout_s,
-        max_attempts=config.llm.max_attempts,
-        backoff_s=config.llm.backoff_s,
-    )
-    if not fake:  # keyed on the weights: a new port replays, a new checkpoint does not
-        llm.cache_endpoint = vllm_server.cache_identity(m, base_url)
-    return llm
-
-
 class MemT(MemorySystem):
     name = "memt"
     searchable = True
@@ -207,7 +178,7 @@ class MemT(MemorySystem):
     def policy(self) -> LLM:
         # Built on first use: a probe job that only loads the store needs no server yet.
         if self._policy is None:
-            self._policy = memt_client(self.config, self.writer)
+            self._policy = memt_client(self.config, self.writer)  # memprobe/llm/client.py
         return self._policy
 
     # -- lifecycle ------------------------------------------------------------------------

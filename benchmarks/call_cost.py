@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from memprobe.config import load_config  # noqa: E402
-from memprobe.llm import client_for  # noqa: E402
-from memprobe.simulation import SimulatorReply  # noqa: E402
+from memprobe.llm.client import client_for  # noqa: E402
+from memprobe.protocol.simulation import SimulatorReply  # noqa: E402
 
 MEMPROBE = str(Path(sys.executable).parent / "memprobe")
 
@@ -61,7 +61,7 @@ def main() -> None:
                     "model": "bench-model",
                     "api_key_env": "",
                     "cache_dir": str(tmp / "cache"),
-                }
+                },
             }
         )
         t = time.process_time()

@@ -1,0 +1,542 @@
+"""The one LLM client every stage uses.
+
+- Roles map to endpoints (config ``llm`` + ``llm.roles`` overrides); each endpoint is served by
+  one provider per job (``memprobe.llm.providers``: OpenAI-compatible, local, fake, served Mem-T).
+- Structured output: a pydantic model per JSON role, sent as ``response_format`` json_schema
+  (schema name = role), validated on return, re-asked a bounded number of times.
+- Transport retries with exponential backoff on 429/5xx/timeouts, honouring Retry-After.
+  A delivered reply that is empty, not JSON, or breaks the schema is re-sampled with the
+  identical request (``llm.resample_invalid`` times, never cached) before a re-ask with feedback:
+  transient garbage from an endpoint then converges to the reply a clean run would have got,
+  while a model that keeps answering wrongly still gets told what was wrong.
+- A content-addressed response cache (``memprobe.llm.cache``) and a usage ledger
+  (``memprobe.llm.ledger``). API keys are read from the environment at call time and never enter a
+  cache key, a ledger row, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from memprobe.config import Config, role_settings
+from memprobe.llm import callstats
+from memprobe.llm.cache import ResponseCache, request_key
+from memprobe.llm.ledger import Ledger
+from memprobe.llm.providers import (
+    Endpoint,
+    InvalidReply,
+    LLMError,
+    OpenAICompatible,
+    Provider,
+    ProviderError,
+    Reply,
+    endpoint_for,
+    is_loopback,
+    memt_endpoint,
+    provider,
+    redact,
+)
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = ["LLM", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+R = TypeVar("R")
+log = logging.getLogger("memprobe")
+
+Paid = list[str]  # the cache keys a structured chain paid for: dropped if the chain fails
+
+
+def _strip_fence(text: str) -> str:
+    # String operations, not a regex: `\s*(.*?)\s*` backtracks quadratically on long
+    # whitespace replies.
+    text = text.strip()
+    if len(text) >= 6 and text.startswith("```") and text.endswith("```"):
+        inner = text[3:-3]
+        return (inner[4:] if inner.startswith("json") else inner).strip()
+    return text
+
+
+def _short(err: BaseException) -> str:
+    return f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+
+
+# Transient by HTTP semantics; every other 4xx fails the same way on a resend.
+RETRY_STATUS = frozenset({408, 409, 429})
+MAX_TOKENS_RAISES = 2  # a structured reply cut at max_tokens is asked again at 2x, then 4x
+
+
+def _retryable(status: int) -> bool:
+    return status in RETRY_STATUS or status >= 500
+
+
+class LLM:
+    """A client bound to one role, one endpoint (through its provider), one cache and one
+    ledger."""
+
+    def __init__(
+        self,
+        role: str,
+        *,
+        backend: str,
+        base_url: str,
+        model: str,
+        api_key_env: str | None,
+        temperature: float,
+        max_tokens: int | None,
+        seed: int,
+        cache: ResponseCache | None,
+        ledger: Ledger,
+        timeout_s: float = 120.0,
+        max_attempts: int = 5,
+        max_reasks: int = 2,
+        backoff_s: float = 1.0,
+        concurrency: int = 4,
+        resample_invalid: int = 2,
+        cache_identity: str | None = None,
+    ) -> None:
+        self.role = role
+        self.backend = backend
+        self.base_url = base_url
+        self.model = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.seed = seed
+        self.cache = cache
+        self.ledger = ledger
+        self.max_attempts = max_attempts
+        self.max_reasks = max_reasks
+        self.backoff_s = backoff_s
+        self.concurrency = concurrency
+        self.resample_invalid = resample_invalid
+        self._api_key_env = api_key_env
+        self.endpoint = Endpoint(
+            backend, base_url, cache_identity or base_url, api_key_env, timeout_s
+        )
+        self.cache_endpoint = self.endpoint.identity  # the endpoint's identity in cache keys
+        self.provider: Provider = provider(self.endpoint)  # shared by the job's roles on it
+        self._schemas: dict[type[BaseModel], dict[str, Any]] = {}
+
+    # -- transport ------------------------------------------------------------------------
+    @property
+    def client(self) -> openai.OpenAI:
+        """The provider's openai client, built (openai imported) on first use."""
+        assert isinstance(self.provider, OpenAICompatible)
+        if self.provider._client is not None:
+            return self.provider._client
+        cpu = time.thread_time()
+        try:
+            client = self.provider.client
+        except ProviderError as err:
+            raise LLMError(f"role {self.role}: {err}") from None
+        if callstats.enabled():  # start-up work, not the cost of the call that built it
+            callstats.add_call("client", time.thread_time() - cpu)
+        return client
+
+    @property
+    def _client(self) -> openai.OpenAI | None:
+        return getattr(self.provider, "_client", None)
+
+    @_client.setter
+    def _client(self, client: openai.OpenAI) -> None:
+        """A client given by hand (tests: a mock transport) serves this role alone."""
+        self.provider = OpenAICompatible(self.endpoint, client)
+
+    def _request(
+        self, messages: list[dict[str, str]], schema: type[BaseModel] | None, sample: int
+    ) -> dict[str, Any]:
+        req: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "seed": self.seed + sample,
+        }
+        if self.max_tokens:
+            req[self._limit_field()] = self.max_tokens
+        if schema is not None:
+            req["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": self.role,
+                    "schema": self._schema(schema),
+                    "strict": False,
+                },
+            }
+        return req
+
+    def _schema(self, schema: type[BaseModel]) -> dict[str, Any]:
+        # Built once per schema and client: pydantic rebuilds the JSON schema on every call.
+        if schema not in self._schemas:
+            self._schemas[schema] = schema.model_json_schema()
+        return self._schemas[schema]
+
+    def _send(
+        self,
+        req: dict[str, Any],
+        where: str,
+        key: str = "",
+        reask: int = 0,
+        validate: Callable[[str], Any] | None = None,
+    ) -> Reply:
+        """One finished reply for ``req``: transport faults are retried (``max_attempts``),
+        invalid replies re-sampled (``resample_invalid``), both with the identical request.
+        A structured reply cut at max_tokens is returned unvalidated: ``_pay`` raises the limit.
+        """
+        import httpx2
+        import openai
+
+        last: BaseException | None = None
+        attempt = invalid = 0
+        while True:
+            attempt += 1
+            try:
+                reply = self._ask(req, key, reask)
+            except openai.APIStatusError as err:
+                if not _retryable(err.status_code):  # a resend would fail the same way
+                    raise LLMError(
+                        f"role {self.role}{where}: endpoint rejected the request: {self._safe(err)}"
+                    ) from None
+                last = err
+            except (openai.APIError, httpx2.HTTPError, InvalidReply, ValueError) as err:
+                last = err
+            else:
+                if validate is None or reply.finish_reason == "length":
+                    return reply
+                if invalid >= self.resample_invalid:
+                    return reply
+                try:
+                    validate(reply.content)
+                    return reply
+                except ValueError as err:
+                    # Paid for but unusable: recorded, never cached, asked again unchanged.
+                    invalid += 1
+                    attempt -= 1  # a delivered reply is not a transport failure
+                    self._record(key, reply, 0.0, cached=False, reask=reask, status="invalid")
+                    log.warning(
+                        "role %s%s: invalid reply (%s); re-sampling %d/%d",
+                        self.role, where, _problem(err), invalid, self.resample_invalid,
+                    )  # fmt: skip
+                    continue
+            if attempt >= self.max_attempts:
+                break
+            wait = self._delay(last, attempt)
+            log.warning(
+                "role %s%s: attempt %d/%d failed (%s); retrying in %.1fs",
+                self.role, where, attempt, self.max_attempts, self._safe(last), wait,
+            )  # fmt: skip
+            time.sleep(wait)
+        raise LLMError(
+            f"role {self.role}{where}: no reply from {redact(self.base_url)} after "
+            f"{self.max_attempts} attempt(s): {self._safe(last) if last else 'unknown error'}"
+        )
+
+    def _ask(self, req: dict[str, Any], key: str, reask: int) -> Reply:
+        """One request; a delivered reply without content is on the bill, then an error."""
+        reply = self.provider.complete(req)
+        if not reply.content:
+            # Paid for (a reasoning model can spend all of max_tokens thinking): billed, retried.
+            self._record(key, reply, 0.0, cached=False, reask=reask, status="empty")
+            raise InvalidReply(f"empty reply content (finish_reason {reply.finish_reason or '?'})")
+        return reply
+
+    def _safe(self, err: BaseException) -> str:
+        return redact(_short(err), os.environ.get(self._api_key_env or ""))
+
+    def _record(
+        self, key: str, reply: Reply, latency: float, *, cached: bool, reask: int, status="ok"
+    ) -> None:
+        self.ledger.record(
+            role=self.role,
+            model=self.model,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            latency_s=latency,
+            cached=cached,
+            reask=reask,
+            key=key,
+            status=status,
+            finish_reason=reply.finish_reason,
+        )
+
+    def _delay(self, err: BaseException | None, attempt: int) -> float:
+        import openai
+
+        if isinstance(err, openai.APIStatusError):
+            headers = err.response.headers
+            for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+                if not headers.get(name):
+                    continue
+                try:
+                    wait = float(headers[name]) / scale
+                except ValueError:
+                    break  # an HTTP-date Retry-After: fall back to our own backoff
+                if math.isfinite(wait) and wait >= 0:  # "-1" or "nan": our own backoff
+                    return min(wait, 60.0)
+                break
+        return min(self.backoff_s * 2 ** (attempt - 1), 30.0)
+
+    def _call(
+        self,
+        messages: list[dict[str, str]],
+        schema: type[BaseModel] | None,
+        sample: int,
+        where: str,
+        reask: int,
+        paid: Paid | None = None,
+    ) -> str:
+        if not callstats.enabled():
+            return self._call_once(messages, schema, sample, where, reask, paid)[0]
+        cpu = time.thread_time()
+        kind = "failed"
+        try:
+            text, kind = self._call_once(messages, schema, sample, where, reask, paid)
+            return text
+        finally:
+            callstats.add_call(kind, time.thread_time() - cpu)
+
+    def _call_once(
+        self,
+        messages: list[dict[str, str]],
+        schema: type[BaseModel] | None,
+        sample: int,
+        where: str,
+        reask: int,
+        paid: Paid | None,
+    ) -> tuple[str, str]:
+        """The reply's content and how it came: ``paid`` or ``replayed``."""
+        req = self._request(messages, schema, sample)
+        key = request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
+        replayed = self._replay(key, reask)
+        if replayed is not None:
+            return replayed, "replayed"
+        self.client  # noqa: B018  built (openai imported) before the clock starts
+        if self.cache is None:
+            return self._pay(req, key, where, reask, schema, paid), "paid"
+        # A parallel job sending the same request holds its lock until the reply is cached:
+        # wait for it and replay, don't pay twice.
+        asked = time.monotonic()
+        with self.cache.inflight(key):
+            # A replay after a wait records the wait as its latency: this job's time on the
+            # call, which the benchmark's critical path counts like a paid call's.
+            replayed = self._replay(key, reask, waited=time.monotonic() - asked)
+            if replayed is not None:
+                return replayed, "replayed"
+            return self._pay(req, key, where, reask, schema, paid), "paid"
+
+    def _pay(
+        self,
+        req: dict[str, Any],
+        key: str,
+        where: str,
+        reask: int,
+        schema: type[BaseModel] | None,
+        paid: Paid | None,
+    ) -> str:
+        start = time.monotonic()
+        validate = _validator(schema) if schema is not None else None
+        reply = self._send(req, where, key, reask, validate)
+        raises = 0
+        while validate is not None and reply.finish_reason == "length":
+            # A structured reply cut at max_tokens is broken JSON: ask again with a higher
+            # limit; the reply is cached under the original request's key.
+            spent = time.monotonic() - start
+            self._record(key, reply, spent, cached=False, reask=reask, status="cut")
+            field = self._limit_field()
+            limit = req.get(field)
+            if not limit or raises == MAX_TOKENS_RAISES:
+                raise LLMError(
+                    f"role {self.role}{where}: the structured reply was cut at max_tokens="
+                    f"{limit or '(unset: the server default)'} (finish_reason length); raise "
+                    f"llm.max_tokens or llm.roles.{self.role}.max_tokens"
+                )
+            raises += 1
+            req = {**req, field: limit * 2}
+            reply = self._send(req, where, key, reask, validate)
+        latency = time.monotonic() - start
+        # Cache first, ledger second: a kill between the two loses a ledger row, never pays
+        # twice for a reply that a rerun can replay. A failed write is still on the bill.
+        try:
+            if self.cache is not None:
+                self.cache.put(key, reply._asdict())
+                if paid is not None:
+                    paid.append(key)
+        except (OSError, UnicodeError) as err:
+            raise LLMError(
+                f"role {self.role}{where}: a paid reply could not be written to the response "
+                f"cache {self.cache.root} ({type(err).__name__}: {err}); it is on the ledger"
+            ) from None
+        finally:
+            self._record(key, reply, latency, cached=False, reask=reask)
+        return reply.content
+
+    def _limit_field(self) -> str:
+        reasoning = re.match(r"^(gpt-5|o[134])", self.model)
+        return "max_completion_tokens" if reasoning else "max_tokens"
+
+    def _replay(self, key: str, reask: int, waited: float = 0.0) -> str | None:
+        hit = self.cache.get(key) if self.cache else None
+        if hit is None:
+            return None
+        reply = Reply(
+            hit["content"],
+            hit.get("prompt_tokens", 0),
+            hit.get("completion_tokens", 0),
+            hit.get("finish_reason", ""),
+        )
+        latency = round(waited, 3) if waited >= 0.001 else 0.0
+        self._record(key, reply, latency, cached=True, reask=reask)
+        return reply.content
+
+    # -- public API -----------------------------------------------------------------------
+    def text(self, messages: list[dict[str, str]], *, sample: int = 0, where: str = "") -> str:
+        return self._call(messages, None, sample, _where(where), 0).strip()
+
+    def json(
+        self,
+        messages: list[dict[str, str]],
+        schema: type[M],
+        *,
+        check: Callable[[M], None] | None = None,
+        sample: int = 0,
+        where: str = "",
+    ) -> M:
+        """Ask for a reply validating against ``schema`` (and ``check``), re-asking on failure.
+
+        The replies of a chain that succeeded stay cached, so a rerun replays the same chain;
+        those of a chain that failed are dropped, so a rerun asks again instead of failing
+        the same way for ever.
+        """
+        convo = list(messages)
+        loc = _where(where)
+        raw = ""
+        paid: Paid = []
+        for reask in range(self.max_reasks + 1):
+            raw = self._call(convo, schema, sample, loc, reask, paid)
+            try:
+                value = schema.model_validate(json.loads(_strip_fence(raw)))
+                if check is not None:
+                    check(value)
+            except (json.JSONDecodeError, ValidationError, ValueError) as err:
+                problem = _problem(err)
+                convo = [
+                    *convo,
+                    {"role": "assistant", "content": raw},
+                    {
+                        "role": "user",
+                        "content": f"That reply is not acceptable: {problem}. "
+                        "Answer again with only the corrected JSON object.",
+                    },
+                ]
+                continue
+            return value
+        if self.cache is not None:
+            for key in paid:
+                self.cache.discard(key)
+        raise LLMError(
+            redact(
+                f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries; "
+                f"last problem: {problem}; raw reply: {raw[:300]!r}",
+                os.environ.get(self._api_key_env or ""),
+            )
+        )
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """Run independent calls concurrently (bounded by ``llm.concurrency``), keep order."""
+        items = list(items)
+        if self.concurrency <= 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+
+def _validator(schema: type[BaseModel]) -> Callable[[str], Any]:
+    def validate(content: str) -> Any:
+        return schema.model_validate(json.loads(_strip_fence(content)))
+
+    return validate
+
+
+def _where(where: str) -> str:
+    return f" ({where})" if where else ""
+
+
+def _problem(err: BaseException) -> str:
+    if isinstance(err, ValidationError):
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "reply"
+        return f"{loc}: {first['msg']}"
+    if isinstance(err, json.JSONDecodeError):
+        return f"not valid JSON ({err.msg})"
+    return str(err)
+
+
+def client_for(
+    role: str,
+    cfg: Config,
+    *,
+    ledger_path: str | os.PathLike[str] | None = None,
+    job: str = "",
+) -> LLM:
+    """Build the client of one role from the validated config."""
+    callstats.client_built()
+    s = role_settings(cfg, role)
+    try:
+        endpoint = endpoint_for(cfg, s)
+    except ProviderError as err:
+        raise LLMError(f"role {role}: {err}") from None
+    llm = LLM(
+        role,
+        backend=endpoint.backend,
+        base_url=endpoint.base_url,
+        model=s["model"],
+        api_key_env=endpoint.api_key_env,
+        temperature=s["temperature"],
+        max_tokens=s["max_tokens"],
+        seed=cfg.seed,
+        cache=ResponseCache(cfg.llm.cache_dir),
+        ledger=Ledger.shared(ledger_path, job=job),
+        timeout_s=cfg.llm.timeout_s,
+        max_attempts=cfg.llm.max_attempts,
+        max_reasks=cfg.llm.max_reasks,
+        backoff_s=cfg.llm.backoff_s,
+        concurrency=cfg.llm.concurrency,
+        resample_invalid=cfg.llm.resample_invalid,
+        cache_identity=endpoint.identity,
+    )
+    return llm
+
+
+def memt_client(cfg: Config, writer: LLM | None) -> LLM:
+    """The served Mem-T policy (``providers.memt_endpoint``), on the writer's cache and usage
+    ledger."""
+    m = cfg.memt
+    endpoint = memt_endpoint(cfg)
+    return LLM(
+        "writer",
+        backend=endpoint.backend,
+        base_url=endpoint.base_url,
+        model=m.model,
+        api_key_env=endpoint.api_key_env,
+        temperature=m.temperature,
+        max_tokens=m.max_tokens,
+        seed=cfg.seed,
+        cache=writer.cache if writer else ResponseCache(cfg.llm.cache_dir),
+        ledger=writer.ledger if writer else Ledger(None),
+        timeout_s=cfg.llm.timeout_s,
+        max_attempts=cfg.llm.max_attempts,
+        backoff_s=cfg.llm.backoff_s,
+        cache_identity=endpoint.identity,
+    )

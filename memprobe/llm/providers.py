@@ -1,0 +1,299 @@
+"""LLM backends behind one interface: a provider turns one chat-completions request into a reply.
+
+Every backend speaks the OpenAI chat-completions API through the ``openai`` package. They
+differ in where the endpoint is and in what the response cache keys its replies on:
+
+| backend | endpoint | cache identity |
+|---|---|---|
+| ``openai`` | ``llm.base_url`` (or the role's override) | the URL |
+| ``local`` | the run's llama.cpp server (memprobe/serving/local_server.py) | the GGUF's sha256 |
+| ``fake`` | in-process, answered by memprobe/testing/fake_responder.py | the fake URL |
+| ``memt`` | the served Mem-T policy (memprobe/serving/vllm_server.py) | the checkpoint's digest |
+
+``Endpoint`` says where; ``provider(endpoint)`` gives the job's one ``OpenAICompatible`` for it:
+every role on the same endpoint shares one openai client and its connection pool, so a job
+imports openai and builds a client (with its TLS context) once, not once per role, and reuses
+its connections across calls. Retries, validation, the cache and the ledger are the caller's
+(memprobe/llm/client.py): a provider only sends.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from urllib.parse import urlsplit
+
+from memprobe.config import Config
+from memprobe.serving import local_server
+from memprobe.testing.fake_responder import completion_body, fake_content
+
+if TYPE_CHECKING:
+    import httpx2
+    import openai
+
+    from memprobe.config import MemT
+
+FAKE_URL = "http://fake.invalid/v1"
+LOCAL_SERVER_FILE = "local_server.json"  # written by the local backend's launcher
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class LLMError(RuntimeError):
+    """A call that could not produce a valid reply within its budget."""
+
+
+class ProviderError(LLMError):
+    """An endpoint that cannot be used as configured (no server, a key over plain http)."""
+
+
+class InvalidReply(ValueError):
+    """A delivered reply that is not a usable completion (or does not validate)."""
+
+
+class Reply(NamedTuple):
+    content: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a role's requests go, and what the cache keys their replies on."""
+
+    backend: str  # openai | local | fake | memt
+    base_url: str
+    identity: str  # the endpoint in cache keys: its URL, or the served weights
+    api_key_env: str | None = None
+    timeout_s: float = 120.0
+
+
+class Provider(Protocol):
+    endpoint: Endpoint
+
+    def complete(self, req: dict[str, Any]) -> Reply:
+        """Send one chat-completions request; transport errors are the openai package's."""
+        ...
+
+
+_BEARER = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"'=:\s]+)[^\s\"',}]+")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """Blank out secrets, bearer tokens and URL credentials (``user:pass@``) in a text."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    text = _URL_USERINFO.sub(lambda m: m.group(1) + "***@", text)
+    return _BEARER.sub(lambda m: m.group(1) + "***", text)
+
+
+def is_loopback(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def _clean(content: str) -> str:
+    """A lone surrogate (an emoji cut at max_tokens) cannot be encoded: replace it."""
+    return _SURROGATE.sub("\ufffd", content)
+
+
+class OpenAICompatible:
+    """An endpoint speaking OpenAI chat completions, through one openai client."""
+
+    def __init__(self, endpoint: Endpoint, client: openai.OpenAI | None = None) -> None:
+        self.endpoint = endpoint
+        self._client = client
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> openai.OpenAI:
+        # openai and httpx2 are imported on first use (~1 s of start-up): a job whose calls
+        # are all cached or skipped, and the table jobs, never pay for them.
+        if self._client is None:
+            with self._lock:  # a job's threads share it: build it once
+                if self._client is None:
+                    self._client = self._build()
+        return self._client
+
+    def _build(self) -> openai.OpenAI:
+        import openai
+
+        ep = self.endpoint
+        # The key is read here, at use, and held only by the openai client object. An
+        # endpoint without api_key_env sends none: a key goes only where it was configured.
+        key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
+        if key and urlsplit(ep.base_url).scheme != "https" and not is_loopback(ep.base_url):
+            raise ProviderError(
+                f"refusing to send {ep.api_key_env} over plain http to "
+                f"{redact(ep.base_url)} (use https, or api_key_env: '' for no key)"
+            )
+        return openai.OpenAI(
+            base_url=ep.base_url,
+            api_key=key or "no-key",
+            max_retries=0,  # retries are the caller's: they honour Retry-After and are logged
+            timeout=ep.timeout_s,
+            http_client=_http_client(ep.base_url, ep.timeout_s, ep.backend == "fake"),
+        )
+
+    def complete(self, req: dict[str, Any]) -> Reply:
+        import httpx2
+
+        # The client's generic POST, not chat.completions.create: the request is already the
+        # JSON body, and create() would walk it (the json_schema too) against openai's typed
+        # params and build pydantic objects from the reply, about half of a structured call's
+        # CPU. Same URL, headers, auth, status errors and timeouts; the same body on the wire.
+        resp = self.client.post(
+            "/chat/completions", cast_to=httpx2.Response, body=req, options=_BEARER_AUTH
+        )
+        body = resp.json()  # a 200 whose body is not JSON: ValueError, retried by the caller
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not isinstance(choices, list):  # a 200 whose body was not a completion
+            raise InvalidReply("the endpoint's reply is not a chat completion")
+        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        content = message.get("content")
+        return Reply(
+            _clean(content if isinstance(content, str) else ""),
+            _count(usage.get("prompt_tokens")),
+            _count(usage.get("completion_tokens")),
+            str(choice.get("finish_reason") or ""),
+        )
+
+
+_BEARER_AUTH: Any = {"security": {"bearer_auth": True}}  # what create() asks of the client
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+_PROVIDERS: dict[Endpoint, OpenAICompatible] = {}
+_PROVIDERS_LOCK = threading.Lock()
+
+
+def provider(endpoint: Endpoint) -> OpenAICompatible:
+    """This process's (this job's) provider of ``endpoint``, built on first use."""
+    with _PROVIDERS_LOCK:
+        if endpoint not in _PROVIDERS:
+            _PROVIDERS[endpoint] = OpenAICompatible(endpoint)
+        return _PROVIDERS[endpoint]
+
+
+# -- where each backend's endpoint is -----------------------------------------------------------
+def endpoint_for(cfg: Config, settings: dict[str, Any]) -> Endpoint:
+    """The endpoint of one role, from its effective settings (``config.role_settings``)."""
+    backend = cfg.llm.backend
+    if backend == "fake":
+        return Endpoint("fake", FAKE_URL, FAKE_URL, settings["api_key_env"], cfg.llm.timeout_s)
+    if backend == "local" and not settings["base_url"]:
+        base_url, identity = _local_endpoint(cfg)
+        # The run's own key, never an API key.
+        return Endpoint("local", base_url, identity, local_server.KEY_ENV, cfg.llm.timeout_s)
+    url = settings["base_url"]
+    return Endpoint(backend, url, url, settings["api_key_env"], cfg.llm.timeout_s)
+
+
+def memt_endpoint(cfg: Config) -> Endpoint:
+    """The served Mem-T policy: keyed on the weights, so a new port replays, a new checkpoint
+    does not."""
+    m: MemT = cfg.memt
+    if cfg.llm.backend == "fake":
+        return Endpoint("fake", FAKE_URL, FAKE_URL, None, cfg.llm.timeout_s)
+    from memprobe.serving import vllm_server
+
+    base_url = vllm_server.ensure(m)
+    identity = vllm_server.cache_identity(m, base_url)
+    return Endpoint("memt", base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s)
+
+
+def _local_endpoint(cfg: Config) -> tuple[str, str]:
+    """The run's llama.cpp server and a stable cache identity.
+
+    The server's port changes every run, so cache keys use the served model's sha256 instead;
+    a server given by URL alone has no identity to key a cache on, so it is refused.
+    """
+    state = Path(cfg.llm.cache_dir).parent / LOCAL_SERVER_FILE
+    env = os.environ.get(local_server.BASE_URL_ENV)
+    if env:
+        model_id = os.environ.get(local_server.MODEL_ID_ENV)
+        if not model_id:
+            raise ProviderError(
+                f"{local_server.BASE_URL_ENV} is set without {local_server.MODEL_ID_ENV}: "
+                "set it to the sha256 of the served GGUF (the cache is keyed on the weights)"
+            )
+        return env, f"local-gguf:{model_id}"
+    try:
+        data = json.loads(state.read_text())
+        return data["base_url"], f"local-gguf:{data['model_sha256']}"
+    except (FileNotFoundError, KeyError, json.JSONDecodeError):
+        raise ProviderError(
+            "llm.backend 'local': no local model server is running "
+            "(start the run with `snakemake`, which launches it, or `memprobe local-server`)"
+        ) from None
+
+
+# -- the transport ----------------------------------------------------------------------------
+def _fake_transport() -> httpx2.MockTransport:
+    import httpx2
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content or b"{}")
+        return httpx2.Response(200, json=completion_body(body, fake_content(body)))
+
+    return httpx2.MockTransport(handler)
+
+
+@functools.cache
+def _deadline_stream() -> type:
+    """A response body stream that gives up once the call's total time is spent: httpx's
+    timeouts are per read, so a server dripping bytes would otherwise hold a call (and the
+    lock on its key) for ever. Built on first use: httpx2 (openai's HTTP library) is slow
+    to import."""
+    import httpx2
+
+    class Deadline(httpx2.SyncByteStream):
+        def __init__(self, stream: httpx2.SyncByteStream, deadline: float) -> None:
+            self._stream = stream
+            self._deadline = deadline
+
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in self._stream:
+                if time.monotonic() > self._deadline:
+                    raise httpx2.ReadTimeout("the reply took longer than llm.timeout_s")
+                yield chunk
+
+        def close(self) -> None:
+            self._stream.close()
+
+    return Deadline
+
+
+def _http_client(base_url: str, timeout_s: float, fake: bool) -> httpx2.Client:
+    """The transport of one client: a total deadline per call; proxies never for loopback."""
+    import openai
+
+    def start(request: httpx2.Request) -> None:
+        request.extensions["memprobe_deadline"] = time.monotonic() + timeout_s
+
+    def bound(response: httpx2.Response) -> None:
+        deadline = response.request.extensions.get("memprobe_deadline")
+        if deadline is not None:
+            response.stream = _deadline_stream()(response.stream, deadline)
+
+    kwargs: dict[str, Any] = {"transport": _fake_transport()} if fake else {}
+    return openai.DefaultHttpxClient(
+        trust_env=not is_loopback(base_url),  # HTTP(S)_PROXY must not see loopback traffic
+        event_hooks={"request": [start], "response": [bound]},
+        **kwargs,
+    )
