@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from memprobe.config import Config, role_settings
-from memprobe.llm import callstats
+from memprobe.llm import callstats, providers
 from memprobe.llm.cache import ResponseCache, request_key
 from memprobe.llm.ledger import Ledger
 from memprobe.llm.providers import (
@@ -48,6 +48,7 @@ from memprobe.llm.providers import (
 )
 
 if TYPE_CHECKING:
+    import httpx2
     import openai
 
 __all__ = ["LLM", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
@@ -132,8 +133,8 @@ class LLM:
 
     # -- transport ------------------------------------------------------------------------
     @property
-    def client(self) -> openai.OpenAI:
-        """The provider's openai client, built (openai imported) on first use."""
+    def client(self) -> openai.OpenAI | httpx2.Client:
+        """The provider's HTTP client, built on first use (once per job and endpoint)."""
         assert isinstance(self.provider, OpenAICompatible)
         if self.provider._client is not None:
             return self.provider._client
@@ -147,7 +148,7 @@ class LLM:
         return client
 
     @property
-    def _client(self) -> openai.OpenAI | None:
+    def _client(self) -> openai.OpenAI | httpx2.Client | None:
         return getattr(self.provider, "_client", None)
 
     @_client.setter
@@ -195,22 +196,20 @@ class LLM:
         invalid replies re-sampled (``resample_invalid``), both with the identical request.
         A structured reply cut at max_tokens is returned unvalidated: ``_pay`` raises the limit.
         """
-        import httpx2
-        import openai
-
+        status_errors, transport_errors = providers.status_errors(), providers.transport_errors()
         last: BaseException | None = None
         attempt = invalid = 0
         while True:
             attempt += 1
             try:
                 reply = self._ask(req, key, reask)
-            except openai.APIStatusError as err:
+            except status_errors as err:
                 if not _retryable(err.status_code):  # a resend would fail the same way
                     raise LLMError(
                         f"role {self.role}{where}: endpoint rejected the request: {self._safe(err)}"
                     ) from None
                 last = err
-            except (openai.APIError, httpx2.HTTPError, InvalidReply, ValueError) as err:
+            except (*transport_errors, InvalidReply, ValueError) as err:
                 last = err
             else:
                 if validate is None or reply.finish_reason == "length":
@@ -272,9 +271,7 @@ class LLM:
         )
 
     def _delay(self, err: BaseException | None, attempt: int) -> float:
-        import openai
-
-        if isinstance(err, openai.APIStatusError):
+        if isinstance(err, providers.status_errors()):
             headers = err.response.headers
             for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
                 if not headers.get(name):
@@ -322,7 +319,7 @@ class LLM:
         replayed = self._replay(key, reask)
         if replayed is not None:
             return replayed, "replayed"
-        self.client  # noqa: B018  built (openai imported) before the clock starts
+        self.client  # noqa: B018  built before the clock starts
         if self.cache is None:
             return self._pay(req, key, where, reask, schema, paid), "paid"
         # A parallel job sending the same request holds its lock until the reply is cached:
