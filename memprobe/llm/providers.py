@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from memprobe.config import Config
-from memprobe.serving import local_server
 from memprobe.testing.fake_responder import completion_body, fake_content
 
 if TYPE_CHECKING:
@@ -255,6 +254,8 @@ def endpoint_for(cfg: Config, settings: dict[str, Any]) -> Endpoint:
     if backend == "fake":
         return Endpoint("fake", FAKE_URL, FAKE_URL, settings["api_key_env"], cfg.llm.timeout_s)
     if backend == "local" and not settings["base_url"]:
+        from memprobe.serving import local_server  # only here: it imports the serving stack
+
         base_url, identity = _local_endpoint(cfg)
         # The run's own key, never an API key.
         return Endpoint("local", base_url, identity, local_server.KEY_ENV, cfg.llm.timeout_s)
@@ -281,6 +282,8 @@ def _local_endpoint(cfg: Config) -> tuple[str, str]:
     The server's port changes every run, so cache keys use the served model's sha256 instead;
     a server given by URL alone has no identity to key a cache on, so it is refused.
     """
+    from memprobe.serving import local_server
+
     state = Path(cfg.llm.cache_dir).parent / LOCAL_SERVER_FILE
     env = os.environ.get(local_server.BASE_URL_ENV)
     if env:
