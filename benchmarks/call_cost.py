@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.run_bench import start_endpoint  # noqa: E402
 from memprobe.config import load_config  # noqa: E402
 from memprobe.llm.client import client_for  # noqa: E402
 from memprobe.protocol.simulation import SimulatorReply  # noqa: E402
@@ -39,16 +38,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
 
-    ep = subprocess.Popen(
-        [MEMPROBE, "fake-endpoint", "--port", "0", "--latency", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    line = ep.stdout.readline() if ep.stdout else ""
-    m = re.search(r"(http://\S+/v1)", line)
-    if not m:
-        ep.kill()
-        raise SystemExit(f"call_cost: the fake endpoint did not start ({line!r})")
+    ep, base_url = start_endpoint(0.0)
     tmp = Path(tempfile.mkdtemp(prefix="memprobe-callcost-"))
     try:
         cfg = load_config(
@@ -57,7 +47,7 @@ def main() -> None:
                 "systems": ["nomem"],
                 "llm": {
                     "backend": "openai",
-                    "base_url": m.group(1),
+                    "base_url": base_url,
                     "model": "bench-model",
                     "api_key_env": "",
                     "cache_dir": str(tmp / "cache"),

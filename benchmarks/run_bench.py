@@ -390,12 +390,20 @@ def main() -> None:
     ap.add_argument("--no-rerun", action="store_true", help="skip the rerun-precision pass")
     ap.add_argument("--no-replay", action="store_true", help="skip the warm-cache CPU pass")
     ap.add_argument("--no-dag-build", action="store_true", help="skip the paper DAG-build timing")
+    ap.add_argument(
+        "--no-priority",
+        action="store_true",
+        help="drop the rules' priority: lines in the copy (the scheduling baseline)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temp workflow copy")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     args = ap.parse_args()
 
     wd = Path(tempfile.mkdtemp(prefix="memprobe-bench-"))
     copy_workflow(wd)
+    if args.no_priority:
+        for smk in (wd / "rules").glob("*.smk"):
+            smk.write_text(re.sub(r"(?m)^\s+priority: .*\n", "", smk.read_text()))
     endpoint, base_url = start_endpoint(args.latency)
     try:
         raw = bench_config(args, base_url)
@@ -476,6 +484,7 @@ def main() -> None:
         f"Scale: {cfg.n_users} users x {len(cfg.systems)} systems ({', '.join(cfg.systems)}), "
         f"{cfg.n_dims} dims/user, max_turns {cfg.max_turns}, both modes, k 5; fake endpoint "
         f"latency {args.latency:g} s per call, unlimited concurrency; `--cores {args.cores}`, "
+        f"{'no job priorities (baseline), ' if args.no_priority else ''}"
         f"`llm_slots={args.cores}`, `llm.concurrency: {args.concurrency}`.",
         "",
         "| wall time (s) | critical-path bound (s) | ratio | jobs |",

@@ -10,14 +10,18 @@ replayed from the cache) the count and the CPU its calling thread spent in them
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import resource
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec
 
+P = ParamSpec("P")
 ENV = "MEMPROBE_JOB_STATS"
 _DIR = os.environ.get(ENV)
 _lock = threading.Lock()
@@ -33,6 +37,24 @@ def client_built() -> None:
     """Mark the end of start-up: the first LLM client of the job."""
     if _DIR and not _startup:
         _startup.append(time.process_time())
+
+
+def counted(call: Callable[P, tuple[str, str]]) -> Callable[P, str]:
+    """Wrap an LLM call that returns (content, kind): count it and its thread's CPU by kind
+    (``paid``, ``replayed``; ``failed`` when it raises); return the content."""
+
+    @functools.wraps(call)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> str:
+        if not _DIR:
+            return call(*args, **kwargs)[0]
+        cpu, kind = time.thread_time(), "failed"
+        try:
+            content, kind = call(*args, **kwargs)
+            return content
+        finally:
+            add_call(kind, time.thread_time() - cpu)
+
+    return wrapper
 
 
 def add_call(kind: str, cpu_s: float) -> None:

@@ -285,6 +285,7 @@ class LLM:
                 break
         return min(self.backoff_s * 2 ** (attempt - 1), 30.0)
 
+    @callstats.counted
     def _call(
         self,
         messages: list[dict[str, str]],
@@ -293,25 +294,6 @@ class LLM:
         where: str,
         reask: int,
         paid: Paid | None = None,
-    ) -> str:
-        if not callstats.enabled():
-            return self._call_once(messages, schema, sample, where, reask, paid)[0]
-        cpu = time.thread_time()
-        kind = "failed"
-        try:
-            text, kind = self._call_once(messages, schema, sample, where, reask, paid)
-            return text
-        finally:
-            callstats.add_call(kind, time.thread_time() - cpu)
-
-    def _call_once(
-        self,
-        messages: list[dict[str, str]],
-        schema: type[BaseModel] | None,
-        sample: int,
-        where: str,
-        reask: int,
-        paid: Paid | None,
     ) -> tuple[str, str]:
         """The reply's content and how it came: ``paid`` or ``replayed``."""
         req = self._request(messages, schema, sample)
