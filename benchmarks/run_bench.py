@@ -171,7 +171,7 @@ class Helpers(threading.Thread):
         while not self.done.wait(1.0):
             self.cpu[self.root] = max(self.cpu.get(self.root, 0.0), proc_cpu(self.root) or 0.0)
             for pid, (cmd, cpu) in _descendants(self.root).items():
-                if "memprobe.embed_service" in cmd and cpu == cpu:
+                if "embed_service" in cmd and cpu == cpu:
                     self.embed.add(pid)
                     self.cpu[pid] = cpu
 
