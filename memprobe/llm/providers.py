@@ -1,7 +1,8 @@
 """LLM backends behind one interface: a provider turns one chat-completions request into a reply.
 
-Every backend speaks the OpenAI chat-completions API through the ``openai`` package. They
-differ in where the endpoint is and in what the response cache keys its replies on:
+Every backend speaks the OpenAI chat-completions API (the same request the ``openai`` package
+sends, over its HTTP library httpx2). They differ in where the endpoint is and in what the
+response cache keys its replies on:
 
 | backend | endpoint | cache identity |
 |---|---|---|
@@ -11,9 +12,9 @@ differ in where the endpoint is and in what the response cache keys its replies 
 | ``memt`` | the served Mem-T policy (memprobe/serving/vllm_server.py) | the checkpoint's digest |
 
 ``Endpoint`` says where; ``provider(endpoint)`` gives the job's one ``OpenAICompatible`` for it:
-every role on the same endpoint shares one openai client and its connection pool, so a job
-imports openai and builds a client (with its TLS context) once, not once per role, and reuses
-its connections across calls. Retries, validation, the cache and the ledger are the caller's
+every role on the same endpoint shares one HTTP client and its connection pool, so a job
+builds a client (with its TLS context) once, not once per role, and reuses its connections
+across calls. Retries, validation, the cache and the ledger are the caller's
 (memprobe/llm/client.py): a provider only sends.
 """
 
@@ -80,7 +81,8 @@ class Provider(Protocol):
     endpoint: Endpoint
 
     def complete(self, req: dict[str, Any]) -> Reply:
-        """Send one chat-completions request; transport errors are the openai package's."""
+        """Send one chat-completions request: ``status_errors()`` for an HTTP error status,
+        ``transport_errors()`` for no answer, ``InvalidReply``/``ValueError`` for a bad body."""
         ...
 
 
