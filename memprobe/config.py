@@ -8,6 +8,7 @@ names the offending key and what was expected.
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -15,8 +16,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializeAsAny,
     ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -287,30 +290,22 @@ class WriterSettings(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
 
 
-class AMemSettings(_Strict):
-    writer: WriterSettings = Field(default_factory=WriterSettings)
-
-
-class Mem0Settings(_Strict):
-    """mem0's extraction model, embedder and search (agents/mem0.py).
-
-    ``embedder: minilm`` is the offline default; ``openai`` is the release's
-    text-embedding-3-small through the writer's endpoint and key. ``hybrid_search`` adds mem0's
-    BM25 and entity boost; it is off by default because their models download at run time.
-    """
-
-    writer: WriterSettings = Field(default_factory=WriterSettings)
-    embedder: Literal["minilm", "openai"] = "minilm"
-    embedder_model: str = "text-embedding-3-small"
-    embedder_dims: int = Field(default=1536, ge=1, description="for embedder openai")
-    hybrid_search: bool = False
-
-
 class SystemSettings(_Strict):
-    """Per-system settings (``system_settings.<system>``); memt keeps its own ``memt`` block."""
+    """``system_settings``: one block per system that declares a settings model
+    (agents/registry.py), validated by that model; memt keeps its own ``memt`` block."""
 
-    amem: AMemSettings = Field(default_factory=AMemSettings)
-    mem0: Mem0Settings = Field(default_factory=Mem0Settings)
+
+@cache
+def system_settings_model() -> type[SystemSettings]:
+    """The ``system_settings`` model of the systems registered in this environment."""
+    from memprobe.agents.registry import specs
+
+    fields: dict[str, Any] = {
+        name: (s.settings, Field(default_factory=s.settings))
+        for name, s in specs().items()
+        if s.settings is not None
+    }
+    return create_model("SystemSettings", __base__=SystemSettings, **fields)
 
 
 _SYSTEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -379,7 +374,9 @@ class Config(_Strict):
     slotfill: SlotFill = Field(default_factory=SlotFill)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     memt: MemT = Field(default_factory=MemT)
-    system_settings: SystemSettings = Field(default_factory=SystemSettings)
+    system_settings: SerializeAsAny[SystemSettings] = Field(
+        default_factory=dict, validate_default=True
+    )
     # A config that names a protocol must hold every key of it (config/paper.yaml).
     protocol: Literal["paper"] | None = None
     llm: LLMSettings
@@ -412,6 +409,12 @@ class Config(_Strict):
         if len(set(v)) != len(v):
             raise ValueError("a system is listed twice")
         return v
+
+    @field_validator("system_settings", mode="before")
+    @classmethod
+    def _own_settings(cls, v: Any) -> SystemSettings:
+        # Each system's block is checked by its own model (a plugin's too), under its own key.
+        return system_settings_model().model_validate(v)
 
     @model_validator(mode="before")
     @classmethod

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from memprobe.agents import registry
 
 from memprobe.config import load_config
 from memprobe.llm.ledger import COLUMNS
@@ -174,7 +175,7 @@ def test_cli_prints_per_role_counts_and_table5(tmp_path):
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     for s in ("nomem", "longctx_full", "amem", "mem0"):
-        paper = sum(estimate.PAPER_TABLE5[s])
+        paper = sum(registry.spec(s).priors.table5_m)
         assert any(
             line.strip().startswith(s) and f"{paper:.2f}" in line for line in out.splitlines()
         )
@@ -242,8 +243,8 @@ def test_money_is_tokens_times_the_price(monkeypatch):
 
 
 def test_a_system_without_priors_is_unknown_not_dropped(monkeypatch):
-    monkeypatch.delitem(estimate.PAPER_TABLE5, "mem0")
-    monkeypatch.setitem(estimate.RELEASE_CALLS_PER_USER, "mem0", 1.0)
+    mem0 = registry.spec("mem0")
+    monkeypatch.setitem(registry.specs(), "mem0", mem0.model_copy(update={"priors": None}))
     cfg = load_config(paper_like())
     rates = estimate.priors(cfg)
     lines = {(x.system, x.role): x for x in estimate.predict(cfg, rates)}
