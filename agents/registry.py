@@ -151,9 +151,11 @@ class RegistryError(ValueError):
 
 def _load(target: str, where: str) -> SystemSpec:
     module, _, attr = target.partition(":")
-    obj = (
-        getattr(importlib.import_module(module), attr) if attr else importlib.import_module(module)
-    )
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as err:
+        raise RegistryError(f"{where}: cannot import {module} ({err})") from None
+    obj = getattr(obj, attr, None) if attr else obj
     found = getattr(obj, "spec", None)
     if not isinstance(found, SystemSpec):
         raise RegistryError(f"{where}: {target} carries no declaration (decorate it with declare)")
