@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
 from memprobe.agents.base import HistoryTurn, MemorySystem
 from memprobe.agents.registry import Settings, declare
+from pydantic import Field
+
 from memprobe.protocol.prompts import render
 
 STORE_FILE = "tinymem.json"
