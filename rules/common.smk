@@ -192,7 +192,8 @@ def cpus_per_gpu(wildcards):
 # memt: Mem-T-4B, vLLM's host memory, ~500 Mem-T calls per rollout) get the large memory and the long runtime. Snakemake needs a number for
 # every job of a rule that sets mem_mb/runtime, so the other systems' rollout/probe jobs get
 # the ordinary job's size here (the profiles' default-resources hold the same for other rules).
-JOB_SIZE = {True: (16000, 720), False: (4000, 120)}  # served model?: mem_mb, runtime (min)
+# served model? -> (mem_mb, runtime in minutes)
+JOB_SIZE = {True: (16000, 720), False: (4000, 120)}
 
 
 def job_mem_mb(wildcards):
