@@ -24,23 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from memprobe import CATEGORIES, MODES
-
-Role = Literal[
-    "generator",
-    "task_writer",
-    "critic",
-    "editor",
-    "simulator",
-    "assistant",
-    "writer",
-    "preference",
-    "slotfill",
-    "judge",
-    "oracle",
-    "disclosure",
-]
-ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
+from memprobe.vocabulary import CATEGORIES, MODES, ROLES, Category, Mode, Role
 
 # Sampling temperatures per role: the release's (docs/release-format.md §4) except "writer",
 # whose temperature belongs to each system (``system_settings.<system>.writer``: A-Mem ran at
@@ -67,7 +51,7 @@ DEFAULT_TEMPERATURE: dict[str, float] = {
 PAPER_PROTOCOL: dict[str, Any] = {
     "n_users": 50,
     "dims_per_category": dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True)),
-    "modes": ["dump_all", "retrieve"],
+    "modes": list(MODES),
     "k": 5,
     "max_turns": 25,
     "bank.pool_sample": None,
@@ -346,18 +330,9 @@ class Config(_Strict):
     # Top-level alias of users.release_dir, so `--config release_dir=PATH` works.
     release_dir: str | None = None
     release: Release = Field(default_factory=Release)
-    dims_per_category: dict[
-        Literal[
-            "skill_memory",
-            "knowledge_memory",
-            "episodic_memory",
-            "self_model",
-            "assistance_preference",
-        ],
-        int,
-    ] = Field(default_factory=_default_dims)
+    dims_per_category: dict[Category, int] = Field(default_factory=_default_dims)
     systems: list[str] = Field(min_length=1)
-    modes: list[Literal["dump_all", "retrieve"]] = Field(default_factory=lambda: list(MODES))
+    modes: list[Mode] = Field(default_factory=lambda: list(MODES))
 
     @field_validator("modes")
     @classmethod

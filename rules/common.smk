@@ -10,6 +10,7 @@ from memprobe.workflow import shell_job
 from memprobe.protocol import taxonomy
 from memprobe.agents import registry
 from memprobe.config import ConfigError, check_yaml_keys, load_layers, read_config_file
+from memprobe.vocabulary import MODES
 
 
 def config_layers():
@@ -139,7 +140,7 @@ else:
 wildcard_constraints:
     user=r"user_\d\d\d+",
     system="|".join(map(re.escape, SYSTEMS)),
-    mode="dump_all|retrieve",
+    mode="|".join(MODES),
     k=r"\d+",
 
 

@@ -26,8 +26,8 @@ from memprobe.protocol.records import (
     OracleVerdict,
     Tasks,
 )
+from memprobe.protocol.rubric import RUBRIC
 
-OK_THRESHOLD = 0.75
 EMPTY_TRANSCRIPT = "(empty)"
 
 
@@ -95,7 +95,7 @@ def attribute_user(
 
     def one(d) -> AttributionEntry:
         base = {"category": d.category, "dimension": d.dimension, "score": d.score}
-        if d.score >= OK_THRESHOLD:
+        if RUBRIC.recovered(d.score):
             return AttributionEntry(**base, label="ok", ep_index=None, stages=[])
         task = first_task.get(d.dimension)
         if task is None:

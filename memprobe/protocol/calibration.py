@@ -20,11 +20,11 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from memprobe import CATEGORIES
 from memprobe.llm.client import LLM
 from memprobe.protocol.recovery import ask_judge
+from memprobe.protocol.rubric import LEVELS, RUBRIC, Level
+from memprobe.vocabulary import CATEGORIES, Category
 
-LEVELS: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
 # What a label can be; the degenerate ones are what a weak slot-filler writes.
 Kind = Literal[
     "verbatim",
@@ -40,7 +40,6 @@ Kind = Literal[
     "axis_question",
 ]
 KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
-Level = Literal[0.0, 0.25, 0.5, 0.75, 1.0]
 
 
 class CalibrationError(ValueError):
@@ -51,13 +50,7 @@ class Anchor(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
-    category: Literal[
-        "skill_memory",
-        "knowledge_memory",
-        "episodic_memory",
-        "self_model",
-        "assistance_preference",
-    ]
+    category: Category
     dimension: str
     explanation: str
     truth: str
@@ -179,7 +172,7 @@ def summarize(replies: list[Reply]) -> Summary:
     return Summary(
         n=n,
         exact=sum(d == 0 for d in diffs) / n,
-        within_one=sum(abs(d) <= 0.25 for d in diffs) / n,
+        within_one=sum(abs(d) <= RUBRIC.step for d in diffs) / n,
         bias=sum(diffs) / n,
         kappa=quadratic_kappa(confusion),
         confusion=confusion,

@@ -8,7 +8,6 @@ instance is built (and reset) per user, so nothing crosses users.
 from __future__ import annotations
 
 import logging
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -17,20 +16,13 @@ from memprobe.llm.client import LLM
 from memprobe.protocol.prompts import render
 from memprobe.protocol.records import Bank, Episode, Episodes, Persona, Tasks, Turn
 from memprobe.protocol.users import bank_block, persona_block
+from memprobe.vocabulary import EndReason, FeedbackType
 
 log = logging.getLogger("memprobe")
 
 
 class SimulatorReply(BaseModel):
-    feedback_type: Literal[
-        "correction",
-        "add_context",
-        "too_deep",
-        "too_shallow",
-        "followup",
-        "expose_gap",
-        "satisfied",
-    ]
+    feedback_type: FeedbackType
     text: str = Field(min_length=1, max_length=1500)
 
 
@@ -84,7 +76,7 @@ def run_episode(
 ) -> Episode:
     history: list[HistoryTurn] = []
     turns: list[Turn] = []
-    end_reason: Literal["satisfied", "max_turns"] = "max_turns"
+    end_reason: EndReason = "max_turns"
     for turn in range(1, max_turns + 1):
         where = f"user {persona.user_id}, system {system.name}, episode {index}, turn {turn}"
         reply = system.respond(index, task, history)

@@ -10,8 +10,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memprobe import CATEGORIES
 from memprobe.protocol.prompts import PROMPT_DIR
+from memprobe.vocabulary import CATEGORIES
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL_FILE = ROOT / "config" / "dimension_pool.yaml"

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 from memprobe.agents import registry
 from memprobe.agents.registry import CostPriors, SystemSpec
 from memprobe.config import Config, role_settings
+from memprobe.vocabulary import MODES
 
 # Each system's own budget (its Table 5 row, the release's turns, write-side and attribution
 # calls) is its declaration's cost priors (agents/*.py, ``CostPriors``); a system without them
@@ -210,7 +211,7 @@ def observed(results: Path, cfg: Config) -> Rates | None:
         n_queries = sum(len(_load_json(p)["queries"]) for p in probes)
         if n_queries:
             r.probe_calls_per_query[s] = len(pw) / n_queries
-        for m in ("dump_all", "retrieve"):
+        for m in MODES:
             fills = [
                 e
                 for p in results.glob(f"{s}/*/{m}/slotfill.json")

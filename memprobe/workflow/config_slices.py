@@ -44,8 +44,12 @@ class Slice:
     modules: tuple[str, ...] = ()
 
 
+# protocol.rubric: the judge's scale and unknown policy, attribution's threshold, the figures'
+# axes and the imported scores' levels; editing it reruns the jobs that read it.
 _JUDGE = Slice(
-    keys=("compat.judge_unknown_labels", "judge"), roles=("judge",), modules=("protocol.recovery",)
+    keys=("compat.judge_unknown_labels", "judge"),
+    roles=("judge",),
+    modules=("protocol.recovery", "protocol.rubric"),
 )
 
 SLICES: dict[str, Slice] = {
@@ -82,20 +86,20 @@ SLICES: dict[str, Slice] = {
     "attribution": Slice(
         roles=("disclosure",),
         per_mode={"retrieve": ("compat.retrieve_attribution_empty_transcript",)},
-        modules=("protocol.attribution",),
+        modules=("protocol.attribution", "protocol.rubric"),
     ),
     "slotfill_sweep": Slice(
         roles=("slotfill",), modules=("protocol.recovery", "protocol.taxonomy")
     ),
     "judge_sweep": _JUDGE,
     "judge_calibration": Slice(
-        keys=("judge",), roles=("judge",), modules=("protocol.calibration",)
+        keys=("judge",), roles=("judge",), modules=("protocol.calibration", "protocol.rubric")
     ),
     "tables": Slice(
-        keys=("seed",), modules=("report.tables", "report.figures")
+        keys=("seed",), modules=("report.tables", "report.figures", "protocol.rubric")
     ),  # seed: bootstrap CIs
     "import_users": Slice(keys=("dims_per_category",), modules=("release.importer",)),
-    "import_runs": Slice(keys=("slotfill",), modules=("release.importer",)),
+    "import_runs": Slice(keys=("slotfill",), modules=("release.importer", "protocol.rubric")),
     "import_retrieved": Slice(modules=("release.importer",)),
     "inspect": Slice(modules=("report.inspect_site",)),
     "audit_agreement": Slice(modules=("report.audit",)),  # its seed is a param of the rule already
