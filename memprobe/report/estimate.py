@@ -594,6 +594,13 @@ def report(
         f"{', '.join(cfg.systems)}, modes {', '.join(cfg.modes)}, k {cfg.ks}, "
         f"max_turns {cfg.max_turns}",
         f"rates: {rates.source}",
+    ]
+    if blind := [s for s in cfg.systems if system_priors(s) is None]:
+        out.append(
+            f"no cost priors: {', '.join(blind)} (turns assumed {UNKNOWN_TURNS_PER_USER:g} per "
+            "user, no write-side calls counted; tokens unknown unless a ledger has them)"
+        )
+    out += [
         "",
         f"{'system':<14}{'role':<12}{'calls/user':>11}{'calls':>10}"
         f"{'prompt tok':>14}{'compl. tok':>12}  tokens from",
