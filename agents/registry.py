@@ -184,6 +184,12 @@ def system_names() -> list[str]:
     return sorted(specs())
 
 
+def builtin(name: str) -> bool:
+    """One of the paper's systems (the paper's priors are theirs, not a plugin's)."""
+    s = specs().get(name)
+    return s is not None and s.target in BUILTIN
+
+
 def spec(name: str) -> SystemSpec:
     try:
         return specs()[name]

@@ -129,7 +129,8 @@ def prior_tokens() -> dict[str, tuple[float, float]]:
         for role in TABLE5_ROLES:
             if role != "writer" or pr.writer_tokens_known:
                 out[f"{role}/{s}"] = (p * 1e6 / n, c * 1e6 / n)
-        released += sum(pr.attribution.values())
+        if registry.builtin(s):  # the paper's release ran the built-ins only
+            released += sum(pr.attribution.values())
     _, p, c = PAPER_TABLE6
     n = RELEASE_USER_CALLS * PAPER_USERS
     for role in GENERATION_ROLES:
@@ -343,7 +344,11 @@ def predict(cfg: Config, rates: Rates) -> list[Line]:
 
         n = len(calibration.load_anchors(CALIBRATION_ANCHORS).items)
         line = _line(cfg, rates, "(per run)", "judge", n / cfg.n_users)
-        judged = [v for k, v in prior_tokens().items() if k.startswith("judge/")]
+        judged = [
+            v
+            for k, v in prior_tokens().items()
+            if k.startswith("judge/") and registry.builtin(k.split("/", 1)[1])
+        ]
         if line.prompt_tokens is None and judged:  # no ledger: the judge's mean prior
             p, c = (sum(v[i] for v in judged) / len(judged) for i in (0, 1))
             line = line.model_copy(
