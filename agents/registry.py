@@ -152,11 +152,10 @@ class RegistryError(ValueError):
 def _load(target: str, where: str) -> SystemSpec:
     module, _, attr = target.partition(":")
     try:
-        obj = importlib.import_module(module)
+        mod = importlib.import_module(module)
     except ImportError as err:
         raise RegistryError(f"{where}: cannot import {module} ({err})") from None
-    obj = getattr(obj, attr, None) if attr else obj
-    found = getattr(obj, "spec", None)
+    found = getattr(getattr(mod, attr, None) if attr else mod, "spec", None)
     if not isinstance(found, SystemSpec):
         raise RegistryError(f"{where}: {target} carries no declaration (decorate it with declare)")
     return found

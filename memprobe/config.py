@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -277,6 +277,10 @@ class WriterSettings(_Strict):
 class SystemSettings(_Strict):
     """``system_settings``: one block per system that declares a settings model
     (agents/registry.py), validated by that model; memt keeps its own ``memt`` block."""
+
+    if TYPE_CHECKING:  # the fields are the registered systems' (system_settings_model)
+
+        def __getattr__(self, name: str) -> Any: ...
 
 
 @cache
