@@ -513,8 +513,20 @@ def _format_error(err: ValidationError) -> str:
     return f"{loc}: {msg}" if loc else msg
 
 
+def _systems_registered() -> None:
+    """Load the systems (built-ins and plugins) first: a plugin that cannot register is its
+    own one-line error, not blamed on a config file."""
+    from memprobe.agents.registry import RegistryError, specs
+
+    try:
+        specs()
+    except RegistryError as err:
+        raise ConfigError(str(err)) from None
+
+
 def load_config(raw: dict[str, Any], source: str = "config") -> Config:
     """Validate Snakemake's merged config dict; raise ConfigError with one line."""
+    _systems_registered()
     try:
         return Config.model_validate(raw)
     except ValidationError as err:
@@ -558,6 +570,7 @@ def load_layers(layers: list[tuple[str, dict[str, Any]]]) -> Config:
     An error names the layer that set the offending key (a ``--config`` typo is blamed on
     ``--config``, not on config/config.yaml); a missing key or a cross-key rule names them all.
     """
+    _systems_registered()
     raw: dict[str, Any] = {}
     for _, layer in layers:
         raw = merge(raw, layer)
