@@ -11,8 +11,8 @@ value of the changed entry. One param per entry, each a one-key dict, so the rea
   keys it (backend, endpoint, model, temperature, max_tokens); the seed joins every LLM rule.
 - ``per_mode``: keys read only by the jobs of one access mode.
 - ``system``: the memory system's own settings (rollout, probe): the keys its declaration
-  ``reads`` (agents/registry.py), its
-  ``system_settings.<system>`` block and, for a system that writes with an LLM, the writer role.
+  ``reads`` (agents/registry.py), its ``system_settings.<system>`` block and, for a system that
+  writes with an LLM, the writer role.
 - ``modules``: the memprobe modules holding the rule's logic, declared as inputs (docs/currency.md
   says why inputs and not a version number).
 
