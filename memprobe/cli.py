@@ -127,6 +127,13 @@ def _audit_sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def _job(args: argparse.Namespace) -> int:
+    from memprobe.workflow import job
+
+    job.run(job.build(args.rule, job.parse_wildcards(args.wildcards), args.configfile))
+    return 0
+
+
 def estimate_latency() -> float:
     from memprobe.report.estimate import ASSUMED_LATENCY_S
 
@@ -208,6 +215,18 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--name", required=True, help="the sample's folder: results/audit/NAME")
     a.add_argument("--results", default="results", help="the run's results dir")
     a.set_defaults(fn=_audit_sample)
+
+    j = sub.add_parser(
+        "job",
+        help="run one job of the workflow by hand, on its real files (inputs must exist)",
+        **defaults,
+    )
+    j.add_argument("rule", help="the rule, e.g. judge")
+    j.add_argument("wildcards", nargs="*", help="the job's wildcards, e.g. user=user_001")
+    j.add_argument(
+        "--configfile", nargs="+", default=[], help="config file(s), as given to snakemake"
+    )
+    j.set_defaults(fn=_job)
 
     args = parser.parse_args(argv)
     try:

@@ -1,8 +1,8 @@
 """What every Snakemake script shares: config, logging, LLM clients, clean failures.
 
-A script is ``glue.run(main, snakemake)``: known errors (bad config, bad input file, an LLM
-that never answered validly) become one line on stderr and in the job log, exit status 1, and
-Snakemake removes the job's outputs, so no partial artifact survives.
+A script ends with ``glue.run(main)``; ``main`` gets a ``Job``. Known errors (bad config, bad
+input file, an LLM that never answered validly) become one line on stderr and in the job log,
+exit status 1, and Snakemake removes the job's outputs, so no partial artifact survives.
 """
 
 from __future__ import annotations
@@ -126,8 +126,9 @@ def setup_logging(logfile: str | None) -> None:
 
 
 def run(main: Callable[[Job], None]) -> None:
-    """Run a script's ``main``: under ``script:`` Snakemake injected ``snakemake`` into the
-    script's globals; under ``shell:`` the job comes on the command line (memprobe/shell_job)."""
+    """Run a script's ``main``: under ``script:`` Snakemake (or ``memprobe job``'s mock) put
+    ``snakemake`` in the script's globals; under ``shell:`` the job comes on the command line
+    (memprobe/workflow/shell_job.py)."""
     smk = sys.modules["__main__"].__dict__.get("snakemake")
     if smk is None:
         from memprobe.workflow.shell_job import SpecJob
