@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from memprobe.protocol.records import Memories, RecordError, load
 
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memprobe", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     # every option's help ends with its default
-    defaults = {"formatter_class": _Help}
+    defaults: dict[str, Any] = {"formatter_class": _Help}
 
     s = sub.add_parser("search", help="top-k search over a memories.json dump", **defaults)
     s.add_argument(

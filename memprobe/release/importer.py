@@ -54,6 +54,7 @@ from memprobe.protocol.records import (
     Task,
     Tasks,
     Turn,
+    first_error,
     read_json,
 )
 from memprobe.protocol.records import Judge as JudgeRecord
@@ -185,9 +186,7 @@ def _load(path: str | os.PathLike[str], model: type[BaseModel]) -> Any:
     try:
         return model.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise RecordError(f"{path}: {loc}: {first['msg']}") from None
+        raise RecordError(f"{path}: {first_error(err)}") from None
 
 
 # -- layout ------------------------------------------------------------------------------
@@ -418,9 +417,7 @@ def episodes(lay: Layout, system: str, user: str, tasks_: Tasks) -> Episodes:
                 )
             )
         except ValidationError as err:
-            first = err.errors()[0]
-            loc = ".".join(map(str, first["loc"]))
-            raise RecordError(f"{path}: {loc}: {first['msg']}") from None
+            raise RecordError(f"{path}: {first_error(err)}") from None
     return Episodes(user_id=user, system=system, episodes=eps)
 
 
@@ -484,8 +481,10 @@ def scores(
     if got != order:
         raise RecordError(f"{path}: details: dimensions {got} do not follow the bank {order}")
     over, tokens = False, 0
+    budget = lay.cfg.slotfill.context_tokens
+    assert budget is not None, "set when the config loads (config.py)"
     if mode == "dump_all":
-        over, tokens = store_overflows(store.memories, lay.cfg.slotfill.context_tokens)
+        over, tokens = store_overflows(store.memories, budget)
     strategy = "flag" if over else None
     details = [
         JudgeEntry(
@@ -585,8 +584,7 @@ def oracle(lay: Layout, user: str) -> Oracle:
     try:
         verdicts = {dim: OracleVerdict.model_validate(v) for dim, v in raw.items()}
     except ValidationError as err:
-        first = err.errors()[0]
-        raise RecordError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        raise RecordError(f"{path}: {first_error(err)}") from None
     return Oracle(user_id=user, verdicts=verdicts)
 
 

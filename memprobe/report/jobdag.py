@@ -89,7 +89,8 @@ def busy_time(rows: list[dict]) -> float:
         for r in rows
         if float(r["latency_s"]) > 0
     )
-    total, cur_s, cur_e = 0.0, None, None
+    total, cur_s = 0.0, 0.0
+    cur_e: float | None = None
     for s, e in spans:
         if cur_e is None or s > cur_e:
             if cur_e is not None:
@@ -114,10 +115,10 @@ def critical_path(dag: Dag, ledger: list[dict]) -> tuple[float, list[tuple[str, 
         p = max(ps, key=lambda x: best[x], default=None)
         best[j] = weight[j] + (best[p] if p else 0.0)
         via[j] = p
-    end = max(best, key=best.get)
+    end = max(best, key=best.__getitem__)
     chain = []
-    j: str | None = end
-    while j:
-        chain.append((j, weight[j]))
-        j = via[j]
+    node: str | None = end
+    while node:
+        chain.append((node, weight[node]))
+        node = via[node]
     return best[end], chain[::-1]

@@ -255,6 +255,7 @@ class Server:
     def _wait_healthy(self, read_fd: int) -> None:
         timeout = self.local.startup_timeout_s
         t0 = time.monotonic()
+        assert self.proc is not None, "start() launches the server first"
         try:
             address = served_process.read_address(self.proc, read_fd, timeout)
             self.base_url = f"{address}/v1"

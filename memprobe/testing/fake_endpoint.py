@@ -249,8 +249,9 @@ def make_server(
             self._send(200, completion_body(body, content))
 
     server = ThreadingHTTPServer((host, port), Handler)
-    server.faults = faults  # type: ignore[attr-defined]  (tests may swap it on a live server)
-    server.latency = latency  # type: ignore[attr-defined]  (seconds slept per completion)
+    # Attributes the handler reads off its server; tests may swap faults on a live server.
+    server.faults = faults  # type: ignore[attr-defined]
+    server.latency = latency  # type: ignore[attr-defined]
     server.auth_seen = set()  # type: ignore[attr-defined]
     return server
 

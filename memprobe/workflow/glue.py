@@ -93,11 +93,11 @@ class Job:
 
     def finish(self) -> None:
         """The job succeeded: its pending calls become its declared ledger."""
-        if self.ledger_path is not None and self.pending_ledger.exists():
-            last = self.last_ledger
-            shutil.copyfile(self.pending_ledger, last)
+        pending, last = self.pending_ledger, self.last_ledger
+        if self.ledger_path and pending and last and pending.exists():
+            shutil.copyfile(pending, last)
             last.with_name(last.name + ".sig").write_text(self.signature)
-            os.replace(self.pending_ledger, self.ledger_path)
+            os.replace(pending, self.ledger_path)
 
 
 def prompt_inputs(job: Job) -> dict[str, str]:

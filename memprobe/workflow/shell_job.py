@@ -49,7 +49,7 @@ class Named(list):
         except KeyError:
             raise AttributeError(name) from None
 
-    def __getitem__(self, key):  # type: ignore[override]
+    def __getitem__(self, key):
         if isinstance(key, str):
             return self._names[key]
         return super().__getitem__(key)
