@@ -25,7 +25,6 @@ import os
 import re
 import secrets
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -192,7 +191,7 @@ def resolve_model(local: LocalModel) -> ResolvedModel:
 
 
 # -- the server process --------------------------------------------------------------------
-class Server:
+class Server(served_process.ServedProcess):
     """One ``python -m memprobe.serving.local_server serve`` child; ``start()`` returns when
     healthy.
 
@@ -206,7 +205,6 @@ class Server:
         self.key = secrets.token_urlsafe(24)
         self.base_url = ""
         self.log_path = Path(log_path)
-        self.proc: subprocess.Popen | None = None
 
     def command(self, ready_fd: int) -> list[str]:
         return [
@@ -229,27 +227,13 @@ class Server:
         ]
 
     def start(self) -> str:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = served_process.child_env(OMP_WAIT_POLICY="PASSIVE", **{KEY_CHILD_ENV: self.key})
         read_fd, write_fd = os.pipe()
         try:
-            with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(
-                    self.command(write_fd),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env=env,
-                    pass_fds=(write_fd,),
-                    preexec_fn=served_process.die_with_parent,
-                )
+            self.launch(self.command(write_fd), env, pass_fds=(write_fd,))
         finally:
             os.close(write_fd)
-        try:
-            self._wait_healthy(read_fd)
-        except BaseException:
-            self.stop()
-            raise
+        self.ready_or_stopped(lambda: self._wait_healthy(read_fd))
         return self.base_url
 
     def _wait_healthy(self, read_fd: int) -> None:
@@ -274,19 +258,6 @@ class Server:
                 f"llm.local.startup_timeout_s: the llama.cpp server was not healthy after "
                 f"{self.local.startup_timeout_s:.0f}s (log: {self.log_path})"
             ) from None
-
-    def stop(self, grace_s: float = 20.0) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        except ProcessLookupError:
-            pass
 
 
 # -- the run's server (Snakefile hooks) -----------------------------------------------------

@@ -14,6 +14,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from pathlib import Path
 
 # Loopback requests never go through HTTP(S)_PROXY: a proxy would see the run's key and
 # prompts, or (without NO_PROXY) make every health check time out.
@@ -126,3 +128,46 @@ def read_address(proc: subprocess.Popen, fd: int, timeout_s: float) -> str:
     finally:
         os.close(fd)
     return data.split(b"\n", 1)[0].decode("ascii").strip()
+
+
+class ServedProcess:
+    """A model server in its own process group, logging to ``log_path``: ``launch`` starts
+    it, ``stop`` ends the whole group (servers spawn workers), politely first."""
+
+    log_path: Path
+    proc: subprocess.Popen | None = None
+    grace_s = 20.0  # SIGTERM, then SIGKILL after this long
+
+    def launch(self, cmd: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = ()) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                pass_fds=pass_fds,
+                preexec_fn=die_with_parent,
+            )
+
+    def ready_or_stopped(self, wait: Callable[[], None]) -> None:
+        """Run ``wait`` (health checks); on any failure or interrupt the server is stopped."""
+        try:
+            wait()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self, grace_s: float | None = None) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=self.grace_s if grace_s is None else grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            pass
