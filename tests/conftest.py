@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from memprobe.report.jobdag import job_counts
 from memprobe.testing.fake_endpoint import make_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,17 +188,7 @@ class Workflow:
     def scheduled(self, *args: str) -> dict[str, int]:
         """Job counts per rule of a dry run (``snakemake -n``)."""
         proc = self.run(*args, "-n")
-        counts: dict[str, int] = {}
-        lines = (proc.stdout + proc.stderr).splitlines()
-        if "Job stats:" not in lines:
-            return counts
-        for line in lines[lines.index("Job stats:") + 3 :]:
-            parts = line.split()
-            if len(parts) != 2 or not parts[1].isdigit():
-                break
-            if parts[0] != "total":
-                counts[parts[0]] = int(parts[1])
-        return counts
+        return job_counts(proc.stdout + proc.stderr)
 
 
 @pytest.fixture

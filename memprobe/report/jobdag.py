@@ -12,6 +12,21 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 
+def job_counts(output: str) -> dict[str, int]:
+    """Jobs per rule from the "Job stats:" table Snakemake prints (a dry run's plan)."""
+    lines = output.splitlines()
+    counts: dict[str, int] = {}
+    if "Job stats:" not in lines:
+        return counts
+    for line in lines[lines.index("Job stats:") + 3 :]:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        if parts[0] != "total":
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
 class Dag:
     """Jobs of a finished run from ``--detailed-summary``: id = (rule, log file)."""
 
