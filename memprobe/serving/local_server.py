@@ -323,17 +323,11 @@ def stop_for_run(cfg: Config) -> None:
 
 
 def config_from_files(paths: list[str]) -> Config:
-    """Merge config files as Snakemake does (later files win key by key) and validate."""
-    import yaml
-    from snakemake.utils import update_config
-
-    from memprobe.config import check_yaml_keys, load_config
+    """Layer config files as Snakemake does (later files win key by key) and validate."""
+    from memprobe.config import check_yaml_keys, load_layers, read_config_file
 
     check_yaml_keys(paths)
-    raw: dict = {}
-    for path in paths:
-        update_config(raw, yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {})
-    return load_config(raw, source=" + ".join(paths))
+    return load_layers([(path, read_config_file(path)) for path in paths])
 
 
 def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") -> None:

@@ -28,13 +28,10 @@ class JobError(ValueError):
 
 
 def parse_wildcards(pairs: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, eq, value = pair.partition("=")
-        if not eq or not key:
-            raise JobError(f"{pair!r}: expected WILDCARD=VALUE, e.g. user=user_001")
-        out[key] = value
-    return out
+    bad = [p for p in pairs if not p.partition("=")[0] or "=" not in p]
+    if bad:
+        raise JobError(f"{bad[0]!r}: expected WILDCARD=VALUE, e.g. user=user_001")
+    return dict(p.split("=", 1) for p in pairs)
 
 
 def build(
@@ -94,7 +91,7 @@ def run(job: Any) -> None:
         argv = argv[argv.index(match.group(1)) :]
         script, init = argv[0], {}
     elif rule.script:
-        script = str(Path(rule.basedir.get_path_or_uri()) / rule.script)
+        script = str(Path(rule.basedir.get_path_or_uri(secret_free=True)) / rule.script)
         argv = [script]
         init = {"snakemake": mock(job)}
     else:
@@ -109,14 +106,6 @@ def run(job: Any) -> None:
 
 def mock(job: Any) -> SimpleNamespace:
     """What Snakemake's ``script:`` directive hands a script as ``snakemake``."""
-    return SimpleNamespace(
-        input=job.input,
-        output=job.output,
-        params=job.params,
-        wildcards=job.wildcards,
-        log=job.log,
-        config=job.smk_config,
-        rule=job.rule.name,
-        threads=job.threads,
-        resources=job.resources,
-    )
+    same = ("input", "output", "params", "wildcards", "log", "threads", "resources")
+    attrs = {a: getattr(job, a) for a in same}
+    return SimpleNamespace(config=job.smk_config, rule=job.rule.name, **attrs)
