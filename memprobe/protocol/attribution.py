@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from memprobe.llm.client import LLM
-from memprobe.protocol.prompts import render
+from memprobe.protocol.prompts import dialogue, render
 from memprobe.protocol.records import (
     Attribution,
     AttributionEntry,
@@ -71,11 +71,7 @@ def run_oracle(bank: Bank, tasks: Tasks, llm: LLM, prompt: str) -> Oracle:
 
 
 def transcript_lines(episode) -> str:
-    lines = []
-    for t in episode.turns:
-        lines.append(f"Agent: {t.agent_response}")
-        lines.append(f"User: {t.user_text}")
-    return "\n".join(lines) or EMPTY_TRANSCRIPT
+    return dialogue((t.agent_response, t.user_text) for t in episode.turns) or EMPTY_TRANSCRIPT
 
 
 def attribute_user(

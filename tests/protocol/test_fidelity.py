@@ -183,6 +183,7 @@ def test_oracle_and_stage2_see_short_and_explanation(scripted, tmp_path):
     assert '"category": "A" | "B"' in user_text(stage2)  # it is the Stage 2 request
 
 
+@pytest.mark.torch
 def test_memt_turn_order_is_retrieve_reply_write(endpoint, tmp_path):
     from memprobe.agents.memt import MemT
 
