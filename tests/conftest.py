@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 import yaml
 
 from memprobe.report.jobdag import job_counts
+from memprobe.testing.background import Background
 from memprobe.testing.fake_endpoint import make_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,19 +86,11 @@ def _needs_workflow_mark() -> None:
         pytest.fail(f"{item.name} runs real Snakemake: mark it `workflow`")
 
 
-class Endpoint:
+class Endpoint(Background):
+    """The fake endpoint on a background thread (``script``: its pinned replies)."""
+
     def __init__(self, script: str | None = None) -> None:
-        self.server = make_server("127.0.0.1", 0, script)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(make_server("127.0.0.1", 0, script))
 
 
 @pytest.fixture

@@ -308,7 +308,11 @@ def judge_user(
             scoring_mode=slotfill.mode,
         )
 
-    details = llm.map(one, slotfill.entries)
+    return judge_record(slotfill, llm.map(one, slotfill.entries))
+
+
+def judge_record(slotfill: SlotFill, details: list[JudgeEntry]) -> Judge:
+    """The judge record of a slot-fill: its scored entries and their category means."""
     per, overall = category_means(details)
     return Judge(
         user_id=slotfill.user_id,

@@ -15,22 +15,22 @@ from pydantic import BaseModel, Field
 from memprobe.agents.base import HistoryTurn, MemorySystem
 from memprobe.llm.client import LLM
 from memprobe.protocol.prompts import dialogue, render
-from memprobe.protocol.records import Bank, Episode, Episodes, Persona, Tasks, Turn
+from memprobe.protocol.records import (
+    Bank,
+    Episode,
+    Episodes,
+    FeedbackType,
+    Persona,
+    Tasks,
+    Turn,
+)
 from memprobe.protocol.users import bank_block, persona_block
 
 log = logging.getLogger("memprobe")
 
 
 class SimulatorReply(BaseModel):
-    feedback_type: Literal[
-        "correction",
-        "add_context",
-        "too_deep",
-        "too_shallow",
-        "followup",
-        "expose_gap",
-        "satisfied",
-    ]
+    feedback_type: FeedbackType
     text: str = Field(min_length=1, max_length=1500)
 
 

@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from memprobe.testing.background import serve_until_interrupted
 from memprobe.testing.fake_responder import completion_body, fake_content, request_digest
 
 FAULT_KINDS = (
@@ -263,11 +264,4 @@ def serve(
     faults: Faults | None = None,
     latency: float = 0.0,
 ) -> None:
-    server = make_server(host, port, script, faults, latency)
-    print(f"fake endpoint on http://{host}:{server.server_address[1]}/v1", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve_until_interrupted(make_server(host, port, script, faults, latency), "fake endpoint")
