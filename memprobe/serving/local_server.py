@@ -242,22 +242,27 @@ class Server(served_process.ServedProcess):
         assert self.proc is not None, "start() launches the server first"
         try:
             address = served_process.read_address(self.proc, read_fd, timeout)
-            self.base_url = f"{address}/v1"
-            left = max(timeout - (time.monotonic() - t0), 1.0)
-            served_process.wait_healthy(self.proc, self.base_url, left, poll_s=0.5)
-            served_process.prove_ours(self.base_url, self.key)
-        except served_process.NotOurs as err:
-            raise LocalModelError(f"llm.local: {err}") from None
         except served_process.NotHealthy as err:
-            if err.exit_code is not None:
-                raise LocalModelError(
-                    f"llm.local: the llama.cpp server exited with status {err.exit_code} while "
-                    f"loading {self.model.path.name} (log: {self.log_path})"
-                ) from None
-            raise LocalModelError(
-                f"llm.local.startup_timeout_s: the llama.cpp server was not healthy after "
-                f"{self.local.startup_timeout_s:.0f}s (log: {self.log_path})"
-            ) from None
+            raise self.unhealthy(err, timeout) from None
+        self.base_url = f"{address}/v1"
+        self.healthy_and_ours(max(timeout - (time.monotonic() - t0), 1.0), poll_s=0.5)
+
+    error = LocalModelError
+
+    def not_ours(self, err: served_process.NotOurs) -> str:
+        return f"llm.local: {err}"
+
+    def exited(self, status: int) -> str:
+        return (
+            f"llm.local: the llama.cpp server exited with status {status} while loading "
+            f"{self.model.path.name} (log: {self.log_path})"
+        )
+
+    def timed_out(self, timeout_s: float) -> str:
+        return (
+            f"llm.local.startup_timeout_s: the llama.cpp server was not healthy after "
+            f"{self.local.startup_timeout_s:.0f}s (log: {self.log_path})"  # the whole budget
+        )
 
 
 # -- the run's server (Snakefile hooks) -----------------------------------------------------

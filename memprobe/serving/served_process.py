@@ -151,6 +151,34 @@ class ServedProcess:
                 preexec_fn=die_with_parent,
             )
 
+    # -- what a failed start says, per server (one line naming the config key to look at)
+    error: type[Exception] = RuntimeError
+    base_url = ""
+    key = ""
+
+    def not_ours(self, err: NotOurs) -> str:
+        return str(err)
+
+    def exited(self, status: int) -> str:
+        return f"the server exited with status {status} (log: {self.log_path})"
+
+    def timed_out(self, timeout_s: float) -> str:
+        return f"the server was not healthy after {timeout_s:.0f}s (log: {self.log_path})"
+
+    def healthy_and_ours(self, timeout_s: float, poll_s: float) -> None:
+        """Wait for ``base_url``'s health check, then prove the server holds our ``key``."""
+        try:
+            wait_healthy(self.proc, self.base_url, timeout_s, poll_s)
+            prove_ours(self.base_url, self.key)
+        except NotOurs as err:
+            raise self.error(self.not_ours(err)) from None
+        except NotHealthy as err:
+            raise self.unhealthy(err, timeout_s) from None
+
+    def unhealthy(self, err: NotHealthy, timeout_s: float) -> Exception:
+        code = err.exit_code
+        return self.error(self.exited(code) if code is not None else self.timed_out(timeout_s))
+
     def ready_or_stopped(self, wait: Callable[[], None]) -> None:
         """Run ``wait`` (health checks); on any failure or interrupt the server is stopped."""
         try:

@@ -81,24 +81,23 @@ class Server(served_process.ServedProcess):
         return self.base_url
 
     def wait_healthy(self) -> None:
-        try:
-            served_process.wait_healthy(
-                self.proc, self.base_url, self.settings.startup_timeout_s, self.poll_s
-            )
-            served_process.prove_ours(self.base_url, self.key)
-        except served_process.NotOurs as err:
-            raise VllmError(f"memt.port: {err} (log: {self.log_path})") from None
-        except served_process.NotHealthy as err:
-            if err.exit_code is not None:
-                raise VllmError(
-                    f"vllm serve exited with status {err.exit_code} before it was healthy "
-                    f"(log: {self.log_path})"
-                ) from None
-            raise VllmError(
-                f"vllm serve not healthy at {health_url(self.base_url)} after "
-                f"{self.settings.startup_timeout_s:.0f}s (memt.startup_timeout_s; "
-                f"log: {self.log_path})"
-            ) from None
+        self.healthy_and_ours(self.settings.startup_timeout_s, self.poll_s)
+
+    error = VllmError
+
+    def not_ours(self, err: served_process.NotOurs) -> str:
+        return f"memt.port: {err} (log: {self.log_path})"
+
+    def exited(self, status: int) -> str:
+        return (
+            f"vllm serve exited with status {status} before it was healthy (log: {self.log_path})"
+        )
+
+    def timed_out(self, timeout_s: float) -> str:
+        return (
+            f"vllm serve not healthy at {health_url(self.base_url)} after {timeout_s:.0f}s "
+            f"(memt.startup_timeout_s; log: {self.log_path})"
+        )
 
 
 _server: Server | None = None
