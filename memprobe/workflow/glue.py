@@ -15,13 +15,16 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memprobe.config import Config, ConfigError, load_config
 from memprobe.llm.client import LLM, LLMError, client_for
 from memprobe.protocol.prompts import PromptError
 from memprobe.protocol.records import RecordError
 from memprobe.protocol.taxonomy import TaxonomyError
+
+if TYPE_CHECKING:
+    from memprobe.agents.base import MemorySystem
 
 KNOWN_ERRORS = (ConfigError, LLMError, RecordError, PromptError, TaxonomyError, ValueError)
 log = logging.getLogger("memprobe")
@@ -55,6 +58,20 @@ class Job:
         if self.pending_ledger is None:
             raise ConfigError(f"rule {self.rule}: calls an LLM but declares no `usage` log")
         return client_for(role, self.cfg, ledger_path=self.pending_ledger, job=self.name)
+
+    def memory_system(self, workdir: Path) -> MemorySystem:
+        """The job's memory system (its ``system`` wildcard), its LLM roles and prompt files."""
+        from memprobe.agents import registry
+
+        name = self.wildcards.system
+        return registry.create(
+            name,
+            config=self.cfg,
+            assistant=self.llm("assistant"),
+            writer=self.llm("writer") if registry.spec(name).llm_writer else None,
+            prompts=prompt_inputs(self),
+            workdir=workdir,
+        )
 
     @property
     def signature(self) -> str:
