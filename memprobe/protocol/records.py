@@ -225,13 +225,18 @@ class SlotFillEntry(Record):
     called: bool = True
 
 
-class SlotFill(Record):
+class UserRun(Record):
+    """One user's store as scored in one mode: what a slot-fill and its judge record share."""
+
     user_id: str
     system: str
     mode: str
     overflow: bool = False
     # "flag": overflowing dims were not scored (the paper's dagger); "chunked": scored by chunks.
     overflow_strategy: Literal["flag", "chunked"] | None = None
+
+
+class SlotFill(UserRun):
     memory_tokens: int = 0
     entries: list[SlotFillEntry]
 
@@ -248,14 +253,9 @@ class JudgeEntry(Record):
     scoring_mode: str
 
 
-class Judge(Record):
+class Judge(UserRun):
     """Per-user recovery scores; ``flagged`` cells get the tables' dagger."""
 
-    user_id: str
-    system: str
-    mode: str
-    overflow: bool = False
-    overflow_strategy: Literal["flag", "chunked"] | None = None
     per_category: dict[str, float | None]
     overall: float
     details: list[JudgeEntry]
