@@ -8,7 +8,7 @@ names the offending key and what was expected.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -22,6 +22,9 @@ from pydantic import (
 )
 
 from memprobe import CATEGORIES, MODES
+
+Mode = Literal["dump_all", "retrieve"]
+assert get_args(Mode) == MODES  # one vocabulary (memprobe/__init__.py)
 
 Role = Literal[
     "generator",
@@ -37,7 +40,7 @@ Role = Literal[
     "oracle",
     "disclosure",
 ]
-ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
+ROLES: tuple[Role, ...] = get_args(Role)
 
 # Sampling temperatures per role: the release's (docs/release-format.md §4) except "writer",
 # whose temperature belongs to each system (``system_settings.<system>.writer``: A-Mem ran at
@@ -339,7 +342,7 @@ class Release(_Strict):
     tasks_dir: str = "benchmark_data/CustomTasksPooledFinal"
 
 
-def _default_dims() -> dict[str, int]:
+def _default_dims() -> dict[Any, int]:  # keys: the categories (the field's Literal)
     return dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True))
 
 
@@ -362,7 +365,7 @@ class Config(_Strict):
         int,
     ] = Field(default_factory=_default_dims)
     systems: list[str] = Field(min_length=1)
-    modes: list[Literal["dump_all", "retrieve"]] = Field(default_factory=lambda: list(MODES))
+    modes: list[Mode] = Field(default_factory=lambda: list(get_args(Mode)))
 
     @field_validator("modes")
     @classmethod

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from memprobe import CATEGORIES
 from memprobe.llm.client import LLM
+from memprobe.protocol import records
 from memprobe.protocol.recovery import ask_judge
 
 LEVELS: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -40,7 +41,8 @@ Kind = Literal[
     "axis_question",
 ]
 KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
-Level = Literal[0.0, 0.25, 0.5, 0.75, 1.0]
+# PEP 586 has no float literals; pydantic validates these (the rubric's scale).
+Level = Literal[0.0, 0.25, 0.5, 0.75, 1.0]  # type: ignore[valid-type]
 
 
 class CalibrationError(ValueError):
@@ -94,10 +96,7 @@ def load_anchors(path: str | Path) -> Anchors:
     except yaml.YAMLError as err:
         raise CalibrationError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        msg = first["msg"].removeprefix("Value error, ")
-        raise CalibrationError(f"{path}: {loc}: {msg}") from None
+        raise CalibrationError(f"{path}: {records.first_error(err)}") from None
 
 
 class Reply(BaseModel):

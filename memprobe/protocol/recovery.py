@@ -46,7 +46,8 @@ class JudgeReply(BaseModel):
     # The reason first, and required: a grammar-constrained local model writes the fields in
     # schema order, so it compares the values before it commits to a score (issue 18).
     reason: str = Field(max_length=500)
-    score: Literal[0.0, 0.25, 0.5, 0.75, 1.0]
+    # PEP 586 has no float literals; pydantic validates these (the rubric's scale).
+    score: Literal[0.0, 0.25, 0.5, 0.75, 1.0]  # type: ignore[valid-type]
 
 
 def serialize(items: list[dict[str, Any]]) -> str:
@@ -164,7 +165,7 @@ def slotfill_user(
         return chunked(e, items, where)
 
     def chunked(e, items, where) -> SlotFillEntry:
-        found = []
+        found: list[dict[str, Any]] = []
         for i, part in enumerate(chunk_items(items, budget)):
             r = ask(e.category, e.dimension, serialize(part), f"{where}, chunk {i + 1}")
             if not is_unknown(r.label):
@@ -307,7 +308,11 @@ def judge_user(
             scoring_mode=slotfill.mode,
         )
 
-    details = llm.map(one, slotfill.entries)
+    return judge_record(slotfill, llm.map(one, slotfill.entries))
+
+
+def judge_record(slotfill: SlotFill, details: list[JudgeEntry]) -> Judge:
+    """The judge record of a slot-fill: its scored entries and their category means."""
     per, overall = category_means(details)
     return Judge(
         user_id=slotfill.user_id,
