@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import GenericAlias
 from typing import Any, Literal
 
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
@@ -59,13 +60,16 @@ class Evolution(BaseModel):
 
 def evolution_schema(n: int) -> type[Evolution]:
     """Neighbour numbers constrained to 1..n, so a reply cannot name a note it was not shown."""
-    number = Literal[tuple(range(1, n + 1))]
+    # Types built at run time: list[number] and list[update], as pydantic reads them.
+    number: Any = Literal[tuple(range(1, n + 1))]
     update = create_model("NeighbourUpdate", __base__=NeighbourUpdate, neighbour=(number, ...))
+    links: Any = GenericAlias(list, number)
+    updates: Any = GenericAlias(list, update)
     return create_model(
         "Evolution",
         __base__=Evolution,
-        links=(list[number], Field(default_factory=list, max_length=n)),
-        neighbour_updates=(list[update], Field(default_factory=list, max_length=n)),
+        links=(links, Field(default_factory=list, max_length=n)),
+        neighbour_updates=(updates, Field(default_factory=list, max_length=n)),
     )
 
 
@@ -160,6 +164,7 @@ class AMem(MemorySystem):
     def _evolve(
         self, note: dict[str, Any], neighbours: list[dict[str, Any]], step: int, where: str
     ) -> None:
+        assert self.writer is not None, "add_note checked it"
         listing = "\n".join(
             f"{i}. content: {n['content']}\n   context: {n['context']}\n"
             f"   keywords: {_bullets(n['keywords'])}\n   tags: {_bullets(n['tags'])}"

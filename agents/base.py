@@ -15,7 +15,7 @@ from memprobe.agents.registry import SystemSpec
 
 from memprobe.config import Config
 from memprobe.llm.client import LLM
-from memprobe.protocol.prompts import prompt_path, render
+from memprobe.protocol.prompts import dialogue, prompt_path, render
 
 HistoryTurn = dict[str, str]  # {"agent": reply, "user": user message}
 
@@ -24,8 +24,7 @@ def agent_input(task: str, history: list[HistoryTurn]) -> str:
     """What the assistant is asked at one turn: the task, then the transcript so far."""
     if not history:
         return task
-    lines = "\n".join(f"Agent: {h['agent']}\nUser: {h['user']}" for h in history)
-    return f"{task}\n\n[Conversation so far]\n{lines}"
+    return f"{task}\n\n[Conversation so far]\n{dialogue((h['agent'], h['user']) for h in history)}"
 
 
 def latest_user_message(task: str, history: list[HistoryTurn]) -> str:

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem
 from memprobe.agents.registry import CostPriors, declare
 
@@ -32,6 +33,8 @@ STORE_FILE = "notes.json"
     ),
 )
 class LongContext(MemorySystem):
+    _matrix: np.ndarray | None = None  # the notes' embeddings, computed at the first search
+
     def reset(self, user_id: str) -> None:
         super().reset(user_id)
         self.notes: list[dict[str, Any]] = []
@@ -80,7 +83,7 @@ class LongContext(MemorySystem):
     def search(self, query: str, k: int) -> list[dict[str, Any]]:
         if not self.notes:
             return []
-        if getattr(self, "_matrix", None) is None or len(self._matrix) != len(self.notes):
+        if self._matrix is None or len(self._matrix) != len(self.notes):
             self._matrix = embeddings.encode([n["content"] for n in self.notes])
         qvec = embeddings.encode([query])[0]
         return [{**self.notes[i], "score": s} for i, s in embeddings.top_k(qvec, self._matrix, k)]

@@ -147,7 +147,8 @@ class VectorStore:
             if ids:
                 arrays[col] = np.stack([self.vectors[col][i] for i in ids])
         tmp = directory / f".{VECTORS_FILE}.tmp.npz"
-        np.savez(tmp, **arrays)
+        # numpy's stub lets **arrays fill its allow_pickle: bool parameter
+        np.savez(tmp, **arrays)  # type: ignore[arg-type]
         tmp.replace(directory / VECTORS_FILE)
 
     def load(self, directory: Path, items: dict[str, dict[str, dict[str, Any]]]) -> None:

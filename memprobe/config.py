@@ -322,7 +322,7 @@ class Release(_Strict):
     tasks_dir: str = "benchmark_data/CustomTasksPooledFinal"
 
 
-def _default_dims() -> dict[str, int]:
+def _default_dims() -> dict[Any, int]:  # keys: the categories (the field's Literal)
     return dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True))
 
 

@@ -22,7 +22,7 @@ CATEGORIES: tuple[str, ...] = get_args(Category)
 
 # How a store is read for scoring: the whole dump, or top-k search per dimension.
 Mode = Literal["dump_all", "retrieve"]
-MODES: tuple[str, ...] = get_args(Mode)
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 # Every LLM role a run calls (each has its endpoint settings, temperature and ledger rows).
 Role = Literal[
@@ -39,7 +39,7 @@ Role = Literal[
     "oracle",
     "disclosure",
 ]
-ROLES: tuple[str, ...] = get_args(Role)
+ROLES: tuple[Role, ...] = get_args(Role)
 
 # The simulated user's reaction to a reply; "satisfied" ends the episode.
 FeedbackType = Literal[

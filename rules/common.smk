@@ -1,7 +1,10 @@
 # Config validation, run-wide names and path helpers shared by every rule file.
 import os
 import re
+import shlex
 import sys
+
+from snakemake.settings.types import DeploymentMethod
 
 from memprobe.workflow import config_slices
 from memprobe.serving import embed_service
@@ -85,10 +88,19 @@ def script_job(**params):
     )
 
 
+# Jobs run on the interpreter that runs Snakemake (a venv need not be activated), or under
+# --software-deployment-method conda on the `python` of the rule's declared environment.
+PYTHON = (
+    "python"
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+    else shlex.quote(sys.executable).replace("{", "{{").replace("}", "}}")
+)
+
+
 def run_script(rule, script=None):
     """The shell command: scripts/<script, else the rule name>.py with the job's JSON."""
     logs = "{log[0]:q} {log.usage:q}"
-    return f"python scripts/{script or rule}.py {rule} {logs} {{params.job:q}}"
+    return f"{PYTHON} scripts/{script or rule}.py {rule} {logs} {{params.job:q}}"
 
 
 R = CFG.results_dir

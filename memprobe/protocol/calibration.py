@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from memprobe.llm.client import LLM
+from memprobe.protocol import records
 from memprobe.protocol.recovery import ask_judge
 from memprobe.protocol.rubric import LEVELS, RUBRIC, Level
 from memprobe.vocabulary import CATEGORIES, Category
@@ -87,10 +88,7 @@ def load_anchors(path: str | Path) -> Anchors:
     except yaml.YAMLError as err:
         raise CalibrationError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        msg = first["msg"].removeprefix("Value error, ")
-        raise CalibrationError(f"{path}: {loc}: {msg}") from None
+        raise CalibrationError(f"{path}: {records.first_error(err)}") from None
 
 
 class Reply(BaseModel):

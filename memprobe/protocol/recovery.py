@@ -165,7 +165,7 @@ def slotfill_user(
         return chunked(e, items, where)
 
     def chunked(e, items, where) -> SlotFillEntry:
-        found = []
+        found: list[dict[str, Any]] = []
         for i, part in enumerate(chunk_items(items, budget)):
             r = ask(e.category, e.dimension, serialize(part), f"{where}, chunk {i + 1}")
             if not is_unknown(r.label):
@@ -321,7 +321,11 @@ def judge_user(
             scoring_mode=slotfill.mode,
         )
 
-    details = llm.map(one, slotfill.entries)
+    return judge_record(slotfill, llm.map(one, slotfill.entries))
+
+
+def judge_record(slotfill: SlotFill, details: list[JudgeEntry]) -> Judge:
+    """The judge record of a slot-fill: its scored entries and their category means."""
     per, overall = category_means(details)
     return Judge(
         user_id=slotfill.user_id,

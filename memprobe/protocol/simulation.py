@@ -13,8 +13,15 @@ from pydantic import BaseModel, Field
 
 from memprobe.agents.base import HistoryTurn, MemorySystem
 from memprobe.llm.client import LLM
-from memprobe.protocol.prompts import render
-from memprobe.protocol.records import Bank, Episode, Episodes, Persona, Tasks, Turn
+from memprobe.protocol.prompts import dialogue, render
+from memprobe.protocol.records import (
+    Bank,
+    Episode,
+    Episodes,
+    Persona,
+    Tasks,
+    Turn,
+)
 from memprobe.protocol.users import bank_block, persona_block
 from memprobe.vocabulary import EndReason, FeedbackType
 
@@ -36,7 +43,7 @@ def recent_own(history: list[HistoryTurn]) -> str:
 def transcript_text(history: list[HistoryTurn]) -> str:
     if not history:
         return "(no prior turns)"
-    return "\n".join(f"Agent: {h['agent']}\nUser: {h['user']}" for h in history)
+    return dialogue((h["agent"], h["user"]) for h in history)
 
 
 def simulate_user(

@@ -73,7 +73,10 @@ class AuditSample(BaseModel):
 def _item(key: str, label: str, system: str, user: str, category: str, context) -> AuditItem:
     """An item; its id starts with its label type (``feedback:...``, ``attribution:...``)."""
     where = {"system": system, "user": user, "category": category, "context": context}
-    return AuditItem(id=key, label_type=key.split(":", 1)[0], llm_label=label, **where)
+    label_type = key.split(":", 1)[0]  # validated as a LabelType
+    return AuditItem.model_validate(
+        {"id": key, "label_type": label_type, "llm_label": label, **where}
+    )
 
 
 def _turn_items(root: Path, system: str, user: str, bank: Bank) -> list[AuditItem]:
@@ -194,7 +197,7 @@ def sample(results_dir: str | Path, n: int, seed: int, name: str) -> Path:
 
 
 # -- reading sheets and agreement --------------------------------------------------------
-def read_sheet(path: str | Path, sample_: AuditSample) -> list[tuple[str, str, str]]:
+def read_sheet(path: str | Path, sample_: AuditSample) -> list[tuple[LabelType, str, str]]:
     """(label_type, llm_label, human_label) per marked row; unmarked rows are skipped."""
     items = {it.id: it for it in sample_.items}
     out = []
@@ -259,8 +262,8 @@ def agreement_rows(sheets: list[str | Path], seed: int = 0) -> list[dict]:
                 f"{sheet}: no items.json next to it (a sheet lives in its sample's folder)"
             )
         sample_ = records.load(items, AuditSample)
-        for label_type, llm, human in read_sheet(sheet, sample_):
-            by_type[label_type].append((llm, human))
+        for kind, llm, human in read_sheet(sheet, sample_):
+            by_type[kind].append((llm, human))
     rows = []
     for label_type, pairs in by_type.items():
         kappa = cohen_kappa(pairs)

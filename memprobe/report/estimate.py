@@ -22,7 +22,6 @@ against the ledger's rows; every extra row must be a re-ask or a re-sampled inva
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from collections import defaultdict
@@ -34,6 +33,7 @@ from pydantic import BaseModel, Field
 from memprobe.agents import registry
 from memprobe.agents.registry import CostPriors, SystemSpec
 from memprobe.config import Config, role_settings
+from memprobe.llm import ledger
 from memprobe.vocabulary import MODES
 
 # Each system's own budget (its Table 5 row, the release's turns, write-side and attribution
@@ -167,16 +167,15 @@ def priors(cfg: Config) -> Rates:
 
 def read_ledger(results: Path) -> list[dict[str, str]]:
     rows: list[dict[str, str]] = []
-    for f in sorted((results / "usage").rglob("*.csv")):
-        with open(f, newline="", encoding="utf-8") as fh:
-            for row in csv.DictReader(fh):
-                rule, _, tag = row.get("job", "").partition("/")
-                m = _TAG.match(tag)
-                row["rule"] = rule or f.parent.name
-                row["system"] = (m.group("system") or "") if m else ""
-                row["user"] = m.group("user") if m else ""
-                row["mode"] = (m.group("rest") or "") if m else ""
-                rows.append(row)
+    for f in ledger.run_files(results):
+        for row in ledger.read_rows([f]):
+            rule, _, tag = row.get("job", "").partition("/")
+            m = _TAG.match(tag)
+            row["rule"] = rule or f.parent.name
+            row["system"] = (m.group("system") or "") if m else ""
+            row["user"] = m.group("user") if m else ""
+            row["mode"] = (m.group("rest") or "") if m else ""
+            rows.append(row)
     return rows
 
 
@@ -484,6 +483,8 @@ def load_prices(path: str) -> dict[str, Price]:
     import yaml
     from pydantic import ValidationError
 
+    from memprobe.protocol.records import first_error
+
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as err:
@@ -493,9 +494,7 @@ def load_prices(path: str) -> dict[str, Price]:
     try:
         return {str(m): Price.model_validate(v) for m, v in raw.items()}
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise ValueError(f"--prices {path}: {loc or 'a model'}: {first['msg']}") from None
+        raise ValueError(f"--prices {path}: {first_error(err, 'a model')}") from None
 
 
 def money(lines: list[Line], prices: dict[str, Price]) -> tuple[float, list[str]]:

@@ -87,7 +87,7 @@ def dump_vs_retrieve(judges: list[Judge], systems: list[str], path) -> None:
 
 
 def attribution_bars(attributions: list[Attribution], systems: list[str], path) -> None:
-    bars = [
+    bars: list[tuple[str, str]] = [
         (s, m)
         for s in systems
         for m in MODES
