@@ -26,8 +26,10 @@ from types import GenericAlias
 from typing import Any, Literal
 
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
+from memprobe.agents.registry import CostPriors, Settings, declare
 from pydantic import BaseModel, Field, create_model
 
+from memprobe.config import WriterSettings
 from memprobe.protocol.prompts import prompt_path, render
 from memprobe.protocol.records import write_atomic
 
@@ -87,11 +89,29 @@ def _bullets(values: list[str]) -> str:
     return ", ".join(values) if values else "(none)"
 
 
-class AMem(MemorySystem):
-    name = "amem"
-    searchable = True
-    llm_writer = True
+class AMemSettings(Settings):
+    """``system_settings.amem``: its write path's model (the release wrote at 1.0)."""
 
+    writer: WriterSettings = Field(default_factory=WriterSettings)
+
+
+@declare(
+    "amem",
+    searchable=True,
+    llm_writer=True,
+    embeds=True,
+    prompts=("amem_analyze", "amem_evolve"),
+    settings=AMemSettings,
+    priors=CostPriors(
+        table5_m=(126.82, 9.04),
+        turns_per_user=77.6,
+        writer_calls_per_write=2.0,  # analyze + evolve
+        first_write_saves=1.0,
+        one_item_per_write=True,
+        attribution={"dump_all": 610, "retrieve": 886},
+    ),
+)
+class AMem(MemorySystem):
     def reset(self, user_id: str) -> None:
         super().reset(user_id)
         self.notes: list[dict[str, Any]] = []

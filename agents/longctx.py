@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem
+from memprobe.agents.registry import CostPriors, declare
 
 from memprobe.protocol.records import write_atomic
 from memprobe.serving import embeddings
@@ -20,9 +21,18 @@ from memprobe.serving import embeddings
 STORE_FILE = "notes.json"
 
 
+@declare(
+    "longctx_full",
+    searchable=True,
+    embeds=True,
+    reads=("compat.longctx_drop_final_reply",),
+    priors=CostPriors(
+        table5_m=(238.12, 4.82),
+        turns_per_user=77.7,
+        attribution={"dump_all": 569, "retrieve": 958},
+    ),
+)
 class LongContext(MemorySystem):
-    name = "longctx_full"
-    searchable = True
     _matrix: np.ndarray | None = None  # the notes' embeddings, computed at the first search
 
     def reset(self, user_id: str) -> None:

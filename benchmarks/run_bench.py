@@ -339,7 +339,7 @@ def main() -> None:
         "|---|---|---:|---:|---:|---:|---:|---:|",
         *[
             f"| {a.system} | {a.user} | {a.protocol} | {a.ledger} | {a.reasks} | {a.invalid} "
-            f"| {a.unexplained} | {100 * a.excess:.1f}% |"
+            f"| {a.unexplained} | {'-' if a.excess is None else f'{100 * a.excess:.1f}%'} |"
             for a in audit
         ],
         "",

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from memprobe.config import Config
+from memprobe.config import Config, system_settings_model
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"
@@ -31,7 +31,8 @@ def model_keys(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, 
     """(dotted key, default) for every leaf of the config; "required" where there is none."""
     for name, field in model.model_fields.items():
         key = prefix + name
-        ann = field.annotation
+        # system_settings: each registered system's own model (agents/registry.py)
+        ann = system_settings_model() if key == "system_settings" else field.annotation
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             yield from model_keys(ann, key + ".")
             continue

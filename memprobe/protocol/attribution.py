@@ -27,8 +27,8 @@ from memprobe.protocol.records import (
     Task,
     Tasks,
 )
+from memprobe.protocol.rubric import RUBRIC
 
-OK_THRESHOLD = 0.75
 EMPTY_TRANSCRIPT = "(empty)"
 
 
@@ -92,7 +92,7 @@ def attribute_user(
 
     def one(d) -> AttributionEntry:
         base = {"category": d.category, "dimension": d.dimension, "score": d.score}
-        if d.score >= OK_THRESHOLD:
+        if RUBRIC.recovered(d.score):
             return AttributionEntry(**base, label="ok", ep_index=None, stages=[])
         task = first_task.get(d.dimension)
         if task is None:

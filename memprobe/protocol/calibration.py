@@ -20,12 +20,12 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from memprobe import CATEGORIES
 from memprobe.llm.client import LLM
 from memprobe.protocol import records
 from memprobe.protocol.recovery import ask_judge
+from memprobe.protocol.rubric import LEVELS, RUBRIC, Level
+from memprobe.vocabulary import CATEGORIES, Category
 
-LEVELS: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
 # What a label can be; the degenerate ones are what a weak slot-filler writes.
 Kind = Literal[
     "verbatim",
@@ -41,8 +41,6 @@ Kind = Literal[
     "axis_question",
 ]
 KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
-# PEP 586 has no float literals; pydantic validates these (the rubric's scale).
-Level = Literal[0.0, 0.25, 0.5, 0.75, 1.0]  # type: ignore[valid-type]
 
 
 class CalibrationError(ValueError):
@@ -53,13 +51,7 @@ class Anchor(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
-    category: Literal[
-        "skill_memory",
-        "knowledge_memory",
-        "episodic_memory",
-        "self_model",
-        "assistance_preference",
-    ]
+    category: Category
     dimension: str
     explanation: str
     truth: str
@@ -178,7 +170,7 @@ def summarize(replies: list[Reply]) -> Summary:
     return Summary(
         n=n,
         exact=sum(d == 0 for d in diffs) / n,
-        within_one=sum(abs(d) <= 0.25 for d in diffs) / n,
+        within_one=sum(abs(d) <= RUBRIC.step for d in diffs) / n,
         bias=sum(diffs) / n,
         kappa=quadratic_kappa(confusion),
         confusion=confusion,

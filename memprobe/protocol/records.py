@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from memprobe import CATEGORIES
+from memprobe.vocabulary import CATEGORIES, EndReason, FeedbackType
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -122,15 +122,6 @@ class Tasks(Record):
 
 
 # -- rollout -----------------------------------------------------------------------------
-FeedbackType = Literal[
-    "correction",
-    "add_context",
-    "too_deep",
-    "too_shallow",
-    "followup",
-    "expose_gap",
-    "satisfied",
-]
 
 
 class Turn(Record):
@@ -147,7 +138,7 @@ class Episode(Record):
     index: int
     task: str
     target_dimension: str
-    end_reason: Literal["satisfied", "max_turns"]
+    end_reason: EndReason
     turns: list[Turn]
 
 

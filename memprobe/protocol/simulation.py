@@ -8,7 +8,6 @@ instance is built (and reset) per user, so nothing crosses users.
 from __future__ import annotations
 
 import logging
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -19,12 +18,12 @@ from memprobe.protocol.records import (
     Bank,
     Episode,
     Episodes,
-    FeedbackType,
     Persona,
     Tasks,
     Turn,
 )
 from memprobe.protocol.users import bank_block, persona_block
+from memprobe.vocabulary import EndReason, FeedbackType
 
 log = logging.getLogger("memprobe")
 
@@ -84,7 +83,7 @@ def run_episode(
 ) -> Episode:
     history: list[HistoryTurn] = []
     turns: list[Turn] = []
-    end_reason: Literal["satisfied", "max_turns"] = "max_turns"
+    end_reason: EndReason = "max_turns"
     for turn in range(1, max_turns + 1):
         where = f"user {persona.user_id}, system {system.name}, episode {index}, turn {turn}"
         reply = system.respond(index, task, history)

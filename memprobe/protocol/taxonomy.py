@@ -11,8 +11,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
-from memprobe import CATEGORIES
 from memprobe.protocol.prompts import PROMPT_DIR
+from memprobe.vocabulary import CATEGORIES
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL_FILE = ROOT / "config" / "dimension_pool.yaml"

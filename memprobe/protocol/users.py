@@ -11,7 +11,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, WithJsonSchema, create_model
 
-from memprobe import CATEGORIES
 from memprobe.llm.client import LLM
 from memprobe.protocol.prompts import PROMPT_DIR, render
 from memprobe.protocol.records import (
@@ -26,6 +25,7 @@ from memprobe.protocol.records import (
     Tasks,
 )
 from memprobe.protocol.taxonomy import Dimension, Pool, check_counts, load_guides
+from memprobe.vocabulary import CATEGORIES
 
 log = logging.getLogger("memprobe")
 

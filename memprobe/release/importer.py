@@ -27,7 +27,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memprobe import CATEGORIES
 from memprobe.config import Config
 from memprobe.protocol.records import (
     Attribution,
@@ -60,7 +59,9 @@ from memprobe.protocol.records import (
 from memprobe.protocol.records import Judge as JudgeRecord
 from memprobe.protocol.records import load as load_record
 from memprobe.protocol.recovery import judge_record, store_overflows
+from memprobe.protocol.rubric import Level
 from memprobe.protocol.taxonomy import retrieve_query
+from memprobe.vocabulary import CATEGORIES
 
 DEFAULT_RUN_SUFFIX = "_pooled_50"
 # The paper's "memt" is the release's memt_memonly runner (docs/release-format.md §1).
@@ -153,7 +154,7 @@ class RawDetail(_Raw):
     ground_truth: str
     predicted: str
     slot_fill_reason: str = ""
-    score: float
+    score: Level  # a level of our rubric: a release score off the scale is refused
     judge_reason: str = ""
     scoring_mode: str
     retrieved_memories: list[dict[str, Any]] | None = None

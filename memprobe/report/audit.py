@@ -20,13 +20,14 @@ import random
 import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
 from pydantic import BaseModel
 
 from memprobe.protocol import records
-from memprobe.protocol.records import Attribution, Bank, Episodes, FeedbackType
+from memprobe.protocol.records import Attribution, Bank, Episodes
 from memprobe.report import inspect_site
+from memprobe.vocabulary import FEEDBACK_TYPES
 
 LabelType = Literal["feedback", "attribution"]
 # The attribution labels an LLM stage decides (memprobe/protocol/attribution.py).
@@ -37,7 +38,7 @@ LLM_ATTRIBUTION_LABELS = (
     "simulator_too_strict",
 )
 LABELS: dict[str, tuple[str, ...]] = {
-    "feedback": get_args(FeedbackType),
+    "feedback": FEEDBACK_TYPES,
     "attribution": LLM_ATTRIBUTION_LABELS,
 }
 SHEET_COLUMNS = ["item_id", "label_type", "llm_label", "verdict", "human_label"]

@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe import CATEGORIES, MODES
 from memprobe.protocol.records import Attribution, Episodes, Judge, Memories, Preference
+from memprobe.vocabulary import CATEGORIES, MODES
 
 TABLE2_COLUMNS = [
     "system",
@@ -87,7 +87,7 @@ def table2(
             "C_mean": _cell(c_mean),
             "C_std": _cell(c_std),
         }
-        for mode in ("dump_all", "retrieve"):
+        for mode in MODES:
             b_mean, b_std = mean_std(
                 j.overall for j in judges if j.system == system and j.mode == mode
             )
