@@ -33,6 +33,7 @@ from memprobe.llm import callstats, providers
 from memprobe.llm.cache import ResponseCache, request_key
 from memprobe.llm.ledger import Ledger
 from memprobe.llm.providers import (
+    FAKE_URL,
     Endpoint,
     InvalidReply,
     LLMError,
@@ -42,7 +43,6 @@ from memprobe.llm.providers import (
     Reply,
     endpoint_for,
     is_loopback,
-    memt_endpoint,
     provider,
     redact,
 )
@@ -355,7 +355,8 @@ class LLM:
         except (OSError, UnicodeError) as err:
             raise LLMError(
                 f"role {self.role}{where}: a paid reply could not be written to the response "
-                f"cache {self.cache.root} ({type(err).__name__}: {err}); it is on the ledger"
+                f"cache {getattr(self.cache, 'root', '')} ({type(err).__name__}: {err}); it is "
+                "on the ledger"
             ) from None
         finally:
             self._record(key, reply, latency, cached=False, reask=reask)
@@ -498,9 +499,21 @@ def client_for(
     return llm
 
 
+def memt_endpoint(cfg: Config) -> Endpoint:
+    """The served Mem-T policy: keyed on the weights, so a new port replays, a new checkpoint
+    does not."""
+    if cfg.llm.backend == "fake":
+        return Endpoint("fake", FAKE_URL, FAKE_URL, None, cfg.llm.timeout_s)
+    from memprobe.serving import vllm_server
+
+    m = cfg.memt
+    base_url = vllm_server.ensure(m)
+    identity = vllm_server.cache_identity(m, base_url)
+    return Endpoint("memt", base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s)
+
+
 def memt_client(cfg: Config, writer: LLM | None) -> LLM:
-    """The served Mem-T policy (``providers.memt_endpoint``), on the writer's cache and usage
-    ledger."""
+    """The served Mem-T policy's client, on the writer's cache and usage ledger."""
     m = cfg.memt
     endpoint = memt_endpoint(cfg)
     return LLM(

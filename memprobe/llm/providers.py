@@ -9,7 +9,7 @@ response cache keys its replies on:
 | ``openai`` | ``llm.base_url`` (or the role's override) | the URL |
 | ``local`` | the run's llama.cpp server (memprobe/serving/local_server.py) | the GGUF's sha256 |
 | ``fake`` | in-process, answered by memprobe/testing/fake_responder.py | the fake URL |
-| ``memt`` | the served Mem-T policy (memprobe/serving/vllm_server.py) | the checkpoint's digest |
+| ``memt`` | the served Mem-T policy (``client.memt_endpoint``, vLLM) | the checkpoint's digest |
 
 ``Endpoint`` says where; ``provider(endpoint)`` gives the job's one ``OpenAICompatible`` for it:
 every role on the same endpoint shares one HTTP client and its connection pool, so a job
@@ -39,8 +39,6 @@ from memprobe.testing.fake_responder import completion_body, fake_content
 if TYPE_CHECKING:
     import httpx2
     import openai
-
-    from memprobe.config import MemT
 
 FAKE_URL = "http://fake.invalid/v1"
 LOCAL_SERVER_FILE = "local_server.json"  # written by the local backend's launcher
@@ -263,19 +261,6 @@ def endpoint_for(cfg: Config, settings: dict[str, Any]) -> Endpoint:
         return Endpoint("local", base_url, identity, local_server.KEY_ENV, cfg.llm.timeout_s)
     url = settings["base_url"]
     return Endpoint(backend, url, url, settings["api_key_env"], cfg.llm.timeout_s)
-
-
-def memt_endpoint(cfg: Config) -> Endpoint:
-    """The served Mem-T policy: keyed on the weights, so a new port replays, a new checkpoint
-    does not."""
-    m: MemT = cfg.memt
-    if cfg.llm.backend == "fake":
-        return Endpoint("fake", FAKE_URL, FAKE_URL, None, cfg.llm.timeout_s)
-    from memprobe.serving import vllm_server
-
-    base_url = vllm_server.ensure(m)
-    identity = vllm_server.cache_identity(m, base_url)
-    return Endpoint("memt", base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s)
 
 
 def _local_endpoint(cfg: Config) -> tuple[str, str]:
