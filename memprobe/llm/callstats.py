@@ -77,7 +77,7 @@ def _write() -> None:
         "llm": bool(_startup),
         **_stats,
     }
-    out = Path(_DIR) / f"{rule}-{os.getpid()}.json"
+    out = Path(str(_DIR)) / f"{rule}-{os.getpid()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record))
 

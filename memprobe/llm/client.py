@@ -196,7 +196,12 @@ class LLM:
         invalid replies re-sampled (``resample_invalid``), both with the identical request.
         A structured reply cut at max_tokens is returned unvalidated: ``_pay`` raises the limit.
         """
-        status_errors, transport_errors = providers.status_errors(), providers.transport_errors()
+        status_errors = providers.status_errors()
+        retried: tuple[type[BaseException], ...] = (
+            *providers.transport_errors(),
+            InvalidReply,
+            ValueError,
+        )
         last: BaseException | None = None
         attempt = invalid = 0
         while True:
@@ -204,12 +209,12 @@ class LLM:
             try:
                 reply = self._ask(req, key, reask)
             except status_errors as err:
-                if not _retryable(err.status_code):  # a resend would fail the same way
+                if not _retryable(getattr(err, "status_code", 0)):  # a resend fails the same way
                     raise LLMError(
                         f"role {self.role}{where}: endpoint rejected the request: {self._safe(err)}"
                     ) from None
                 last = err
-            except (*transport_errors, InvalidReply, ValueError) as err:
+            except retried as err:
                 last = err
             else:
                 if validate is None or reply.finish_reason == "length":
@@ -272,7 +277,7 @@ class LLM:
 
     def _delay(self, err: BaseException | None, attempt: int) -> float:
         if isinstance(err, providers.status_errors()):
-            headers = err.response.headers
+            headers = getattr(err, "response").headers  # noqa: B009  ours and openai's have it
             for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
                 if not headers.get(name):
                     continue

@@ -216,9 +216,8 @@ class OpenAICompatible:
         choices = body.get("choices") if isinstance(body, dict) else None
         if not isinstance(choices, list):  # a 200 whose body was not a completion
             raise InvalidReply("the endpoint's reply is not a chat completion")
-        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        choice = _mapping(choices[0] if choices else None)
+        message, usage = _mapping(choice.get("message")), _mapping(body.get("usage"))
         content = message.get("content")
         return Reply(
             _clean(content if isinstance(content, str) else ""),
@@ -229,6 +228,10 @@ class OpenAICompatible:
 
 
 _BEARER_AUTH: Any = {"security": {"bearer_auth": True}}  # what openai's create() asks for
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _count(value: Any) -> int:
