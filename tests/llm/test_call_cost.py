@@ -157,3 +157,42 @@ def test_a_job_writes_its_cpu_and_call_counts_when_asked(tmp_path):
     got = json.loads(f.read_text())
     assert got["paid"] == 1 and got["replayed"] == 1 and got["client"] == 1
     assert 0 < got["startup_cpu_s"] <= got["cpu_s"] and got["paid_cpu_s"] > 0
+
+
+def test_the_key_echoed_in_an_error_body_never_reaches_the_message(tmp_path, monkeypatch):
+    # The reliability test checks this through an injected openai client; this is the
+    # provider's own HTTP path, which every job now takes.
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import pytest
+
+    from memprobe.llm.client import LLMError
+
+    secret = "sk-test-" + "z" * 24
+    monkeypatch.setenv("MEMPROBE_TEST_KEY", secret)
+
+    class Echo(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            auth = self.headers.get("Authorization", "")
+            body = json.dumps({"error": {"message": f"bad key {auth}; key={secret}"}}).encode()
+            self.send_response(401)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        llm = make_llm(f"http://127.0.0.1:{server.server_address[1]}/v1", tmp_path)
+        with pytest.raises(LLMError) as err:
+            llm.text(MSGS)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "AuthenticationError" in str(err.value) and "bad key" in str(err.value)
+    assert secret not in str(err.value) and secret[8:20] not in str(err.value)
