@@ -43,7 +43,7 @@ import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
 from memprobe.agents.registry import CostPriors, Resources, declare
 
-from memprobe.llm.client import LLM
+from memprobe.llm.client import LLM, memt_client
 from memprobe.protocol.prompts import render
 from memprobe.protocol.records import write_atomic
 from memprobe.serving import embeddings
@@ -165,35 +165,6 @@ class VectorStore:
                 self.vectors[col] = {i: matrix[n] for n, i in enumerate(ids)}
 
 
-def memt_client(config, writer: LLM | None) -> LLM:
-    """The Mem-T policy client: the memt endpoint, the writer's cache and usage ledger."""
-    from memprobe.llm.cache import ResponseCache
-    from memprobe.llm.ledger import Ledger
-    from memprobe.serving import vllm_server
-
-    m = config.memt
-    fake = config.llm.backend == "fake"
-    base_url = "http://fake.invalid/v1" if fake else vllm_server.ensure(m)
-    llm = LLM(
-        "writer",
-        backend="fake" if fake else "openai",
-        base_url=base_url,
-        model=m.model,
-        api_key_env=vllm_server.key_env(m),
-        temperature=m.temperature,
-        max_tokens=m.max_tokens,
-        seed=config.seed,
-        cache=writer.cache if writer else ResponseCache(config.llm.cache_dir),
-        ledger=writer.ledger if writer else Ledger(None),
-        timeout_s=config.llm.timeout_s,
-        max_attempts=config.llm.max_attempts,
-        backoff_s=config.llm.backoff_s,
-    )
-    if not fake:  # keyed on the weights: a new port replays, a new checkpoint does not
-        llm.cache_endpoint = vllm_server.cache_identity(m, base_url)
-    return llm
-
-
 # Its settings are the top-level ``memt`` block (memprobe/config.py ``MemT``): the served
 # policy model is run infrastructure as much as system behaviour.
 @declare(
@@ -224,7 +195,7 @@ class MemT(MemorySystem):
     def policy(self) -> LLM:
         # Built on first use: a probe job that only loads the store needs no server yet.
         if self._policy is None:
-            self._policy = memt_client(self.config, self.writer)
+            self._policy = memt_client(self.config, self.writer)  # memprobe/llm/client.py
         return self._policy
 
     # -- lifecycle ------------------------------------------------------------------------

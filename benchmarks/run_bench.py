@@ -16,18 +16,25 @@ What it does, in a temp copy of the workflow (never in the checkout's results/):
 6. for every file in prompts/: edits it, dry-runs, and compares the scheduled jobs with the
    file's dependent set in the DAG (the jobs declaring it as an input and everything
    downstream of them), then restores it;
-7. writes the report (default ``benchmarks/RESULTS.md``).
+7. CPU: every job writes its process CPU, its start-up CPU and the CPU of its LLM calls (paid,
+   replayed) to ``MEMPROBE_JOB_STATS`` (memprobe/llm/callstats.py); the run's children's rusage
+   gives Snakemake's own share and /proc the fake endpoint's. A second pass reruns every job
+   on the warm cache (``--forceall``): every call a replay;
+8. writes the report (default ``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -94,13 +101,168 @@ def bench_config(args: argparse.Namespace, base_url: str) -> dict:
     }
 
 
-def snakemake(wd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def snakemake(
+    wd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [SNAKEMAKE, *args], cwd=wd, capture_output=True, text=True, env={**os.environ}
+        [SNAKEMAKE, *args],
+        cwd=wd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
     )
     if check and proc.returncode != 0:
         raise SystemExit(f"run_bench: snakemake {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
     return proc
+
+
+# -- CPU ------------------------------------------------------------------------------------
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a live process (/proc/PID/stat fields 14, 15)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _descendants(root: int) -> dict[int, tuple[str, float]]:
+    """Live descendants of ``root``: pid -> (command line, CPU seconds so far)."""
+    parent: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        kids = [c for c, p in parent.items() if p == pid and c not in tree]
+        tree.update(kids)
+        todo += kids
+    out = {}
+    for pid in tree:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        out[pid] = (cmd, proc_cpu(pid))
+    return out
+
+
+class Helpers(threading.Thread):
+    """Samples, every second, the CPU of Snakemake's own process and of the run's embedding
+    server: the server is stopped before anyone could read its rusage."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root = root
+        self.cpu: dict[int, float] = {}
+        self.embed: set[int] = set()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(1.0):
+            self.cpu[self.root] = max(self.cpu.get(self.root, 0.0), proc_cpu(self.root) or 0.0)
+            for pid, (cmd, cpu) in _descendants(self.root).items():
+                if "embed_service" in cmd and cpu == cpu:
+                    self.embed.add(pid)
+                    self.cpu[pid] = cpu
+
+    @property
+    def snakemake(self) -> float:
+        return self.cpu.get(self.root, 0.0)
+
+    @property
+    def embedding(self) -> float:
+        return sum(self.cpu[p] for p in self.embed)
+
+
+class CpuRun:
+    """One timed ``snakemake`` pass with the CPU of its jobs, of Snakemake and of the endpoint."""
+
+    def __init__(self, wd: Path, endpoint: subprocess.Popen, args: list[str], name: str) -> None:
+        stats = wd / f"job-stats-{name}"
+        ep0, ch0, t0 = proc_cpu(endpoint.pid), children_cpu(), time.monotonic()
+        proc = subprocess.Popen(
+            [SNAKEMAKE, *args],
+            cwd=wd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "MEMPROBE_JOB_STATS": str(stats)},
+        )
+        helpers = Helpers(proc.pid)
+        helpers.start()
+        err = proc.communicate()[1]
+        helpers.done.set()
+        helpers.join()
+        if proc.returncode != 0:
+            raise SystemExit(f"run_bench: snakemake {' '.join(args)} failed:\n{err[-3000:]}")
+        self.wall = time.monotonic() - t0
+        self.snakemake_cpu, self.embedding = helpers.snakemake, helpers.embedding
+        self.children = children_cpu() - ch0  # snakemake + its shells + every job
+        self.endpoint = proc_cpu(endpoint.pid) - ep0
+        records = [json.loads(f.read_text()) for f in sorted(stats.glob("*.json"))]
+        # Snakemake's own process imports the library too: its CPU is not a job's.
+        self.jobs = [r for r in records if r["rule"] != "snakemake"]
+        self.name = name
+
+
+def _ms(cpu: float, n: float) -> str:
+    return f"{1000 * cpu / n:.1f}" if n else "-"
+
+
+def cpu_table(run: CpuRun) -> list[str]:
+    """CPU per job start-up and per LLM call, by stage (rule)."""
+    by: dict[str, Counter] = defaultdict(Counter)
+    for j in run.jobs:
+        c = by[j["rule"]]
+        c["jobs"] += 1
+        c["cpu"] += j["cpu_s"]
+        c["startup"] += j["startup_cpu_s"]
+        c["clients"] += j.get("client", 0)
+        c["client_cpu"] += j.get("client_cpu_s", 0.0)
+        for kind in ("paid", "replayed", "failed"):
+            c[kind] += j.get(kind, 0)
+            c[f"{kind}_cpu"] += j.get(f"{kind}_cpu_s", 0.0)
+    total: Counter = Counter()
+    for c in by.values():
+        total.update(c)
+    rows = [
+        "| stage | jobs | start-up CPU ms/job | client build ms | paid calls | CPU ms/paid call "
+        "| replayed calls | CPU ms/replayed call | other CPU s | job CPU s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for rule, c in sorted(by.items()) + [("**all jobs**", total)]:
+        calls = c["paid_cpu"] + c["replayed_cpu"] + c["failed_cpu"]
+        other = c["cpu"] - c["startup"] - calls
+        paid = c["paid_cpu"] - c["client_cpu"]  # a client is built inside the first paid call
+        rows.append(
+            f"| {rule} | {c['jobs']} | {_ms(c['startup'], c['jobs'])} "
+            f"| {_ms(c['client_cpu'], c['clients'])} | {c['paid']} | {_ms(paid, c['paid'])} "
+            f"| {c['replayed']} | {_ms(c['replayed_cpu'], c['replayed'])} | {other:.1f} "
+            f"| {c['cpu']:.1f} |"
+        )
+    jobs_cpu = total["cpu"]
+    rows += [
+        "",
+        f"Whole pass: wall {run.wall:.1f} s; CPU {jobs_cpu:.1f} s in jobs, "
+        f"{run.snakemake_cpu:.1f} s in Snakemake's main process, "
+        f"{run.embedding:.1f} s in the embedding server, "
+        f"{run.children - jobs_cpu - run.snakemake_cpu - run.embedding:.1f} s elsewhere "
+        "(job shells, helpers), "
+        f"{run.endpoint:.1f} s in the fake endpoint (same machine); "
+        f"{(run.children + run.endpoint) / run.wall:.2f} cores busy on average "
+        f"of {os.cpu_count()}.",
+    ]
+    return rows
 
 
 # -- rerun precision ------------------------------------------------------------------------
@@ -174,7 +336,7 @@ def job_spans(wd: Path) -> dict[str, tuple[int, int]]:
             now = time.strptime(re.sub(" +", " ", m.group(1)), "%a %b %d %H:%M:%S %Y")
         elif re.match(r"(local)?rule \w+:", line):
             pending = {"start": now}
-        elif pending is not None and (m := re.match(r"\s+log: (\S+)", line)):
+        elif pending is not None and (m := re.match(r"\s+log: ([^\s,]+)", line)):
             pending["log"] = m.group(1)
         elif pending is not None and (m := re.match(r"\s+jobid: (\d+)", line)):
             if "log" in pending:
@@ -194,6 +356,17 @@ def job_spans(wd: Path) -> dict[str, tuple[int, int]]:
     }
 
 
+def chain_rows(chain: list[tuple[str, float]], spans: dict[str, tuple[int, int]]) -> list[str]:
+    rows, prev_end = [], None
+    for job, weight in chain:
+        rule, logf = job.split("|")[0], job.split("|")[1].split(",")[0]
+        start, end = spans.get(logf, ("?", "?"))
+        queued = start - prev_end if isinstance(start, int) and prev_end is not None else "-"
+        rows.append(f"| {logf} ({rule}) | {weight:.1f} | {start}, {end} | {queued} |")
+        prev_end = end if isinstance(end, int) else None
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--users", type=int, default=2)
@@ -206,29 +379,31 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--paper-config", help="config for the DAG-build timing (config/paper.yaml)")
     ap.add_argument("--no-rerun", action="store_true", help="skip the rerun-precision pass")
+    ap.add_argument("--no-replay", action="store_true", help="skip the warm-cache CPU pass")
+    ap.add_argument("--no-dag-build", action="store_true", help="skip the paper DAG-build timing")
+    ap.add_argument(
+        "--no-priority",
+        action="store_true",
+        help="drop the rules' priority: lines in the copy (the scheduling baseline)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temp workflow copy")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     args = ap.parse_args()
 
     wd = Path(tempfile.mkdtemp(prefix="memprobe-bench-"))
     copy_workflow(wd)
+    if args.no_priority:
+        for smk in (wd / "rules").glob("*.smk"):
+            smk.write_text(re.sub(r"(?m)^\s+priority: .*\n", "", smk.read_text()))
     endpoint, base_url = start_endpoint(args.latency)
     try:
         raw = bench_config(args, base_url)
         (wd / "bench.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
         cfg = load_config(raw)
-        t0 = time.monotonic()
-        snakemake(
-            wd,
-            TARGET,
-            "--cores",
-            str(args.cores),
-            "--resources",
-            f"llm_slots={args.cores}",
-            "--configfile",
-            "bench.yaml",
-        )
-        wall = time.monotonic() - t0
+        run_args = [TARGET, "--cores", str(args.cores), "--resources", f"llm_slots={args.cores}"]
+        run_args += ["--configfile", "bench.yaml"]
+        paid_run = CpuRun(wd, endpoint, run_args, "paid")
+        wall = paid_run.wall
         spans = job_spans(wd)
         summary = snakemake(wd, "--detailed-summary", TARGET, "--configfile", "bench.yaml")
         dag = Dag(summary.stdout)
@@ -238,6 +413,10 @@ def main() -> None:
         audit = estimate.audit(results, cfg)
         rates = estimate.observed(results, cfg) or estimate.priors(cfg)
         predicted = estimate.protocol_calls(cfg, rates)
+        # Every job again on the warm cache: what a resumed or re-scored run costs per call.
+        replay_run = (
+            None if args.no_replay else CpuRun(wd, endpoint, [*run_args, "--forceall"], "replay")
+        )
 
         paper = Path(args.paper_config) if args.paper_config else wd / "config" / "paper.yaml"
         dag_note = ""
@@ -252,7 +431,8 @@ def main() -> None:
         copy_workflow(clean)
         dry_args = (TARGET, "-n", "--cores", "1", "--configfile", str(paper))
         dag_s, dag_print_s = [], []
-        for _ in range(3):
+        dry = subprocess.CompletedProcess([], 0, "", "")
+        for _ in range(0 if args.no_dag_build else 3):
             t1 = time.monotonic()
             snakemake(clean, *dry_args, "--quiet")
             dag_s.append(time.monotonic() - t1)
@@ -268,7 +448,7 @@ def main() -> None:
             stmt: min(import_seconds(stmt) for _ in range(3))
             for stmt in (
                 "import memprobe.workflow.glue",
-                "import memprobe.workflow.glue, openai, httpx",
+                "import memprobe.workflow.glue, openai, httpx2",
                 "import memprobe.workflow.glue, memprobe.report.tables",
                 "import memprobe.workflow.glue, memprobe.agents.longctx",
             )
@@ -295,6 +475,7 @@ def main() -> None:
         f"Scale: {cfg.n_users} users x {len(cfg.systems)} systems ({', '.join(cfg.systems)}), "
         f"{cfg.n_dims} dims/user, max_turns {cfg.max_turns}, both modes, k 5; fake endpoint "
         f"latency {args.latency:g} s per call, unlimited concurrency; `--cores {args.cores}`, "
+        f"{'no job priorities (baseline), ' if args.no_priority else ''}"
         f"`llm_slots={args.cores}`, `llm.concurrency: {args.concurrency}`.",
         "",
         "| wall time (s) | critical-path bound (s) | ratio | jobs |",
@@ -313,15 +494,39 @@ def main() -> None:
         "",
         "The heaviest path:",
         "",
-        "| job | LLM time (s) | job start, end (s into the run; Snakemake's log, 1 s steps) |",
-        "|---|---:|---|",
-        *[
-            f"| {j.split('|')[1]} ({j.split('|')[0]}) | {w:.1f} | "
-            f"{spans.get(j.split('|')[1], ('?', '?'))[0]}, "
-            f"{spans.get(j.split('|')[1], ('?', '?'))[1]} |"
-            for j, w in chain
-        ],
+        "`queued` = the job's start minus the end of the path's previous job (time it waited "
+        "for a job slot, or for another input).",
         "",
+        "| job | LLM time (s) | job start, end (s into the run; Snakemake's log, 1 s steps) "
+        "| queued (s) |",
+        "|---|---:|---|---:|",
+        *chain_rows(chain, spans),
+        "",
+        "## CPU per job start-up and per LLM call, by stage",
+        "",
+        "Each job's own accounting (memprobe/llm/callstats.py): `start-up` = its process CPU until "
+        "its first LLM client was built (interpreter, imports, config, inputs; the whole job for "
+        "a stage without LLM calls); `client build` = importing openai and building its client "
+        "(once per role and job; counted apart from the calls); `CPU ms/paid call` and "
+        "`/replayed call` = CPU of the calling thread inside the LLM layer (request, cache key, "
+        "cache read/write, HTTP, validation, ledger row), waits excluded; `other` = the job's "
+        "remaining CPU (its own logic). Machine: "
+        f"{os.cpu_count()} cores, shared.",
+        "",
+        f"### Pass 1: fresh cache (`{' '.join(run_args)}`)",
+        "",
+        *cpu_table(paid_run),
+        "",
+        *(
+            [
+                "### Pass 2: every job again on the warm cache (`--forceall`): all replays",
+                "",
+                *cpu_table(replay_run),
+                "",
+            ]
+            if replay_run
+            else []
+        ),
         "## Calls and tokens per user per system (ledger)",
         "",
         *per_user_table(ledger, cfg),
@@ -349,19 +554,22 @@ def main() -> None:
         "|---|---|---:|",
         *[f"| {s} | {r} | {v:.1f} |" for (s, r), v in predicted.items()],
         "",
-        "## DAG build",
-        "",
-        f"`snakemake -n {TARGET} --configfile {paper.name}`{dag_note}, "
-        f"{n_jobs.group(1) if n_jobs else '?'} jobs, in a copy with no results, 3 runs each:",
-        "",
-        "| command | seconds (best) | all runs |",
-        "|---|---:|---|",
-        f"| `--quiet` (the DAG build) | {min(dag_s):.1f} | "
-        f"{', '.join(f'{x:.1f}' for x in dag_s)} |",
-        f"| default output (also prints all {n_jobs.group(1) if n_jobs else '?'} jobs) | "
-        f"{min(dag_print_s):.1f} | {', '.join(f'{x:.1f}' for x in dag_print_s)} |",
-        "",
     ]
+    if dag_s:
+        lines += [
+            "## DAG build",
+            "",
+            f"`snakemake -n {TARGET} --configfile {paper.name}`{dag_note}, "
+            f"{n_jobs.group(1) if n_jobs else '?'} jobs, in a copy with no results, 3 runs each:",
+            "",
+            "| command | seconds (best) | all runs |",
+            "|---|---:|---|",
+            f"| `--quiet` (the DAG build) | {min(dag_s):.1f} | "
+            f"{', '.join(f'{x:.1f}' for x in dag_s)} |",
+            f"| default output (also prints all {n_jobs.group(1) if n_jobs else '?'} jobs) | "
+            f"{min(dag_print_s):.1f} | {', '.join(f'{x:.1f}' for x in dag_print_s)} |",
+            "",
+        ]
     lines += [
         "## Job start-up (imports)",
         "",

@@ -18,6 +18,7 @@ rule attribution:
     log:
         "logs/attribution/{system}/{user}/{mode}.log",
         usage=usage_log("attribution", "system", "user", "mode"),
+    priority: PRIORITY_SCORING["attribution"]
     conda:
         "../envs/memprobe.yaml"
     resources:

@@ -33,6 +33,7 @@ rule judge_calibration:
     log:
         "logs/judge_calibration.log",
         usage=CALIBRATION_LEDGER,
+    priority: 1
     conda:
         "../envs/memprobe.yaml"
     resources:

@@ -221,6 +221,35 @@ def probe_llm_slots(wildcards):
     return 1 if _resources(wildcards).served_model else 0
 
 
+# Job priorities (docs/performance.md): the longest remaining chain first. A rollout is the
+# long link of each chain (a turn's calls wait for the previous turn's), longer for a system
+# with more calls per turn (memprobe estimate's priors). So a user's persona, bank and tasks
+# come first (they unlock its rollouts), then rollouts by their system's expected calls, then
+# scoring in chain order, then the leaves. Snakemake starts the ready job of highest priority.
+def _rollout_calls():
+    from memprobe.report import estimate
+
+    calls = estimate.protocol_calls(CFG, estimate.priors(CFG))
+    roles = ("assistant", "simulator", "writer")
+    return {s: sum(calls.get((s, r), 0.0) for r in roles) for s in SYSTEMS}
+
+
+ROLLOUT_CALLS = _rollout_calls()
+PRIORITY_SCORING = {
+    "stage0": 6,
+    "probe": 5,
+    "slotfill": 4,
+    "judge": 3,
+    "attribution": 2,
+}
+TOP_ROLLOUT = 10 + round(max(ROLLOUT_CALLS.values(), default=0.0))
+PRIORITY_USER = TOP_ROLLOUT + 1  # above every rollout
+
+
+def rollout_priority(wildcards):
+    return 10 + round(ROLLOUT_CALLS[wildcards.system])
+
+
 def slotfill_memory(wildcards):
     """dump_all reads the whole store; retrieve reads the recorded top-k items."""
     if wildcards.mode == "dump_all":

@@ -19,6 +19,7 @@ rule rollout:
     log:
         "logs/rollout/{system}/{user}.log",
         usage=usage_log("rollout", "system", "user"),
+    priority: rollout_priority
     conda:
         "../envs/memprobe.yaml"
     resources:
@@ -47,6 +48,7 @@ rule preference:
     log:
         "logs/preference/{system}/{user}.log",
         usage=usage_log("preference", "system", "user"),
+    priority: 1
     conda:
         "../envs/memprobe.yaml"
     resources:
@@ -72,6 +74,7 @@ rule probe:
     log:
         "logs/probe/{system}/{user}_k{k}.log",
         usage=usage_log("probe", "system", "user", "k"),
+    priority: PRIORITY_SCORING["probe"]
     conda:
         "../envs/memprobe.yaml"
     resources:

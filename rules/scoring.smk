@@ -14,6 +14,7 @@ rule slotfill:
     log:
         "logs/slotfill/{system}/{user}/{mode}.log",
         usage=usage_log("slotfill", "system", "user", "mode"),
+    priority: PRIORITY_SCORING["slotfill"]
     conda:
         "../envs/memprobe.yaml"
     resources:
@@ -38,6 +39,7 @@ rule judge:
     log:
         "logs/judge/{system}/{user}/{mode}.log",
         usage=usage_log("judge", "system", "user", "mode"),
+    priority: PRIORITY_SCORING["judge"]
     conda:
         "../envs/memprobe.yaml"
     resources:

@@ -20,6 +20,7 @@ rule persona:
     log:
         "logs/persona/{user}.log",
         usage=usage_log("persona", "user"),
+    priority: PRIORITY_USER + 2
     conda:
         "../envs/memprobe.yaml"
     resources:
@@ -44,6 +45,7 @@ rule bank:
     log:
         "logs/bank/{user}.log",
         usage=usage_log("bank", "user"),
+    priority: PRIORITY_USER + 1
     conda:
         "../envs/memprobe.yaml"
     resources:
@@ -71,6 +73,7 @@ rule tasks:
     log:
         "logs/tasks/{user}.log",
         usage=usage_log("tasks", "user"),
+    priority: PRIORITY_USER
     conda:
         "../envs/memprobe.yaml"
     resources:
@@ -94,6 +97,7 @@ rule stage0:
     log:
         "logs/stage0/{user}.log",
         usage=usage_log("stage0", "user"),
+    priority: PRIORITY_SCORING["stage0"]
     conda:
         "../envs/memprobe.yaml"
     resources:

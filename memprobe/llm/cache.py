@@ -2,8 +2,16 @@
 
 One file per request under ``<dir>/<key[:2]>/<key>.json``, written by atomic rename, so a
 SIGKILL never leaves a torn entry: a reader sees either no entry or a whole one. A kill
-mid-write leaves at most a ``.tmp-*`` file, which no key ever names. A rerun of a finished job
+mid-write leaves at most a ``.tmp`` file, which no key ever names. A rerun of a finished job
 replays its calls from here and pays nothing.
+
+Entries are not fsynced (an fsync per paid call was a tenth of its CPU and more of its wall
+time). That is safe: a killed process's writes are already the kernel's, so SIGKILL, OOM and
+``snakemake`` dying lose nothing; only a power cut or kernel crash can, and then the rename
+may be on disk before the data, leaving an empty or cut entry. ``get`` reads such an entry
+as a miss (not JSON, or no string ``content``), so the call is asked again and the entry
+overwritten: a lost entry costs one call, it never replays a wrong reply. The artifacts
+(``records.write_atomic``) keep their fsync: they are results, not a cache.
 
 Parallel jobs can send the identical request at the same moment (every system's first
 simulator turn is the same prompt). ``inflight(key)`` is an advisory ``flock`` that the first
@@ -18,11 +26,10 @@ import fcntl
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-from memprobe.protocol.records import write_atomic
 
 
 def request_key(request: dict[str, Any]) -> str:
@@ -58,7 +65,25 @@ class ResponseCache:
         return entry
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
-        write_atomic(self._path(key), json.dumps(entry, ensure_ascii=False))
+        path = self._path(key)
+        data = json.dumps(entry, ensure_ascii=False).encode("utf-8")
+        # The temporary name is unique per process and thread; a leftover one (a kill between
+        # the write and the rename) is named by no key and overwritten by the next attempt.
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies
+        try:
+            try:
+                os.write(fd, data)  # one write: entries are far below the 2 GiB limit
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)  # no fsync: see the module docstring
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     def discard(self, key: str) -> None:
         """Drop an entry (the replies of a failed chain: a rerun must ask again)."""
@@ -74,8 +99,11 @@ class ResponseCache:
         """
         path = self.root / ".locks" / key[:3]
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError:
             yield
             return

@@ -1,7 +1,7 @@
 """The one LLM client every stage uses.
 
-- Roles map to endpoints (config ``llm`` + ``llm.roles`` overrides); every backend speaks the
-  OpenAI chat-completions API through the ``openai`` package.
+- Roles map to endpoints (config ``llm`` + ``llm.roles`` overrides); each endpoint is served by
+  one provider per job (``memprobe.llm.providers``: OpenAI-compatible, local, fake, served Mem-T).
 - Structured output: a pydantic model per JSON role, sent as ``response_format`` json_schema
   (schema name = role), validated on return, re-asked a bounded number of times.
 - Transport retries with exponential backoff on 429/5xx/timeouts, honouring Retry-After.
@@ -16,80 +16,49 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from memprobe.config import Config, role_settings
+from memprobe.llm import callstats, providers
 from memprobe.llm.cache import ResponseCache, request_key
 from memprobe.llm.ledger import Ledger
-from memprobe.serving import local_server
-from memprobe.testing.fake_responder import completion_body, fake_content
+from memprobe.llm.providers import (
+    FAKE_URL,
+    Endpoint,
+    InvalidReply,
+    LLMError,
+    OpenAICompatible,
+    Provider,
+    ProviderError,
+    Reply,
+    endpoint_for,
+    is_loopback,
+    provider,
+    redact,
+)
 
 if TYPE_CHECKING:
     import httpx2
     import openai
+
+__all__ = ["LLM", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 R = TypeVar("R")
 log = logging.getLogger("memprobe")
 
-LOCAL_SERVER_FILE = "local_server.json"  # written by the local backend's launcher
-
-
-class LLMError(RuntimeError):
-    """A call that could not produce a valid reply within its budget."""
-
-
 Paid = list[str]  # the cache keys a structured chain paid for: dropped if the chain fails
-
-
-def _fake_transport() -> httpx2.MockTransport:
-    import httpx2
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.content or b"{}")
-        return httpx2.Response(200, json=completion_body(body, fake_content(body)))
-
-    return httpx2.MockTransport(handler)
-
-
-def _local_endpoint(cfg: Config) -> tuple[str, str]:
-    """The run's llama.cpp server (memprobe/serving/local_server.py) and a stable cache identity.
-
-    The server's port changes every run, so cache keys use the served model's sha256 instead;
-    a server given by URL alone has no identity to key a cache on, so it is refused.
-    """
-    state = Path(cfg.llm.cache_dir).parent / LOCAL_SERVER_FILE
-    env = os.environ.get(local_server.BASE_URL_ENV)
-    if env:
-        model_id = os.environ.get(local_server.MODEL_ID_ENV)
-        if not model_id:
-            raise LLMError(
-                f"{local_server.BASE_URL_ENV} is set without {local_server.MODEL_ID_ENV}: "
-                "set it to the sha256 of the served GGUF (the cache is keyed on the weights)"
-            )
-        return env, f"local-gguf:{model_id}"
-    try:
-        data = json.loads(state.read_text())
-        return data["base_url"], f"local-gguf:{data['model_sha256']}"
-    except (FileNotFoundError, KeyError, json.JSONDecodeError):
-        raise LLMError(
-            "llm.backend 'local': no local model server is running "
-            "(start the run with `snakemake`, which launches it, or `memprobe local-server`)"
-        ) from None
 
 
 def _strip_fence(text: str) -> str:
@@ -106,97 +75,18 @@ def _short(err: BaseException) -> str:
     return f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
 
 
-_BEARER = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"'=:\s]+)[^\s\"',}]+")
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
-
-
-def redact(text: str, *secrets: str | None) -> str:
-    """Blank out secrets, bearer tokens and URL credentials (``user:pass@``) in a text."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    text = _URL_USERINFO.sub(lambda m: m.group(1) + "***@", text)
-    return _BEARER.sub(lambda m: m.group(1) + "***", text)
-
-
-def is_loopback(url: str) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-    return host == "localhost" or host == "::1" or host.startswith("127.")
-
-
 # Transient by HTTP semantics; every other 4xx fails the same way on a resend.
 RETRY_STATUS = frozenset({408, 409, 429})
 MAX_TOKENS_RAISES = 2  # a structured reply cut at max_tokens is asked again at 2x, then 4x
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class Reply(NamedTuple):
-    content: str
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: str
 
 
 def _retryable(status: int) -> bool:
     return status in RETRY_STATUS or status >= 500
 
 
-def _clean(content: str) -> str:
-    """A lone surrogate (an emoji cut at max_tokens) cannot be encoded: replace it."""
-    return _SURROGATE.sub("\ufffd", content)
-
-
-@functools.cache
-def _deadline_stream() -> type:
-    """A response body stream that gives up once the call's total time is spent: httpx's
-    timeouts are per read, so a server dripping bytes would otherwise hold a call (and the
-    lock on its key) for ever. Built on first use: httpx2 (openai's HTTP library) is slow
-    to import."""
-    import httpx2
-
-    class Deadline(httpx2.SyncByteStream):
-        def __init__(self, stream: httpx2.SyncByteStream, deadline: float) -> None:
-            self._stream = stream
-            self._deadline = deadline
-
-        def __iter__(self) -> Iterator[bytes]:
-            for chunk in self._stream:
-                if time.monotonic() > self._deadline:
-                    raise httpx2.ReadTimeout("the reply took longer than llm.timeout_s")
-                yield chunk
-
-        def close(self) -> None:
-            self._stream.close()
-
-    return Deadline
-
-
-def _http_client(base_url: str, timeout_s: float, fake: bool) -> httpx2.Client:
-    """The transport of one client: a total deadline per call; proxies never for loopback."""
-    import openai
-
-    def start(request: httpx2.Request) -> None:
-        request.extensions["memprobe_deadline"] = time.monotonic() + timeout_s
-
-    def bound(response: httpx2.Response) -> None:
-        deadline = response.request.extensions.get("memprobe_deadline")
-        if deadline is not None:
-            response.stream = _deadline_stream()(response.stream, deadline)
-
-    kwargs: dict[str, Any] = {"transport": _fake_transport()} if fake else {}
-    return openai.DefaultHttpxClient(
-        trust_env=not is_loopback(base_url),  # HTTP(S)_PROXY must not see loopback traffic
-        event_hooks={"request": [start], "response": [bound]},
-        **kwargs,
-    )
-
-
-class InvalidReply(ValueError):
-    """A delivered reply that does not parse or validate (raised by ``_send``'s validator)."""
-
-
 class LLM:
-    """A client bound to one role, one endpoint, one cache and one ledger."""
+    """A client bound to one role, one endpoint (through its provider), one cache and one
+    ledger."""
 
     def __init__(
         self,
@@ -217,6 +107,7 @@ class LLM:
         backoff_s: float = 1.0,
         concurrency: int = 4,
         resample_invalid: int = 2,
+        cache_identity: str | None = None,
     ) -> None:
         self.role = role
         self.backend = backend
@@ -232,35 +123,38 @@ class LLM:
         self.backoff_s = backoff_s
         self.concurrency = concurrency
         self.resample_invalid = resample_invalid
-        self.cache_endpoint = base_url  # the endpoint's identity in cache keys
         self._api_key_env = api_key_env
-        self._timeout_s = timeout_s
-        self._client: openai.OpenAI | None = None
+        self.endpoint = Endpoint(
+            backend, base_url, cache_identity or base_url, api_key_env, timeout_s
+        )
+        self.cache_endpoint = self.endpoint.identity  # the endpoint's identity in cache keys
+        self.provider: Provider = provider(self.endpoint)  # shared by the job's roles on it
+        self._schemas: dict[type[BaseModel], dict[str, Any]] = {}
 
     # -- transport ------------------------------------------------------------------------
     @property
-    def client(self) -> openai.OpenAI:
-        # openai and httpx2 are imported on first use (~1 s of start-up): a job whose calls
-        # are all cached or skipped, and the table jobs, never pay for them.
-        import openai
+    def client(self) -> openai.OpenAI | httpx2.Client:
+        """The provider's HTTP client, built on first use (once per job and endpoint)."""
+        assert isinstance(self.provider, OpenAICompatible)
+        if self.provider._client is not None:
+            return self.provider._client
+        cpu = time.thread_time()
+        try:
+            client = self.provider.client
+        except ProviderError as err:
+            raise LLMError(f"role {self.role}: {err}") from None
+        if callstats.enabled():  # start-up work, not the cost of the call that built it
+            callstats.add_call("client", time.thread_time() - cpu)
+        return client
 
-        if self._client is None:
-            # The key is read here, at use, and held only by the openai client object. A
-            # role without api_key_env sends none: a key goes only where it was configured.
-            key = os.environ.get(self._api_key_env) if self._api_key_env else None
-            if key and urlsplit(self.base_url).scheme != "https" and not is_loopback(self.base_url):
-                raise LLMError(
-                    f"role {self.role}: refusing to send {self._api_key_env} over plain http to "
-                    f"{redact(self.base_url)} (use https, or api_key_env: '' for no key)"
-                )
-            self._client = openai.OpenAI(
-                base_url=self.base_url,
-                api_key=key or "no-key",
-                max_retries=0,  # retries are ours: they must honour Retry-After and be logged
-                timeout=self._timeout_s,
-                http_client=_http_client(self.base_url, self._timeout_s, self.backend == "fake"),
-            )
-        return self._client
+    @property
+    def _client(self) -> openai.OpenAI | httpx2.Client | None:
+        return getattr(self.provider, "_client", None)
+
+    @_client.setter
+    def _client(self, client: openai.OpenAI) -> None:
+        """A client given by hand (tests: a mock transport) serves this role alone."""
+        self.provider = OpenAICompatible(self.endpoint, client)
 
     def _request(
         self, messages: list[dict[str, str]], schema: type[BaseModel] | None, sample: int
@@ -278,11 +172,17 @@ class LLM:
                 "type": "json_schema",
                 "json_schema": {
                     "name": self.role,
-                    "schema": schema.model_json_schema(),
+                    "schema": self._schema(schema),
                     "strict": False,
                 },
             }
         return req
+
+    def _schema(self, schema: type[BaseModel]) -> dict[str, Any]:
+        # Built once per schema and client: pydantic rebuilds the JSON schema on every call.
+        if schema not in self._schemas:
+            self._schemas[schema] = schema.model_json_schema()
+        return self._schemas[schema]
 
     def _send(
         self,
@@ -296,22 +196,25 @@ class LLM:
         invalid replies re-sampled (``resample_invalid``), both with the identical request.
         A structured reply cut at max_tokens is returned unvalidated: ``_pay`` raises the limit.
         """
-        import httpx2
-        import openai
-
+        status_errors = providers.status_errors()
+        retried: tuple[type[BaseException], ...] = (
+            *providers.transport_errors(),
+            InvalidReply,
+            ValueError,
+        )
         last: BaseException | None = None
         attempt = invalid = 0
         while True:
             attempt += 1
             try:
                 reply = self._ask(req, key, reask)
-            except openai.APIStatusError as err:
-                if not _retryable(err.status_code):  # a resend would fail the same way
+            except status_errors as err:
+                if not _retryable(getattr(err, "status_code", 0)):  # a resend fails the same way
                     raise LLMError(
                         f"role {self.role}{where}: endpoint rejected the request: {self._safe(err)}"
                     ) from None
                 last = err
-            except (openai.APIError, httpx2.HTTPError, InvalidReply, ValueError) as err:
+            except retried as err:
                 last = err
             else:
                 if validate is None or reply.finish_reason == "length":
@@ -346,17 +249,7 @@ class LLM:
 
     def _ask(self, req: dict[str, Any], key: str, reask: int) -> Reply:
         """One request; a delivered reply without content is on the bill, then an error."""
-        resp = self.client.chat.completions.create(**req)
-        if not hasattr(resp, "choices"):  # a 200 whose body was not a completion
-            raise InvalidReply("the endpoint's reply is not a chat completion")
-        choice = resp.choices[0] if resp.choices else None
-        usage = resp.usage
-        reply = Reply(
-            _clean((choice.message.content if choice else None) or ""),
-            (usage.prompt_tokens if usage else 0) or 0,
-            (usage.completion_tokens if usage else 0) or 0,
-            (choice.finish_reason if choice else None) or "",
-        )
+        reply = self.provider.complete(req)
         if not reply.content:
             # Paid for (a reasoning model can spend all of max_tokens thinking): billed, retried.
             self._record(key, reply, 0.0, cached=False, reask=reask, status="empty")
@@ -383,10 +276,8 @@ class LLM:
         )
 
     def _delay(self, err: BaseException | None, attempt: int) -> float:
-        import openai
-
-        if isinstance(err, openai.APIStatusError):
-            headers = err.response.headers
+        if isinstance(err, providers.status_errors()):
+            headers = getattr(err, "response").headers  # noqa: B009  ours and openai's have it
             for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
                 if not headers.get(name):
                     continue
@@ -399,6 +290,7 @@ class LLM:
                 break
         return min(self.backoff_s * 2 ** (attempt - 1), 30.0)
 
+    @callstats.counted
     def _call(
         self,
         messages: list[dict[str, str]],
@@ -407,15 +299,16 @@ class LLM:
         where: str,
         reask: int,
         paid: Paid | None = None,
-    ) -> str:
+    ) -> tuple[str, str]:
+        """The reply's content and how it came: ``paid`` or ``replayed``."""
         req = self._request(messages, schema, sample)
         key = request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
         replayed = self._replay(key, reask)
         if replayed is not None:
-            return replayed
-        self.client  # noqa: B018  built (openai imported) before the clock starts
+            return replayed, "replayed"
+        self.client  # noqa: B018  built before the clock starts
         if self.cache is None:
-            return self._pay(req, key, where, reask, schema, paid)
+            return self._pay(req, key, where, reask, schema, paid), "paid"
         # A parallel job sending the same request holds its lock until the reply is cached:
         # wait for it and replay, don't pay twice.
         asked = time.monotonic()
@@ -424,8 +317,8 @@ class LLM:
             # call, which the benchmark's critical path counts like a paid call's.
             replayed = self._replay(key, reask, waited=time.monotonic() - asked)
             if replayed is not None:
-                return replayed
-            return self._pay(req, key, where, reask, schema, paid)
+                return replayed, "replayed"
+            return self._pay(req, key, where, reask, schema, paid), "paid"
 
     def _pay(
         self,
@@ -583,34 +476,64 @@ def client_for(
     job: str = "",
 ) -> LLM:
     """Build the client of one role from the validated config."""
+    callstats.client_built()
     s = role_settings(cfg, role)
-    backend = cfg.llm.backend
-    cache_endpoint = None
-    if backend == "fake":
-        base_url = "http://fake.invalid/v1"
-    elif backend == "local" and not s["base_url"]:
-        base_url, cache_endpoint = _local_endpoint(cfg)
-        s["api_key_env"] = local_server.KEY_ENV  # the run's own key, never an API key
-    else:
-        base_url = s["base_url"]
+    try:
+        endpoint = endpoint_for(cfg, s)
+    except ProviderError as err:
+        raise LLMError(f"role {role}: {err}") from None
     llm = LLM(
         role,
-        backend=backend,
-        base_url=base_url,
+        backend=endpoint.backend,
+        base_url=endpoint.base_url,
         model=s["model"],
-        api_key_env=s["api_key_env"],
+        api_key_env=endpoint.api_key_env,
         temperature=s["temperature"],
         max_tokens=s["max_tokens"],
         seed=cfg.seed,
         cache=ResponseCache(cfg.llm.cache_dir),
-        ledger=Ledger(ledger_path, job=job),
+        ledger=Ledger.shared(ledger_path, job=job),
         timeout_s=cfg.llm.timeout_s,
         max_attempts=cfg.llm.max_attempts,
         max_reasks=cfg.llm.max_reasks,
         backoff_s=cfg.llm.backoff_s,
         concurrency=cfg.llm.concurrency,
         resample_invalid=cfg.llm.resample_invalid,
+        cache_identity=endpoint.identity,
     )
-    if cache_endpoint:
-        llm.cache_endpoint = cache_endpoint
     return llm
+
+
+def memt_endpoint(cfg: Config) -> Endpoint:
+    """The served Mem-T policy: keyed on the weights, so a new port replays, a new checkpoint
+    does not."""
+    if cfg.llm.backend == "fake":
+        return Endpoint("fake", FAKE_URL, FAKE_URL, None, cfg.llm.timeout_s)
+    from memprobe.serving import vllm_server
+
+    m = cfg.memt
+    base_url = vllm_server.ensure(m)
+    identity = vllm_server.cache_identity(m, base_url)
+    return Endpoint("memt", base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s)
+
+
+def memt_client(cfg: Config, writer: LLM | None) -> LLM:
+    """The served Mem-T policy's client, on the writer's cache and usage ledger."""
+    m = cfg.memt
+    endpoint = memt_endpoint(cfg)
+    return LLM(
+        "writer",
+        backend=endpoint.backend,
+        base_url=endpoint.base_url,
+        model=m.model,
+        api_key_env=endpoint.api_key_env,
+        temperature=m.temperature,
+        max_tokens=m.max_tokens,
+        seed=cfg.seed,
+        cache=writer.cache if writer else ResponseCache(cfg.llm.cache_dir),
+        ledger=writer.ledger if writer else Ledger(None),
+        timeout_s=cfg.llm.timeout_s,
+        max_attempts=cfg.llm.max_attempts,
+        backoff_s=cfg.llm.backoff_s,
+        cache_identity=endpoint.identity,
+    )

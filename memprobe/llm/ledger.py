@@ -34,11 +34,27 @@ COLUMNS = (
 )
 
 
+def _file_id(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+_SHARED: dict[tuple[str, str], Ledger] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 class Ledger:
+    """Rows go to the file at once, one ``write()`` each on an append-mode descriptor that
+    stays open for the job: a SIGKILL right after a paid call finds its row in the kernel
+    already (nothing paid is ever off the bill), and no row costs an open and a close (a stat
+    checks the file is still the one opened).
+    Buffering rows in the process instead would lose the last ones to a kill."""
+
     def __init__(self, path: str | os.PathLike[str] | None, job: str = "") -> None:
         self.path = Path(path) if path else None
         self.job = job
         self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._id = (0, 0)
 
     def record(
         self,
@@ -56,38 +72,74 @@ class Ledger:
     ) -> None:
         if self.path is None:
             return
-        row = {
-            "ts": f"{time.time():.3f}",
-            "job": self.job,
-            "role": role,
-            "model": model,
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "latency_s": f"{latency_s:.4f}",
-            "cached": "true" if cached else "false",
-            "reask": reask,
-            "key": key,
-            "status": status,
-            "finish_reason": finish_reason,
-        }
+        row = (
+            f"{time.time():.3f}",
+            self.job,
+            role,
+            model,
+            prompt_tokens,
+            completion_tokens,
+            f"{latency_s:.4f}",
+            "true" if cached else "false",
+            reask,
+            key,
+            status,
+            finish_reason,
+        )
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=COLUMNS)
-        writer.writerow(row)
+        csv.writer(buf).writerow(row)  # the columns in COLUMNS' order
         with self._lock:
+            os.write(self._open(), buf.getvalue().encode("utf-8"))
+
+    def _open(self) -> int:
+        """The job's descriptor of the ledger, opened (and headed, if new) on first use.
+
+        Append mode: rows of a killed-and-resumed job accumulate, so the ledger shows which
+        calls were paid and which were replayed from the cache. One write() per row on an
+        O_APPEND fd: a SIGKILL cannot leave half a row for the next to extend.
+        """
+        if self._fd is not None and not self._still_ours():
+            os.close(self._fd)  # the file was moved or deleted under us: start a new one
+            self._fd = None
+        if self._fd is None:
+            assert self.path is not None
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Append mode: rows of a killed-and-resumed job accumulate, so the ledger shows
-            # which calls were paid and which were replayed from the cache. One write() per
-            # row on an O_APPEND fd: a SIGKILL cannot leave half a row for the next to extend.
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # umask applies
-            try:
-                data = buf.getvalue()
-                if os.fstat(fd).st_size == 0:
-                    head = io.StringIO()
-                    csv.DictWriter(head, fieldnames=COLUMNS).writeheader()
-                    data = head.getvalue() + data
-                os.write(fd, data.encode("utf-8"))
-            finally:
-                os.close(fd)
+            if os.fstat(fd).st_size == 0:
+                head = io.StringIO()
+                csv.writer(head).writerow(COLUMNS)
+                os.write(fd, head.getvalue().encode("utf-8"))
+            self._fd = fd
+            self._id = _file_id(os.fstat(fd))
+        return self._fd
+
+    def _still_ours(self) -> bool:
+        try:
+            return _file_id(os.stat(self.path)) == self._id  # type: ignore[arg-type]
+        except FileNotFoundError:
+            return False
+
+    @classmethod
+    def shared(cls, path: str | os.PathLike[str] | None, job: str = "") -> Ledger:
+        """The process's one ledger of ``path`` (a job's roles share its descriptor, and no
+        two of them can both find the file empty and write the header twice)."""
+        if path is None:
+            return cls(None, job)
+        key = (str(Path(path).resolve()), job)
+        with _SHARED_LOCK:
+            if key not in _SHARED:
+                _SHARED[key] = cls(path, job)
+            return _SHARED[key]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", None) is not None:
+            os.close(self._fd)  # type: ignore[arg-type]
 
 
 # -- reading ----------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -53,10 +54,17 @@ class _State:
 def _load_default(state: _State) -> None:
     from memprobe.serving import embeddings
 
+    # The model loads while the first LLM jobs run: this thread alone yields the CPU to them
+    # (Linux niceness is per thread). The encodes run at normal priority: A-Mem and Mem-T
+    # rollouts, the longest chains, wait on them, and a niced server starved them under load.
+    me = threading.get_native_id()
+    os.setpriority(os.PRIO_PROCESS, me, 10)
     try:
         embeddings.load_model(None)
     except Exception as err:  # reported to every caller, which then encodes in-process
         state.failed = f"{type(err).__name__}: {err}"
+    with contextlib.suppress(OSError):  # back to normal where allowed (threads it started)
+        os.setpriority(os.PRIO_PROCESS, me, 0)
     state.ready.set()
 
 
@@ -109,8 +117,6 @@ def serve(port: int, token_env: str) -> None:
 # -- lifecycle (the Snakefile's onstart / onsuccess / onerror) ------------------------------
 def _background_child() -> None:
     served_process.die_with_parent()
-    # The model loads while the first LLM jobs run: it yields the CPU to them.
-    os.nice(10)
 
 
 _run_server: subprocess.Popen | None = None

@@ -22,7 +22,7 @@ import secrets
 from pathlib import Path
 
 from memprobe.config import MemT
-from memprobe.llm.client import LLMError
+from memprobe.llm.providers import LLMError
 from memprobe.protocol.records import write_atomic
 from memprobe.serving import served_process
 from memprobe.serving.local_server import model_cache_dir

@@ -63,3 +63,12 @@ def test_an_unreachable_server_falls_back_quietly_once(fresh_process_state, monk
     first = embeddings.encode(TEXTS[:1])
     assert embeddings._in_process  # later calls go straight to the local model
     np.testing.assert_allclose(first, embeddings.encode_local(TEXTS[:1]), atol=1e-6)
+
+
+def test_only_the_model_load_is_niced_not_the_encodes(fresh_process_state, tmp_path):
+    # A-Mem and Mem-T rollouts (the longest chains) wait on the encodes: a niced server
+    # starved them on a loaded machine (issue 20). The handler threads come from the main one.
+    embed_service.start_for_run(tmp_path / "embed.log")
+    pid = embed_service._run_server.pid
+    stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    assert int(stat[16]) == 0  # field 19: nice

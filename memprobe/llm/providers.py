@@ -1,0 +1,352 @@
+"""LLM backends behind one interface: a provider turns one chat-completions request into a reply.
+
+Every backend speaks the OpenAI chat-completions API (the same request the ``openai`` package
+sends, over its HTTP library httpx2). They differ in where the endpoint is and in what the
+response cache keys its replies on:
+
+| backend | endpoint | cache identity |
+|---|---|---|
+| ``openai`` | ``llm.base_url`` (or the role's override) | the URL |
+| ``local`` | the run's llama.cpp server (memprobe/serving/local_server.py) | the GGUF's sha256 |
+| ``fake`` | in-process, answered by memprobe/testing/fake_responder.py | the fake URL |
+| ``memt`` | the served Mem-T policy (``client.memt_endpoint``, vLLM) | the checkpoint's digest |
+
+``Endpoint`` says where; ``provider(endpoint)`` gives the job's one ``OpenAICompatible`` for it:
+every role on the same endpoint shares one HTTP client and its connection pool, so a job
+builds a client (with its TLS context) once, not once per role, and reuses its connections
+across calls. Retries, validation, the cache and the ledger are the caller's
+(memprobe/llm/client.py): a provider only sends.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from urllib.parse import urlsplit
+
+from memprobe.config import Config
+from memprobe.testing.fake_responder import completion_body, fake_content
+
+if TYPE_CHECKING:
+    import httpx2
+    import openai
+
+FAKE_URL = "http://fake.invalid/v1"
+LOCAL_SERVER_FILE = "local_server.json"  # written by the local backend's launcher
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class LLMError(RuntimeError):
+    """A call that could not produce a valid reply within its budget."""
+
+
+class ProviderError(LLMError):
+    """An endpoint that cannot be used as configured (no server, a key over plain http)."""
+
+
+class InvalidReply(ValueError):
+    """A delivered reply that is not a usable completion (or does not validate)."""
+
+
+class Reply(NamedTuple):
+    content: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a role's requests go, and what the cache keys their replies on."""
+
+    backend: str  # openai | local | fake | memt
+    base_url: str
+    identity: str  # the endpoint in cache keys: its URL, or the served weights
+    api_key_env: str | None = None
+    timeout_s: float = 120.0
+
+
+class Provider(Protocol):
+    endpoint: Endpoint
+
+    def complete(self, req: dict[str, Any]) -> Reply:
+        """Send one chat-completions request: ``status_errors()`` for an HTTP error status,
+        ``transport_errors()`` for no answer, ``InvalidReply``/``ValueError`` for a bad body."""
+        ...
+
+
+_BEARER = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"'=:\s]+)[^\s\"',}]+")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """Blank out secrets, bearer tokens and URL credentials (``user:pass@``) in a text."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    text = _URL_USERINFO.sub(lambda m: m.group(1) + "***@", text)
+    return _BEARER.sub(lambda m: m.group(1) + "***", text)
+
+
+def is_loopback(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def _clean(content: str) -> str:
+    """A lone surrogate (an emoji cut at max_tokens) cannot be encoded: replace it."""
+    return _SURROGATE.sub("\ufffd", content)
+
+
+class StatusError(Exception):
+    """The endpoint answered with an HTTP error status (the caller retries 408/409/429/5xx)."""
+
+    def __init__(self, response: httpx2.Response) -> None:
+        self.response = response
+        self.status_code = response.status_code
+        super().__init__(f"Error code: {response.status_code} - {response.text[:1000]}")
+
+
+# Named as the openai package names them: what a user of an OpenAI-compatible API recognises.
+_NAMED = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    403: "PermissionDeniedError",
+    404: "NotFoundError",
+    409: "ConflictError",
+    422: "UnprocessableEntityError",
+    429: "RateLimitError",
+}
+_BY_STATUS = {code: type(name, (StatusError,), {}) for code, name in _NAMED.items()}
+_SERVER_ERROR = type("InternalServerError", (StatusError,), {})
+
+
+def status_error(response: httpx2.Response) -> StatusError:
+    code = response.status_code
+    return _BY_STATUS.get(code, _SERVER_ERROR if code >= 500 else StatusError)(response)
+
+
+def status_errors() -> tuple[type[Exception], ...]:
+    """Errors that carry an HTTP status: ours, and openai's when a test gave an openai client."""
+    openai = sys.modules.get("openai")
+    return (StatusError, openai.APIStatusError) if openai else (StatusError,)
+
+
+def transport_errors() -> tuple[type[Exception], ...]:
+    """A request that got no usable HTTP answer (refused, timed out, cut short)."""
+    import httpx2
+
+    openai = sys.modules.get("openai")
+    return (httpx2.HTTPError, openai.APIError) if openai else (httpx2.HTTPError,)
+
+
+class OpenAICompatible:
+    """An endpoint speaking OpenAI chat completions: one HTTP client per job and endpoint.
+
+    The request is posted as the JSON body it already is, over httpx2 (openai's own HTTP
+    library), the way the openai package would send it (same URL, bearer key, JSON body),
+    without importing the openai package: its import alone was about 0.35 s of CPU in every
+    job that paid for a call, more than the rest of the job's start-up. An ``openai.OpenAI``
+    client given by hand (tests inject one with a mock transport) is used as given.
+    """
+
+    def __init__(self, endpoint: Endpoint, client: openai.OpenAI | None = None) -> None:
+        self.endpoint = endpoint
+        self._openai = client
+        self._http: httpx2.Client | None = None
+        self._headers: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def _client(self) -> openai.OpenAI | httpx2.Client | None:
+        return self._openai or self._http
+
+    @property
+    def client(self) -> openai.OpenAI | httpx2.Client:
+        # httpx2 is imported on first use: a job whose calls are all cached or skipped, and
+        # the table jobs, never pay for it.
+        if self._openai is not None:
+            return self._openai
+        if self._http is None:
+            with self._lock:  # a job's threads share it: build it once
+                if self._http is None:
+                    self._http = self._build()
+        return self._http
+
+    def _build(self) -> httpx2.Client:
+        ep = self.endpoint
+        # The key is read here, at use, and held only in this object's headers. An
+        # endpoint without api_key_env sends none: a key goes only where it was configured.
+        key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
+        if key and urlsplit(ep.base_url).scheme != "https" and not is_loopback(ep.base_url):
+            raise ProviderError(
+                f"refusing to send {ep.api_key_env} over plain http to "
+                f"{redact(ep.base_url)} (use https, or api_key_env: '' for no key)"
+            )
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Authorization": f"Bearer {key or 'no-key'}",  # what the openai client sent
+        }
+        return _http_client(ep.base_url, ep.timeout_s, ep.backend == "fake")
+
+    def complete(self, req: dict[str, Any]) -> Reply:
+        import httpx2
+
+        client = self.client
+        if isinstance(client, httpx2.Client):
+            url = self.endpoint.base_url.rstrip("/") + "/chat/completions"
+            resp = client.post(url, content=json.dumps(req).encode("utf-8"), headers=self._headers)
+            if not resp.is_success:
+                raise status_error(resp)
+        else:  # an openai client given by hand: its generic POST of the same body
+            resp = client.post(
+                "/chat/completions", cast_to=httpx2.Response, body=req, options=_BEARER_AUTH
+            )
+        body = resp.json()  # a 200 whose body is not JSON: ValueError, retried by the caller
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not isinstance(choices, list):  # a 200 whose body was not a completion
+            raise InvalidReply("the endpoint's reply is not a chat completion")
+        choice = _mapping(choices[0] if choices else None)
+        message, usage = _mapping(choice.get("message")), _mapping(body.get("usage"))
+        content = message.get("content")
+        return Reply(
+            _clean(content if isinstance(content, str) else ""),
+            _count(usage.get("prompt_tokens")),
+            _count(usage.get("completion_tokens")),
+            str(choice.get("finish_reason") or ""),
+        )
+
+
+_BEARER_AUTH: Any = {"security": {"bearer_auth": True}}  # what openai's create() asks for
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+_PROVIDERS: dict[Endpoint, OpenAICompatible] = {}
+_PROVIDERS_LOCK = threading.Lock()
+
+
+def provider(endpoint: Endpoint) -> OpenAICompatible:
+    """This process's (this job's) provider of ``endpoint``, built on first use."""
+    with _PROVIDERS_LOCK:
+        if endpoint not in _PROVIDERS:
+            _PROVIDERS[endpoint] = OpenAICompatible(endpoint)
+        return _PROVIDERS[endpoint]
+
+
+# -- where each backend's endpoint is -----------------------------------------------------------
+def endpoint_for(cfg: Config, settings: dict[str, Any]) -> Endpoint:
+    """The endpoint of one role, from its effective settings (``config.role_settings``)."""
+    backend = cfg.llm.backend
+    if backend == "fake":
+        return Endpoint("fake", FAKE_URL, FAKE_URL, settings["api_key_env"], cfg.llm.timeout_s)
+    if backend == "local" and not settings["base_url"]:
+        from memprobe.serving import local_server  # only here: it imports the serving stack
+
+        base_url, identity = _local_endpoint(cfg)
+        # The run's own key, never an API key.
+        return Endpoint("local", base_url, identity, local_server.KEY_ENV, cfg.llm.timeout_s)
+    url = settings["base_url"]
+    return Endpoint(backend, url, url, settings["api_key_env"], cfg.llm.timeout_s)
+
+
+def _local_endpoint(cfg: Config) -> tuple[str, str]:
+    """The run's llama.cpp server and a stable cache identity.
+
+    The server's port changes every run, so cache keys use the served model's sha256 instead;
+    a server given by URL alone has no identity to key a cache on, so it is refused.
+    """
+    from memprobe.serving import local_server
+
+    state = Path(cfg.llm.cache_dir).parent / LOCAL_SERVER_FILE
+    env = os.environ.get(local_server.BASE_URL_ENV)
+    if env:
+        model_id = os.environ.get(local_server.MODEL_ID_ENV)
+        if not model_id:
+            raise ProviderError(
+                f"{local_server.BASE_URL_ENV} is set without {local_server.MODEL_ID_ENV}: "
+                "set it to the sha256 of the served GGUF (the cache is keyed on the weights)"
+            )
+        return env, f"local-gguf:{model_id}"
+    try:
+        data = json.loads(state.read_text())
+        return data["base_url"], f"local-gguf:{data['model_sha256']}"
+    except (FileNotFoundError, KeyError, json.JSONDecodeError):
+        raise ProviderError(
+            "llm.backend 'local': no local model server is running "
+            "(start the run with `snakemake`, which launches it, or `memprobe local-server`)"
+        ) from None
+
+
+# -- the transport ----------------------------------------------------------------------------
+def _fake_transport() -> httpx2.MockTransport:
+    import httpx2
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content or b"{}")
+        return httpx2.Response(200, json=completion_body(body, fake_content(body)))
+
+    return httpx2.MockTransport(handler)
+
+
+@functools.cache
+def _deadline_stream() -> type:
+    """A response body stream that gives up once the call's total time is spent: httpx's
+    timeouts are per read, so a server dripping bytes would otherwise hold a call (and the
+    lock on its key) for ever. Built on first use: httpx2 (openai's HTTP library) is slow
+    to import."""
+    import httpx2
+
+    class Deadline(httpx2.SyncByteStream):
+        def __init__(self, stream: httpx2.SyncByteStream, deadline: float) -> None:
+            self._stream = stream
+            self._deadline = deadline
+
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in self._stream:
+                if time.monotonic() > self._deadline:
+                    raise httpx2.ReadTimeout("the reply took longer than llm.timeout_s")
+                yield chunk
+
+        def close(self) -> None:
+            self._stream.close()
+
+    return Deadline
+
+
+def _http_client(base_url: str, timeout_s: float, fake: bool) -> httpx2.Client:
+    """The transport of one client: a total deadline per call; proxies never for loopback."""
+    import httpx2
+
+    def start(request: httpx2.Request) -> None:
+        request.extensions["memprobe_deadline"] = time.monotonic() + timeout_s
+
+    def bound(response: httpx2.Response) -> None:
+        deadline = response.request.extensions.get("memprobe_deadline")
+        if deadline is not None:
+            response.stream = _deadline_stream()(response.stream, deadline)
+
+    kwargs: dict[str, Any] = {"transport": _fake_transport()} if fake else {}
+    return httpx2.Client(
+        timeout=timeout_s,
+        follow_redirects=True,
+        trust_env=not is_loopback(base_url),  # HTTP(S)_PROXY must not see loopback traffic
+        event_hooks={"request": [start], "response": [bound]},
+        **kwargs,
+    )
