@@ -48,7 +48,6 @@ from memprobe.llm.providers import (
 )
 
 if TYPE_CHECKING:
-    import httpx2
     import openai
 
 __all__ = ["LLM", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
@@ -133,7 +132,7 @@ class LLM:
 
     # -- transport ------------------------------------------------------------------------
     @property
-    def client(self) -> openai.OpenAI | httpx2.Client:
+    def client(self) -> openai.OpenAI:
         """The provider's HTTP client, built on first use (once per job and endpoint)."""
         assert isinstance(self.provider, OpenAICompatible)
         if self.provider._client is not None:
@@ -148,7 +147,7 @@ class LLM:
         return client
 
     @property
-    def _client(self) -> openai.OpenAI | httpx2.Client | None:
+    def _client(self) -> openai.OpenAI | None:
         return getattr(self.provider, "_client", None)
 
     @_client.setter
@@ -277,7 +276,7 @@ class LLM:
 
     def _delay(self, err: BaseException | None, attempt: int) -> float:
         if isinstance(err, providers.status_errors()):
-            headers = getattr(err, "response").headers  # noqa: B009  ours and openai's have it
+            headers = getattr(err, "response").headers  # noqa: B009  an APIStatusError's
             for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
                 if not headers.get(name):
                     continue

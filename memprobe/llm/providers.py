@@ -1,7 +1,7 @@
 """LLM backends behind one interface: a provider turns one chat-completions request into a reply.
 
-Every backend speaks the OpenAI chat-completions API (the same request the ``openai`` package
-sends, over its HTTP library httpx2). They differ in where the endpoint is and in what the
+Every backend speaks the OpenAI chat-completions API, sent through the ``openai`` package's
+client. They differ in where the endpoint is and in what the
 response cache keys its replies on:
 
 | backend | endpoint | cache identity |
@@ -24,7 +24,6 @@ import functools
 import json
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -107,84 +106,51 @@ def _clean(content: str) -> str:
     return _SURROGATE.sub("\ufffd", content)
 
 
-class StatusError(Exception):
-    """The endpoint answered with an HTTP error status (the caller retries 408/409/429/5xx)."""
-
-    def __init__(self, response: httpx2.Response) -> None:
-        self.response = response
-        self.status_code = response.status_code
-        super().__init__(f"Error code: {response.status_code} - {response.text[:1000]}")
-
-
-# Named as the openai package names them: what a user of an OpenAI-compatible API recognises.
-_NAMED = {
-    400: "BadRequestError",
-    401: "AuthenticationError",
-    403: "PermissionDeniedError",
-    404: "NotFoundError",
-    409: "ConflictError",
-    422: "UnprocessableEntityError",
-    429: "RateLimitError",
-}
-_BY_STATUS = {code: type(name, (StatusError,), {}) for code, name in _NAMED.items()}
-_SERVER_ERROR = type("InternalServerError", (StatusError,), {})
-
-
-def status_error(response: httpx2.Response) -> StatusError:
-    code = response.status_code
-    return _BY_STATUS.get(code, _SERVER_ERROR if code >= 500 else StatusError)(response)
-
-
 def status_errors() -> tuple[type[Exception], ...]:
-    """Errors that carry an HTTP status: ours, and openai's when a test gave an openai client."""
-    openai = sys.modules.get("openai")
-    return (StatusError, openai.APIStatusError) if openai else (StatusError,)
+    """Errors that carry an HTTP status (the caller retries 408/409/429/5xx)."""
+    import openai
+
+    return (openai.APIStatusError,)
 
 
 def transport_errors() -> tuple[type[Exception], ...]:
     """A request that got no usable HTTP answer (refused, timed out, cut short)."""
     import httpx2
+    import openai
 
-    openai = sys.modules.get("openai")
-    return (httpx2.HTTPError, openai.APIError) if openai else (httpx2.HTTPError,)
+    return (httpx2.HTTPError, openai.APIError)
 
 
 class OpenAICompatible:
-    """An endpoint speaking OpenAI chat completions: one HTTP client per job and endpoint.
+    """An endpoint speaking OpenAI chat completions: one ``openai`` client per job and endpoint.
 
-    The request is posted as the JSON body it already is, over httpx2 (openai's own HTTP
-    library), the way the openai package would send it (same URL, bearer key, JSON body),
-    without importing the openai package: its import alone was about 0.35 s of CPU in every
-    job that paid for a call, more than the rest of the job's start-up. An ``openai.OpenAI``
-    client given by hand (tests inject one with a mock transport) is used as given.
+    Requests go through the openai package's own client (its URL handling, bearer auth, status
+    errors and HTTP library), but through its generic POST, not ``chat.completions.create``:
+    the request already is the JSON body, and create() would walk it (the json_schema too)
+    against openai's typed params and build pydantic objects from the reply, about two thirds
+    of a structured call's CPU. The same body goes on the wire either way.
     """
 
     def __init__(self, endpoint: Endpoint, client: openai.OpenAI | None = None) -> None:
         self.endpoint = endpoint
-        self._openai = client
-        self._http: httpx2.Client | None = None
-        self._headers: dict[str, str] = {}
+        self._client = client  # given by hand: tests inject one with a mock transport
         self._lock = threading.Lock()
 
     @property
-    def _client(self) -> openai.OpenAI | httpx2.Client | None:
-        return self._openai or self._http
-
-    @property
-    def client(self) -> openai.OpenAI | httpx2.Client:
-        # httpx2 is imported on first use: a job whose calls are all cached or skipped, and
-        # the table jobs, never pay for it.
-        if self._openai is not None:
-            return self._openai
-        if self._http is None:
+    def client(self) -> openai.OpenAI:
+        # openai and httpx2 are imported on first use: a job whose calls are all cached or
+        # skipped, and the table jobs, never pay for them.
+        if self._client is None:
             with self._lock:  # a job's threads share it: build it once
-                if self._http is None:
-                    self._http = self._build()
-        return self._http
+                if self._client is None:
+                    self._client = self._build()
+        return self._client
 
-    def _build(self) -> httpx2.Client:
+    def _build(self) -> openai.OpenAI:
+        import openai
+
         ep = self.endpoint
-        # The key is read here, at use, and held only in this object's headers. An
+        # The key is read here, at use, and held only by the openai client object. An
         # endpoint without api_key_env sends none: a key goes only where it was configured.
         key = os.environ.get(ep.api_key_env) if ep.api_key_env else None
         if key and urlsplit(ep.base_url).scheme != "https" and not is_loopback(ep.base_url):
@@ -192,26 +158,20 @@ class OpenAICompatible:
                 f"refusing to send {ep.api_key_env} over plain http to "
                 f"{redact(ep.base_url)} (use https, or api_key_env: '' for no key)"
             )
-        self._headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "Authorization": f"Bearer {key or 'no-key'}",  # what the openai client sent
-        }
-        return _http_client(ep.base_url, ep.timeout_s, ep.backend == "fake")
+        return openai.OpenAI(
+            base_url=ep.base_url,
+            api_key=key or "no-key",
+            max_retries=0,  # retries are the caller's: they honour Retry-After and are logged
+            timeout=ep.timeout_s,
+            http_client=_http_client(ep.base_url, ep.timeout_s, ep.backend == "fake"),
+        )
 
     def complete(self, req: dict[str, Any]) -> Reply:
         import httpx2
 
-        client = self.client
-        if isinstance(client, httpx2.Client):
-            url = self.endpoint.base_url.rstrip("/") + "/chat/completions"
-            resp = client.post(url, content=json.dumps(req).encode("utf-8"), headers=self._headers)
-            if not resp.is_success:
-                raise status_error(resp)
-        else:  # an openai client given by hand: its generic POST of the same body
-            resp = client.post(
-                "/chat/completions", cast_to=httpx2.Response, body=req, options=_BEARER_AUTH
-            )
+        resp = self.client.post(
+            "/chat/completions", cast_to=httpx2.Response, body=req, options=_BEARER_AUTH
+        )
         body = resp.json()  # a 200 whose body is not JSON: ValueError, retried by the caller
         choices = body.get("choices") if isinstance(body, dict) else None
         if not isinstance(choices, list):  # a 200 whose body was not a completion
@@ -227,7 +187,7 @@ class OpenAICompatible:
         )
 
 
-_BEARER_AUTH: Any = {"security": {"bearer_auth": True}}  # what openai's create() asks for
+_BEARER_AUTH: Any = {"security": {"bearer_auth": True}}  # what create() asks of the client
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -332,7 +292,7 @@ def _deadline_stream() -> type:
 
 def _http_client(base_url: str, timeout_s: float, fake: bool) -> httpx2.Client:
     """The transport of one client: a total deadline per call; proxies never for loopback."""
-    import httpx2
+    import openai
 
     def start(request: httpx2.Request) -> None:
         request.extensions["memprobe_deadline"] = time.monotonic() + timeout_s
@@ -343,9 +303,7 @@ def _http_client(base_url: str, timeout_s: float, fake: bool) -> httpx2.Client:
             response.stream = _deadline_stream()(response.stream, deadline)
 
     kwargs: dict[str, Any] = {"transport": _fake_transport()} if fake else {}
-    return httpx2.Client(
-        timeout=timeout_s,
-        follow_redirects=True,
+    return openai.DefaultHttpxClient(
         trust_env=not is_loopback(base_url),  # HTTP(S)_PROXY must not see loopback traffic
         event_hooks={"request": [start], "response": [bound]},
         **kwargs,

@@ -29,10 +29,10 @@ def _python(
     )
 
 
-def test_a_job_calls_without_importing_openai(tmp_path):
-    # openai's import alone was ~0.35 s of CPU in every job that paid for a call.
-    proc = _python(
-        """
+def test_paid_calls_go_through_openai_and_replays_never_import_it(tmp_path):
+    # A paid call is sent by the openai package's client; openai's import (~0.35 s of CPU)
+    # is paid only by a job that sends: one whose calls all replay from the cache never loads it.
+    code = """
         import sys
         from pydantic import BaseModel
         from memprobe.config import load_config
@@ -45,11 +45,11 @@ def test_a_job_calls_without_importing_openai(tmp_path):
                            "cache_dir": sys.argv[1]}})
         client_for("judge", cfg).json([{"role": "user", "content": "x"}], V)
         print("openai" in sys.modules)
-        """,
-        str(tmp_path / "cache"),
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "False"
+        """
+    paid = _python(code, str(tmp_path / "cache"))
+    replayed = _python(code, str(tmp_path / "cache"))
+    assert paid.returncode == 0 and replayed.returncode == 0, paid.stderr + replayed.stderr
+    assert (paid.stdout.strip(), replayed.stdout.strip()) == ("True", "False")
 
 
 def test_roles_on_one_endpoint_share_one_client(recorder_factory, tmp_path):  # noqa: F811
@@ -161,7 +161,7 @@ def test_a_job_writes_its_cpu_and_call_counts_when_asked(tmp_path):
 
 def test_the_key_echoed_in_an_error_body_never_reaches_the_message(tmp_path, monkeypatch):
     # The reliability test checks this through an injected openai client; this is the
-    # provider's own HTTP path, which every job now takes.
+    # provider's own client, the one every job builds.
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
