@@ -12,7 +12,10 @@ class RecordingLLM:
 
     def json(self, messages, schema, *, check=None, sample=0, where=""):
         self.requests.append(messages)
-        return schema.model_validate(self.answer(messages, schema))
+        reply = schema.model_validate(self.answer(messages, schema))
+        if check is not None:  # the real client re-asks, then fails loudly
+            check(reply)
+        return reply
 
     def map(self, fn, items):
         return [fn(x) for x in items]
