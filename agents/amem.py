@@ -27,8 +27,8 @@ from typing import Any, Literal
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
 from pydantic import BaseModel, Field, create_model
 
-from memprobe.prompts import prompt_path, render
-from memprobe.records import write_atomic
+from memprobe.protocol.prompts import prompt_path, render
+from memprobe.protocol.records import write_atomic
 
 STORE_FILE = "amem_notes.json"
 NEIGHBOURS = 5
@@ -198,7 +198,7 @@ class AMem(MemorySystem):
     def _nearest(self, query: str, k: int) -> list[tuple[int, float]]:
         if not self.notes:
             return []
-        from memprobe import embeddings  # torch loads only when a store is searched
+        from memprobe.serving import embeddings  # torch loads only when a store is searched
 
         texts = [enhanced_text(n) for n in self.notes]
         missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]

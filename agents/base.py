@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from memprobe.config import Config
-from memprobe.llm import LLM
-from memprobe.prompts import prompt_path, render
+from memprobe.llm.client import LLM
+from memprobe.protocol.prompts import prompt_path, render
 
 HistoryTurn = dict[str, str]  # {"agent": reply, "user": user message}
 
@@ -37,7 +37,7 @@ class MemorySystem(ABC):
     searchable: bool = True
     gpu: bool = False
     llm_writer: bool = False
-    embeds: bool = False  # uses memprobe.embeddings: the run's embedding server serves it
+    embeds: bool = False  # uses memprobe.serving.embeddings: the run's embedding server serves it
     remembers: bool = True  # a memory system: its scaffold asks to tailor help to the person
 
     def __init__(

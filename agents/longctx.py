@@ -13,8 +13,8 @@ from typing import Any
 
 from memprobe.agents.base import HistoryTurn, MemorySystem
 
-from memprobe import embeddings
-from memprobe.records import write_atomic
+from memprobe.protocol.records import write_atomic
+from memprobe.serving import embeddings
 
 STORE_FILE = "notes.json"
 

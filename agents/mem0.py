@@ -37,7 +37,7 @@ from typing import Any, Literal
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
 from pydantic import BaseModel, Field
 
-from memprobe.llm import LLM
+from memprobe.llm.client import LLM
 
 RECALL_K = 5
 GET_ALL_K = 100_000  # larger than any store: get_all must return everything
@@ -194,7 +194,7 @@ class Mem0(MemorySystem):
     def _embedder(self, config_cls):
         own = self.config.system_settings.mem0
         if own.embedder == "minilm":
-            from memprobe import embeddings
+            from memprobe.serving import embeddings
 
             model = {"model": embeddings.minilm_path(), "model_kwargs": {"device": "cpu"}}
             return config_cls(

@@ -42,10 +42,10 @@ from typing import Any
 import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
 
-from memprobe import embeddings
-from memprobe.llm import LLM
-from memprobe.prompts import render
-from memprobe.records import write_atomic
+from memprobe.llm.client import LLM
+from memprobe.protocol.prompts import render
+from memprobe.protocol.records import write_atomic
+from memprobe.serving import embeddings
 
 COLLECTIONS = ("turns", "facts", "experiences", "personas", "summary")
 FORMATION_TOOLS = ("create_fact", "create_experience", "update_persona", "update_summary")
@@ -165,9 +165,9 @@ class VectorStore:
 
 def memt_client(config, writer: LLM | None) -> LLM:
     """The Mem-T policy client: the memt endpoint, the writer's cache and usage ledger."""
-    from memprobe import vllm_server
-    from memprobe.cache import ResponseCache
-    from memprobe.ledger import Ledger
+    from memprobe.llm.cache import ResponseCache
+    from memprobe.llm.ledger import Ledger
+    from memprobe.serving import vllm_server
 
     m = config.memt
     fake = config.llm.backend == "fake"

@@ -25,7 +25,7 @@ class SystemSpec:
     searchable: bool  # has search(): retrieve mode applies
     gpu: bool = False  # rollout/probe jobs need a GPU (memt)
     llm_writer: bool = False  # its write path calls an LLM
-    embeds: bool = False  # calls memprobe.embeddings (the run's embedding server serves it)
+    embeds: bool = False  # calls memprobe.serving.embeddings (the run's embedding server serves it)
     prompts: tuple[str, ...] = ()  # its own prompt files (prompts/<name>.md), rollout inputs
 
     @property

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from memprobe import CATEGORIES  # noqa: E402
-from memprobe.taxonomy import load_pool  # noqa: E402
+from memprobe.protocol.taxonomy import load_pool  # noqa: E402
 from tests.conftest import Workflow  # noqa: E402
 from tests.release_fixture import release_config  # noqa: E402
 

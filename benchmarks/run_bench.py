@@ -11,7 +11,7 @@ What it does, in a temp copy of the workflow (never in the checkout's results/):
    during which at least one of its LLM calls was in flight (the union of the ledger intervals
    [ts - latency_s, ts] of its rows); the bound is the heaviest path through the DAG;
 4. counts calls and tokens per user per system from the ledger, audits them against the
-   protocol (``memprobe.estimate.audit``) and against ``memprobe estimate``'s prediction;
+   protocol (``memprobe.report.estimate.audit``) and against ``memprobe estimate``'s prediction;
 5. times ``snakemake -n`` on the paper config (DAG build);
 6. for every file in prompts/: edits it, dry-runs, and compares the scheduled jobs with the
    file's dependent set in the DAG (the jobs declaring it as an input and everything
@@ -37,9 +37,10 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memprobe import CATEGORIES, estimate  # noqa: E402
+from memprobe import CATEGORIES  # noqa: E402
 from memprobe.config import load_config  # noqa: E402
-from memprobe.jobdag import Dag, critical_path  # noqa: E402
+from memprobe.report import estimate  # noqa: E402
+from memprobe.report.jobdag import Dag, critical_path  # noqa: E402
 
 PARTS = ("Snakefile", "rules", "scripts", "prompts", "config", "profiles", "envs")
 BIN = Path(sys.executable).parent
@@ -271,14 +272,14 @@ def main() -> None:
 
         precision = [] if args.no_rerun else rerun_precision(wd, "bench.yaml", dag)
         # Job start-up: what every script imports, and what the eager openai/httpx import
-        # (before memprobe.llm imported them lazily) added to it.
+        # (before memprobe.llm.client imported them lazily) added to it.
         imports = {
             stmt: min(import_seconds(stmt) for _ in range(3))
             for stmt in (
-                "import memprobe.glue",
-                "import memprobe.glue, openai, httpx",
-                "import memprobe.glue, memprobe.tables",
-                "import memprobe.glue, memprobe.agents.longctx",
+                "import memprobe.workflow.glue",
+                "import memprobe.workflow.glue, openai, httpx",
+                "import memprobe.workflow.glue, memprobe.report.tables",
+                "import memprobe.workflow.glue, memprobe.agents.longctx",
             )
         }
     finally:
@@ -374,7 +375,7 @@ def main() -> None:
         "## Job start-up (imports)",
         "",
         "`python -X importtime -c STMT`, cumulative seconds of the top-level modules, best of 3. "
-        "`memprobe.llm` imports openai/httpx at the first call only; the second row is what "
+        "`memprobe.llm.client` imports openai/httpx at the first call only; the second row is what "
         "every job paid before (eager import), and what a job that calls an LLM still pays.",
         "",
         "| statement | seconds |",

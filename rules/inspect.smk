@@ -1,10 +1,10 @@
-# The case inspector (memprobe/inspect_site.py): a static site from the per-user files only,
+# The case inspector (memprobe/report/inspect_site.py): a static site from the per-user files only,
 # results/inspect/index.html plus one page per (user, dimension). results/inspect.html is its
 # entry in `snakemake --report`; the caption links the site itself.
 import glob
 from pathlib import Path
 
-from memprobe import inspect_site
+from memprobe.report import inspect_site
 
 INSPECT_RETRIEVED = [
     f"{R}/{s}/{u}/retrieved_k{K}.json" for s in RETRIEVE_SYSTEMS for u in USERS
@@ -47,7 +47,7 @@ rule inspect:
         "../scripts/build_inspector.py"
 
 
-# Human audit (memprobe/audit.py): `memprobe audit sample` draws a sample into
+# Human audit (memprobe/report/audit.py): `memprobe audit sample` draws a sample into
 # results/audit/NAME/; the sheets a person saves there become one agreement table.
 AUDIT_SHEETS = sorted(glob.glob(f"{R}/audit/*/sheet*.csv"))
 

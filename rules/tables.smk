@@ -1,4 +1,4 @@
-# Run tables and figures, from the per-user files only (memprobe/tables.py, figures.py).
+# Run tables and figures, from the per-user files only (memprobe/report/tables.py, figures.py).
 # Each table CSV keeps the paper's exact columns; overflow-flagged cells (the paper's dagger)
 # are marked in a same-shaped companion `<table>_flags.csv` ("†" or empty).
 # `snakemake --report results/report.html` collects every table and figure below.

@@ -1,7 +1,7 @@
 # Simulated users: persona -> hidden bank -> leak-controlled tasks (paper §3.2).
 import sys
 
-from memprobe import taxonomy
+from memprobe.protocol import taxonomy
 
 # The pool is validated when the DAG loads: a bad pool stops the run before any job.
 try:

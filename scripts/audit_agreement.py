@@ -1,6 +1,8 @@
-"""Agreement between the LLM's labels and the filled audit sheets (memprobe/audit.py)."""
+"""Agreement between the LLM's labels and the filled audit sheets (memprobe/report/audit.py)."""
 
-from memprobe import audit, glue, records
+from memprobe.protocol import records
+from memprobe.report import audit
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

@@ -1,4 +1,5 @@
-from memprobe import glue, records, taxonomy, users
+from memprobe.protocol import records, taxonomy, users
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

@@ -1,7 +1,8 @@
-"""The case inspector site (memprobe/inspect_site.py). Not named inspect.py: that would shadow
-the standard library module for every script run from scripts/."""
+"""The case inspector site (memprobe/report/inspect_site.py). Not named inspect.py: that would
+shadow the standard library module for every script run from scripts/."""
 
-from memprobe import glue, inspect_site
+from memprobe.report import inspect_site
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

@@ -1,4 +1,6 @@
-from memprobe import glue, records, release, taxonomy
+from memprobe.protocol import records, taxonomy
+from memprobe.release import importer as release
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

@@ -1,6 +1,8 @@
 """Every run record of one user, for every configured system and mode, from the release."""
 
-from memprobe import glue, records, release
+from memprobe.protocol import records
+from memprobe.release import importer as release
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

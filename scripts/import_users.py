@@ -1,4 +1,6 @@
-from memprobe import glue, records, release
+from memprobe.protocol import records
+from memprobe.release import importer as release
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

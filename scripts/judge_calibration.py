@@ -1,6 +1,7 @@
-"""Score the calibration anchors with the run's judge (memprobe/calibration.py)."""
+"""Score the calibration anchors with the run's judge (memprobe/protocol/calibration.py)."""
 
-from memprobe import calibration, glue, records
+from memprobe.protocol import calibration, records
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

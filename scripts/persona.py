@@ -1,4 +1,5 @@
-from memprobe import glue, records, users
+from memprobe.protocol import records, users
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

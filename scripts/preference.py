@@ -1,4 +1,5 @@
-from memprobe import glue, preference, records
+from memprobe.protocol import preference, records
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

@@ -2,7 +2,8 @@ from pathlib import Path
 
 from memprobe.agents import registry
 
-from memprobe import glue, records, recovery, taxonomy
+from memprobe.protocol import records, recovery, taxonomy
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

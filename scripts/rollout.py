@@ -2,7 +2,8 @@ from pathlib import Path
 
 from memprobe.agents import registry
 
-from memprobe import glue, records, simulation
+from memprobe.protocol import records, simulation
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

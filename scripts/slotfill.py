@@ -1,4 +1,5 @@
-from memprobe import glue, records, recovery, taxonomy
+from memprobe.protocol import records, recovery, taxonomy
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

@@ -1,4 +1,5 @@
-from memprobe import attribution, glue, records
+from memprobe.protocol import attribution, records
+from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:

@@ -3,7 +3,9 @@
 import csv
 from pathlib import Path
 
-from memprobe import calibration, figures, glue, records, recovery, tables, taxonomy
+from memprobe.protocol import calibration, records, recovery, taxonomy
+from memprobe.report import figures, tables
+from memprobe.workflow import glue
 
 
 def write(path: str, df) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memprobe.fake_endpoint import make_server
+from memprobe.testing.fake_endpoint import make_server
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW_PARTS = ("Snakefile", "rules", "scripts", "prompts", "config", "profiles", "envs")

@@ -1,4 +1,4 @@
-"""A stand-in for memprobe.llm.LLM that records every request and answers from a function."""
+"""A stand-in for memprobe.llm.client.LLM that records every request and answers from a function."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 import yaml
 
-from memprobe import preflight
 from memprobe.config import ConfigError, load_config, load_layers
+from memprobe.workflow import preflight
 from tests.conftest import ROOT, SNAKEMAKE
 
 BASE = {"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}}

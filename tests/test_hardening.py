@@ -12,12 +12,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memprobe import records, served_process, vllm_server
 from memprobe.config import ConfigError, check_yaml_keys, load_config
-from memprobe.llm import LLMError, _strip_fence, client_for, redact
-from memprobe.memt_standin import StandIn, make_server
+from memprobe.llm.client import LLMError, _strip_fence, client_for, redact
+from memprobe.protocol import records
+from memprobe.serving import served_process, vllm_server
+from memprobe.testing.memt_standin import StandIn, make_server
 from tests.conftest import tiny_config
-from tests.test_llm import Recorder, Verdict, ledger, make_llm
+from tests.llm.test_llm import Recorder, Verdict, ledger, make_llm
 
 MSGS = [{"role": "user", "content": "rate it"}]
 GOOD = '{"verdict": "a", "score": 1}'
@@ -26,7 +27,7 @@ SENTINEL = "sk-sentinel-openai-0123456789"
 
 @pytest.fixture
 def endpoint_of():
-    """A loopback endpoint answering the given items (tests/test_llm.py's Recorder)."""
+    """A loopback endpoint answering the given items (tests/llm/test_llm.py's Recorder)."""
     made: list[Recorder] = []
 
     def make(items, delay_s=0.0):
@@ -121,7 +122,7 @@ def test_a_port_squatter_that_accepts_any_key_is_refused():
 
 
 def test_vllm_on_a_port_another_server_holds_fails_in_one_line(tmp_path):
-    from tests.test_memt import SERVE_STANDIN, fake_vllm, serve_settings
+    from tests.agents.test_memt import SERVE_STANDIN, fake_vllm, serve_settings
 
     other = make_server(api_key="someone-elses-key")
     threading.Thread(target=other.serve_forever, daemon=True).start()
@@ -138,13 +139,13 @@ def test_vllm_on_a_port_another_server_holds_fails_in_one_line(tmp_path):
 
 
 def test_vllm_gets_its_key_in_the_env_not_argv_and_no_other_secret(tmp_path, monkeypatch):
-    from tests.test_memt import fake_vllm, serve_settings
+    from tests.agents.test_memt import fake_vllm, serve_settings
 
     monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
     body = (
         "import os\n"
         f"open({str(tmp_path / 'env.json')!r}, 'w').write(json.dumps(dict(os.environ)))\n"
-        "from memprobe.memt_standin import serve\n"
+        "from memprobe.testing.memt_standin import serve\n"
         "serve('127.0.0.1', int(sys.argv[sys.argv.index('--port') + 1]))"
     )
     m = serve_settings(tmp_path, fake_vllm(tmp_path, body))
@@ -329,8 +330,8 @@ def test_release_system_names_must_be_safe_path_parts():
 
 
 def test_release_paths_must_stay_inside_the_release_dir(tmp_path):
-    from memprobe.records import RecordError
-    from memprobe.release import check_layout
+    from memprobe.protocol.records import RecordError
+    from memprobe.release.importer import check_layout
 
     rel = tmp_path / "release"
     rel.mkdir()
@@ -402,8 +403,8 @@ def test_artifacts_follow_the_umask(tmp_path):
 
 
 def test_local_server_key_is_in_no_argv_and_no_state_file(tmp_path):
-    from memprobe import local_server
     from memprobe.config import LocalModel
+    from memprobe.serving import local_server
 
     server = local_server.Server(
         local_server.ResolvedModel(tmp_path / "m.gguf", None), LocalModel(), tmp_path / "log"
@@ -413,7 +414,7 @@ def test_local_server_key_is_in_no_argv_and_no_state_file(tmp_path):
 
 
 def test_the_local_backend_refuses_a_cluster_executor():
-    from memprobe import local_server
+    from memprobe.serving import local_server
 
     raw = tiny_config("http://127.0.0.1:9/v1")
     raw["llm"] = {"backend": "local"}

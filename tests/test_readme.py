@@ -89,30 +89,57 @@ RUN_BY = [
     (r"^python3 -m venv .* python -m pytest -q$", ".ci/run"),
     (r"^pip install -e '\.\[(dev|kubernetes)\]'", ".ci/run"),
     (r"^pip install '\.\[kubernetes\]'", ".ci/run"),
-    (r"^memprobe fake-endpoint", "tests/test_workflow.py::test_tiny_run_builds_every_artifact"),
+    (
+        r"^memprobe fake-endpoint",
+        "tests/workflow/test_workflow.py::test_tiny_run_builds_every_artifact",
+    ),
     (
         r"--configfile tests/configs/tiny\.yaml",
-        "tests/test_workflow.py::test_tiny_run_builds_every",
+        "tests/workflow/test_workflow.py::test_tiny_run_builds_every",
     ),
-    (r"^memprobe audit sample", "tests/test_inspect.py::test_audit_sheet_round_trip_to_agreement"),
-    (r"^snakemake audit_agreement", "tests/test_inspect.py::test_audit_sheet_round_trip_to_agreem"),
+    (
+        r"^memprobe audit sample",
+        "tests/report/test_inspect.py::test_audit_sheet_round_trip_to_agreement",
+    ),
+    (
+        r"^snakemake audit_agreement",
+        "tests/report/test_inspect.py::test_audit_sheet_round_trip_to_agreem",
+    ),
     (
         r"--configfile config/release\.yaml",
-        "tests/test_release.py::test_release_import_builds_ever",
+        "tests/release/test_release.py::test_release_import_builds_ever",
     ),
-    (r"^snakemake --report", "tests/test_release.py::test_release_import_builds_every_table_and"),
-    (r"^snakemake inspect", "tests/test_release.py::test_release_import_builds_every_table_and_t"),
-    (r"^memprobe estimate", "tests/test_estimate.py::test_paper_estimate_without_a_ledger_plans"),
-    (r"^memprobe search", "tests/test_workflow.py::test_memories_json_and_search_cli_agree"),
+    (
+        r"^snakemake --report",
+        "tests/release/test_release.py::test_release_import_builds_every_table_and",
+    ),
+    (
+        r"^snakemake inspect",
+        "tests/release/test_release.py::test_release_import_builds_every_table_and_t",
+    ),
+    (
+        r"^memprobe estimate",
+        "tests/report/test_estimate.py::test_paper_estimate_without_a_ledger_plans",
+    ),
+    (
+        r"^memprobe search",
+        "tests/workflow/test_workflow.py::test_memories_json_and_search_cli_agree",
+    ),
     (r"^memprobe local-server", "tests/test_readme.py::test_local_server_serves_until_interrupted"),
     (r"^snakemake --unlock", "tests/test_readme.py::test_unlock_after_a_killed_snakemake"),
     (
         r"^snakemake -n --executor slurm",
-        "tests/test_cluster.py::test_paper_scale_dry_run_lists_job",
+        "tests/workflow/test_cluster.py::test_paper_scale_dry_run_lists_job",
     ),
-    (r"^snakemake -n --executor kubernetes", "tests/test_kubernetes.py::test_paper_dry_run_builds"),
+    (
+        r"^snakemake -n --executor kubernetes",
+        "tests/workflow/test_kubernetes.py::test_paper_dry_run_builds",
+    ),
     (r"^snakemake -n -q$", "benchmarks/run_bench.py"),
-    (r"^snakemake (-n|--summary|--list-changes|-R)\b", "tests/test_rerun_precision.py::test_snak"),
+    (
+        r"^snakemake (-n|--summary|--list-changes|-R)\b",
+        "tests/workflow/test_rerun_precision.py::test_snak",
+    ),
     (r"^python -X importtime", "benchmarks/run_bench.py"),
     (r"^vllm serve", "needs a GPU"),  # wherever it is named: it serves a model on a GPU
 ]

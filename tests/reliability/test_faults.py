@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from memprobe.fake_endpoint import FAULT_KINDS, Faults
+from memprobe.testing.fake_endpoint import FAULT_KINDS, Faults
 from tests.conftest import Endpoint, Workflow
 from tests.reliability.conftest import (
     KEY_ENV,

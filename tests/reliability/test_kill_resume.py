@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from memprobe.fake_endpoint import Faults
+from memprobe.testing.fake_endpoint import Faults
 from tests.conftest import SNAKEMAKE, Endpoint, Workflow
 from tests.reliability.conftest import (
     KEY_ENV,

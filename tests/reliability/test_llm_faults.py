@@ -11,10 +11,10 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from memprobe.cache import ResponseCache
-from memprobe.fake_endpoint import FAULT_KINDS, Faults
-from memprobe.ledger import Ledger
-from memprobe.llm import LLM, LLMError
+from memprobe.llm.cache import ResponseCache
+from memprobe.llm.client import LLM, LLMError
+from memprobe.llm.ledger import Ledger
+from memprobe.testing.fake_endpoint import FAULT_KINDS, Faults
 from tests.conftest import Endpoint
 
 SECRET = "sk-sentinel-0123456789abcdef"

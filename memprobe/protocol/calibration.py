@@ -1,0 +1,305 @@
+"""Judge calibration: score hand-written anchors with the run's judge before trusting its B.
+
+An LLM judge is only as good as the model behind it: a small one can give 1.0 (or 0.0) to
+everything and every B cell would still look like a finding. Each run asks its own judge (same
+prompt file, schema and role settings as the ``judge`` rule) to score the anchors of
+``config/judge_calibration.yaml`` and compares its scores with the rubric's: exact agreement,
+agreement within one level, mean difference (bias) and quadratic-weighted kappa over the five
+levels. Below ``judge.min_kappa`` or above ``judge.max_bias`` the judge fails: every B cell is
+flagged (``warn``) or the run stops before any rollout (``stop``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from memprobe import CATEGORIES
+from memprobe.llm.client import LLM
+from memprobe.protocol.recovery import ask_judge
+
+LEVELS: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+# What a label can be; the degenerate ones are what a weak slot-filler writes.
+Kind = Literal[
+    "verbatim",
+    "paraphrase",
+    "close",
+    "partial",
+    "weak",
+    "opposite",
+    "unrelated",
+    "unknown",
+    "category_name",
+    "dimension_name",
+    "axis_question",
+]
+KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
+Level = Literal[0.0, 0.25, 0.5, 0.75, 1.0]
+
+
+class CalibrationError(ValueError):
+    """A bad anchors or calibration file, phrased as one line naming it."""
+
+
+class Anchor(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    category: Literal[
+        "skill_memory",
+        "knowledge_memory",
+        "episodic_memory",
+        "self_model",
+        "assistance_preference",
+    ]
+    dimension: str
+    explanation: str
+    truth: str
+    label: str
+    kind: Kind
+    score: Level
+    tolerance: float = Field(default=0.0, ge=0.0, le=0.5)
+
+    def reference(self, judged: float) -> float:
+        """The accepted level nearest to ``judged`` (``score`` when tolerance is 0)."""
+        return min(max(judged, self.score - self.tolerance), self.score + self.tolerance)
+
+
+class Anchors(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[Anchor] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> Anchors:
+        ids = [a.id for a in self.items]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"duplicate id(s) {', '.join(dup)}")
+        return self
+
+
+def load_anchors(path: str | Path) -> Anchors:
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        return Anchors.model_validate(raw)
+    except FileNotFoundError:
+        raise CalibrationError(f"{path}: anchors file not found") from None
+    except yaml.YAMLError as err:
+        raise CalibrationError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        msg = first["msg"].removeprefix("Value error, ")
+        raise CalibrationError(f"{path}: {loc}: {msg}") from None
+
+
+class Reply(BaseModel):
+    """One anchor as the judge scored it."""
+
+    id: str
+    category: str
+    kind: str
+    expected: float
+    tolerance: float
+    judged: float
+    reference: float
+    reason: str
+
+
+def score_anchors(anchors: Anchors, llm: LLM, prompt: str) -> list[Reply]:
+    """Ask the judge about every anchor, exactly as the judge rule asks about a label."""
+
+    def one(a: Anchor) -> Reply:
+        r = ask_judge(
+            llm,
+            prompt,
+            dimension=a.dimension,
+            explanation=a.explanation,
+            truth=a.truth,
+            label=a.label,
+            where=f"calibration anchor {a.id}",
+        )
+        judged = float(r.score)
+        return Reply(
+            id=a.id,
+            category=a.category,
+            kind=a.kind,
+            expected=a.score,
+            tolerance=a.tolerance,
+            judged=judged,
+            reference=a.reference(judged),
+            reason=r.reason,
+        )
+
+    return llm.map(one, anchors.items)
+
+
+class Summary(BaseModel):
+    n: int
+    exact: float = Field(description="share judged at an accepted level")
+    within_one: float = Field(description="share within one rubric level of an accepted one")
+    bias: float = Field(description="mean of judged - accepted level")
+    kappa: float = Field(description="quadratic-weighted kappa over the five levels")
+    # confusion[i][j]: anchors whose accepted level is LEVELS[i] that the judge gave LEVELS[j]
+    confusion: list[list[int]]
+
+
+def _index(level: float) -> int:
+    return LEVELS.index(min(LEVELS, key=lambda v: abs(v - level)))
+
+
+def quadratic_kappa(confusion: list[list[int]]) -> float:
+    """Cohen's kappa with quadratic weights; 0 when either side never varies."""
+    k = len(confusion)
+    n = sum(map(sum, confusion))
+    rows = [sum(r) for r in confusion]
+    cols = [sum(confusion[i][j] for i in range(k)) for j in range(k)]
+    observed = expected = 0.0
+    for i in range(k):
+        for j in range(k):
+            w = (i - j) ** 2 / (k - 1) ** 2
+            observed += w * confusion[i][j]
+            expected += w * rows[i] * cols[j] / n
+    return 0.0 if expected == 0 else 1.0 - observed / expected
+
+
+def summarize(replies: list[Reply]) -> Summary:
+    n = len(replies)
+    confusion = [[0] * len(LEVELS) for _ in LEVELS]
+    for r in replies:
+        confusion[_index(r.reference)][_index(r.judged)] += 1
+    diffs = [r.judged - r.reference for r in replies]
+    return Summary(
+        n=n,
+        exact=sum(d == 0 for d in diffs) / n,
+        within_one=sum(abs(d) <= 0.25 for d in diffs) / n,
+        bias=sum(diffs) / n,
+        kappa=quadratic_kappa(confusion),
+        confusion=confusion,
+    )
+
+
+def verdict(s: Summary, min_kappa: float, max_bias: float) -> str | None:
+    """None when the judge passes; else the flag every B cell carries."""
+    if s.kappa >= min_kappa and abs(s.bias) <= max_bias:
+        return None
+    return f"judge failed calibration: κ {s.kappa:.2f}, bias {s.bias:+.2f}"
+
+
+STOP_REPLIES = "logs/judge_calibration_stop.csv"
+
+
+def stop_if_failed(cfg, anchors_path: str, prompt: str) -> None:
+    """``judge.calibration: stop``: score the anchors now (before any job); raise
+    CalibrationError with the run's one line when the judge fails. Its replies go to
+    STOP_REPLIES, never to the rule's outputs (a stale verdict there would outlive a fix)."""
+    from memprobe.llm.client import LLMError, client_for
+
+    llm = client_for(
+        "judge",
+        cfg,
+        ledger_path=Path(cfg.results_dir) / "usage" / "judge_calibration" / "onstart.csv",
+        job="judge_calibration/onstart",
+    )
+    try:
+        replies = score_anchors(load_anchors(anchors_path), llm, prompt)
+    except LLMError as err:
+        raise CalibrationError(f"judge calibration: {err}") from None
+    s = summarize(replies)
+    note = verdict(s, cfg.judge.min_kappa, cfg.judge.max_bias)
+    if note:
+        from memprobe.protocol.records import write_atomic
+
+        write_atomic(STOP_REPLIES, replies_csv(replies))
+        raise CalibrationError(
+            f"{note} on {s.n} anchors (replies: {STOP_REPLIES}); "
+            "judge.calibration is stop: no job started"
+        )
+
+
+def warn_at_end(path: str, settings) -> None:
+    """The run's closing line when its judge failed (``settings``: the config's ``judge``)."""
+    try:
+        note = verdict(read_summary(path), settings.min_kappa, settings.max_bias)
+    except CalibrationError:
+        return  # no calibration in this run (a partial target)
+    if note:
+        print(f"memprobe: warning: {note} ({path}); every B cell is flagged", file=sys.stderr)
+
+
+# -- files ----------------------------------------------------------------------------------
+def _level_name(v: float) -> str:
+    return f"{v:g}"
+
+
+CONFUSION_COLUMNS = [
+    f"accepted_{_level_name(a)}_judged_{_level_name(j)}" for a in LEVELS for j in LEVELS
+]
+SUMMARY_COLUMNS = ["n", "exact", "within_one", "bias", "kappa", *CONFUSION_COLUMNS]
+REPLY_COLUMNS = list(Reply.model_fields)
+
+
+def summary_csv(s: Summary) -> str:
+    row = {
+        "n": s.n,
+        "exact": round(s.exact, 4),
+        "within_one": round(s.within_one, 4),
+        "bias": round(s.bias, 4),
+        "kappa": round(s.kappa, 4),
+    }
+    row |= dict(zip(CONFUSION_COLUMNS, (c for r in s.confusion for c in r), strict=True))
+    return _csv([row], SUMMARY_COLUMNS)
+
+
+def replies_csv(replies: list[Reply]) -> str:
+    return _csv([r.model_dump() for r in replies], REPLY_COLUMNS)
+
+
+def _csv(rows: list[dict], columns: list[str]) -> str:
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return out.getvalue()
+
+
+def read_summary(path: str | Path) -> Summary:
+    """The summary a ``judge_calibration`` job wrote."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            row = next(csv.DictReader(fh))
+        cells = [int(row[c]) for c in CONFUSION_COLUMNS]
+        k = len(LEVELS)
+        return Summary(
+            n=int(row["n"]),
+            exact=float(row["exact"]),
+            within_one=float(row["within_one"]),
+            bias=float(row["bias"]),
+            kappa=float(row["kappa"]),
+            confusion=[cells[i * k : (i + 1) * k] for i in range(k)],
+        )
+    except FileNotFoundError:
+        raise CalibrationError(f"{path}: calibration file not found") from None
+    except (StopIteration, KeyError, ValueError):
+        raise CalibrationError(
+            f"{path}: expected one row with columns {', '.join(SUMMARY_COLUMNS[:5])}, ..."
+        ) from None
+
+
+def coverage_gaps(anchors: Anchors) -> list[str]:
+    """Categories, rubric levels and label kinds that no anchor covers."""
+    have_cats = {a.category for a in anchors.items}
+    have_levels = {a.score for a in anchors.items}
+    have_kinds = {a.kind for a in anchors.items}
+    return (
+        [f"category {c}" for c in CATEGORIES if c not in have_cats]
+        + [f"level {v:g}" for v in LEVELS if v not in have_levels]
+        + [f"kind {k}" for k in KINDS if k not in have_kinds]
+    )

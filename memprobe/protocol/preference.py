@@ -1,0 +1,86 @@
+"""Metric D: each reply judged against the user's assistance preferences (1-5 or na).
+
+Runs over a finished transcript, as its own rule, so editing the preference prompt never
+reruns a rollout. Like the release, the judge sees the original task and one reply.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from memprobe.llm.client import LLM
+from memprobe.protocol.prompts import render
+from memprobe.protocol.records import Bank, Episodes, PrefEpisode, Preference, PrefScore, PrefTurn
+
+
+class PrefItem(BaseModel):
+    idx: int
+    score: Literal[1, 2, 3, 4, 5, "na"]
+    reason: str = Field(default="", max_length=300)
+
+
+class PrefReply(BaseModel):
+    per_pref: list[PrefItem]
+
+
+def reply_schema(n: int) -> type[PrefReply]:
+    """The reply schema for n preferences: idx in 1..n and exactly n entries."""
+    item = create_model("PrefItem", __base__=PrefItem, idx=(Literal[tuple(range(1, n + 1))], ...))
+    return create_model(
+        "PrefReply", __base__=PrefReply, per_pref=(list[item], Field(min_length=n, max_length=n))
+    )
+
+
+def turn_score(scores: list[PrefScore]) -> float | None:
+    nums = [s.score for s in scores if s.score != "na"]
+    return sum(nums) / len(nums) if nums else None  # type: ignore[arg-type]
+
+
+def pooled_d(episodes: list[PrefEpisode]) -> float | None:
+    """Turn-weighted pooled mean of all non-None turn scores (docs/release-format.md §3.7)."""
+    vals = [t.score for e in episodes for t in e.turns if t.score is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def judge_preferences(episodes: Episodes, bank: Bank, llm: LLM, prompt: str) -> Preference:
+    prefs = bank.by_category("assistance_preference")
+    n = len(prefs)
+    pref_text = "\n".join(
+        f"{i}. [{p.dimension}] {p.short} — {p.explanation}" for i, p in enumerate(prefs, 1)
+    )
+
+    schema = reply_schema(n) if n else PrefReply
+
+    def check(reply: PrefReply) -> None:
+        got = sorted(item.idx for item in reply.per_pref)
+        if got != list(range(1, n + 1)):
+            raise ValueError(f"per_pref must have exactly one entry per idx 1..{n}, got {got}")
+
+    def one(job: tuple[int, str, int, str]) -> PrefTurn:
+        ep_index, task, turn, reply_text = job
+        if n == 0:
+            return PrefTurn(turn=turn, score=None, per_pref=[])
+        reply = llm.json(
+            render(prompt, prefs=pref_text, task=task, reply=reply_text),
+            schema,
+            check=check,
+            where=f"user {episodes.user_id}, system {episodes.system}, "
+            f"episode {ep_index}, turn {turn}",
+        )
+        scores = [
+            PrefScore(idx=i.idx, score=i.score, reason=i.reason)
+            for i in sorted(reply.per_pref, key=lambda x: x.idx)
+        ]
+        return PrefTurn(turn=turn, score=turn_score(scores), per_pref=scores)
+
+    jobs = [(e.index, e.task, t.turn, t.agent_response) for e in episodes.episodes for t in e.turns]
+    results = iter(llm.map(one, jobs))
+    out = [
+        PrefEpisode(index=e.index, turns=[next(results) for _ in e.turns])
+        for e in episodes.episodes
+    ]
+    return Preference(
+        user_id=episodes.user_id, system=episodes.system, D=pooled_d(out), episodes=out
+    )

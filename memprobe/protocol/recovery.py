@@ -1,0 +1,350 @@
+"""Metric B: reconstruct each hidden target from memory (slot-fill), then grade it (judge).
+
+dump_all gives the slot-filler the whole serialized store; retrieve gives it the system's own
+top-k items for a fixed user-agnostic query. The slot-filler never sees the target or its
+explanation; the judge sees both. dump_all is budget-aware: a store larger than the slot-fill
+context is flagged (``overflow: flag``, the paper's dagger) or mapped over chunks that fit and
+reduced (``overflow: chunked``); it is never silently scored as "unknown".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from memprobe import CATEGORIES
+from memprobe.llm.client import LLM
+from memprobe.protocol.prompts import render
+from memprobe.protocol.records import (
+    Bank,
+    Judge,
+    JudgeEntry,
+    Retrieved,
+    RetrievedQuery,
+    SlotFill,
+    SlotFillEntry,
+)
+from memprobe.protocol.taxonomy import retrieve_query
+
+log = logging.getLogger("memprobe")
+
+UNKNOWN = "unknown"
+PROMPT_OVERHEAD_TOKENS = 600  # the slot-fill template around the memory JSON
+REPLY_TOKENS = 200
+
+
+class SlotReply(BaseModel):
+    label: str = Field(max_length=200)
+    reason: str = Field(default="", max_length=500)
+
+
+class JudgeReply(BaseModel):
+    # The reason first, and required: a grammar-constrained local model writes the fields in
+    # schema order, so it compares the values before it commits to a score (issue 18).
+    reason: str = Field(max_length=500)
+    score: Literal[0.0, 0.25, 0.5, 0.75, 1.0]
+
+
+def serialize(items: list[dict[str, Any]]) -> str:
+    return json.dumps(items, ensure_ascii=False, indent=2)
+
+
+def count_tokens(text: str) -> int:
+    """A conservative token estimate (~4 chars per token for English JSON)."""
+    return (len(text) + 3) // 4
+
+
+def is_unknown(label: str) -> bool:
+    return label.strip().strip(".").lower() in ("", UNKNOWN)
+
+
+def memory_budget(context_tokens: int) -> int:
+    """Tokens left for the memory JSON once the slot-fill template and the reply are counted."""
+    return context_tokens - PROMPT_OVERHEAD_TOKENS - REPLY_TOKENS
+
+
+def store_overflows(memories: list[dict[str, Any]], context_tokens: int) -> tuple[bool, int]:
+    """Whether the serialized store exceeds the slot-fill context, and its token estimate."""
+    tokens = count_tokens(serialize(memories))
+    return tokens > memory_budget(context_tokens), tokens
+
+
+# -- probe (retrieve mode input) ---------------------------------------------------------
+def probe(system, bank: Bank, guides: dict[str, str], k: int, user_id: str) -> Retrieved:
+    queries = []
+    for e in bank.entries:
+        q = retrieve_query(e.dimension, e.category, guides)
+        queries.append(
+            RetrievedQuery(
+                category=e.category, dimension=e.dimension, query=q, items=system.search(q, k)
+            )
+        )
+    return Retrieved(user_id=user_id, system=system.name, k=k, queries=queries)
+
+
+# -- slot-fill ---------------------------------------------------------------------------
+def split_item(item: dict[str, Any], budget_tokens: int) -> list[dict[str, Any]]:
+    """One item whose own serialization is over the budget, as consecutive parts that each fit:
+    its JSON text cut into pieces, so no word of it is dropped (a truncation would be)."""
+    text = json.dumps(item, ensure_ascii=False)
+    parts: list[dict[str, Any]] = []
+    start = 0
+    while start < len(text):
+        size = len(text) - start
+        # Shrink until the part fits: escaping makes a piece's serialized length vary.
+        while (
+            size > 1
+            and count_tokens(serialize([_part(len(parts), text[start : start + size])]))
+            > budget_tokens
+        ):
+            size = size * 3 // 4
+        parts.append(_part(len(parts), text[start : start + size]))
+        start += size
+    return parts
+
+
+def _part(i: int, text: str) -> dict[str, Any]:
+    return {"split_item_part": i + 1, "text": text}
+
+
+def chunk_items(items: list[dict[str, Any]], budget_tokens: int) -> list[list[dict[str, Any]]]:
+    """Split the store into consecutive chunks whose serialization fits the budget; an item
+    over the budget on its own is split into parts first (``split_item``)."""
+    chunks: list[list[dict[str, Any]]] = []
+    cur: list[dict[str, Any]] = []
+    fitted: list[dict[str, Any]] = []
+    for item in items:
+        over = count_tokens(serialize([item])) > budget_tokens
+        fitted.extend(split_item(item, budget_tokens) if over else [item])
+    for item in fitted:
+        if cur and count_tokens(serialize([*cur, item])) > budget_tokens:
+            chunks.append(cur)
+            cur = []
+        cur.append(item)
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+def slotfill_user(
+    *,
+    user_id: str,
+    system: str,
+    mode: str,
+    bank: Bank,
+    guides: dict[str, str],
+    llm: LLM,
+    prompt: str,
+    memories: list[dict[str, Any]] | None = None,
+    retrieved: Retrieved | None = None,
+    context_tokens: int = 128_000,
+    overflow: str = "flag",
+) -> SlotFill:
+    budget = memory_budget(context_tokens)
+    by_dim = {q.dimension: q.items for q in retrieved.queries} if retrieved else {}
+    store_text = serialize(memories or [])
+    tokens = count_tokens(store_text) if mode == "dump_all" else 0
+    over = mode == "dump_all" and tokens > budget
+
+    def ask(category: str, dimension: str, memory_text: str, where: str) -> SlotReply:
+        return llm.json(
+            render(
+                prompt,
+                memory=memory_text,
+                category=category,
+                guide=guides[category],
+                dimension=dimension,
+            ),
+            SlotReply,
+            where=where,
+        )
+
+    def one(e) -> SlotFillEntry:
+        where = f"user {user_id}, system {system}, {mode}, {e.dimension}"
+        items = memories if mode == "dump_all" else by_dim.get(e.dimension, [])
+        if not items:
+            # Nothing to read: the protocol's answer is "unknown", no call needed.
+            return SlotFillEntry(
+                category=e.category,
+                dimension=e.dimension,
+                label=UNKNOWN,
+                reason="empty memory",
+                called=False,
+            )
+        if not over:
+            text = store_text if mode == "dump_all" else serialize(items)
+            r = ask(e.category, e.dimension, text, where)
+            label = UNKNOWN if is_unknown(r.label) else r.label.strip()
+            return SlotFillEntry(
+                category=e.category, dimension=e.dimension, label=label, reason=r.reason
+            )
+        if overflow == "flag":
+            return SlotFillEntry(
+                category=e.category,
+                dimension=e.dimension,
+                label=UNKNOWN,
+                reason=f"overflow: store is ~{tokens} tokens, context {context_tokens}",
+                called=False,
+            )
+        return chunked(e, items, where)
+
+    def chunked(e, items, where) -> SlotFillEntry:
+        found = []
+        for i, part in enumerate(chunk_items(items, budget)):
+            r = ask(e.category, e.dimension, serialize(part), f"{where}, chunk {i + 1}")
+            if not is_unknown(r.label):
+                found.append({"label": r.label.strip(), "reason": r.reason})
+        if not found:
+            return SlotFillEntry(
+                category=e.category,
+                dimension=e.dimension,
+                label=UNKNOWN,
+                reason="no chunk held evidence",
+            )
+        if len(found) == 1:
+            return SlotFillEntry(category=e.category, dimension=e.dimension, **found[0])
+        # Reduce: slot-fill once more over the per-chunk answers.
+        r = ask(e.category, e.dimension, serialize(found), f"{where}, reduce")
+        label = UNKNOWN if is_unknown(r.label) else r.label.strip()
+        return SlotFillEntry(
+            category=e.category, dimension=e.dimension, label=label, reason=r.reason
+        )
+
+    entries = llm.map(one, bank.entries)
+    if over:
+        log.warning(
+            "slotfill %s %s: store ~%d tokens exceeds the %d-token context (%s)",
+            system,
+            user_id,
+            tokens,
+            context_tokens,
+            overflow,
+        )
+    return SlotFill(
+        user_id=user_id,
+        system=system,
+        mode=mode,
+        overflow=over,
+        overflow_strategy=overflow if over else None,  # type: ignore[arg-type]
+        memory_tokens=tokens,
+        entries=entries,
+    )
+
+
+# -- judge -------------------------------------------------------------------------------
+def category_means(details: list[JudgeEntry]) -> tuple[dict[str, float | None], float]:
+    """Per-category mean scores and the category-balanced overall (mean of present cats)."""
+    per: dict[str, float | None] = {}
+    for c in CATEGORIES:
+        scores = [d.score for d in details if d.category == c]
+        per[c] = sum(scores) / len(scores) if scores else None
+    present = [v for v in per.values() if v is not None]
+    return per, (sum(present) / len(present) if present else 0.0)
+
+
+def ask_judge(
+    llm: LLM, prompt: str, *, dimension: str, explanation: str, truth: str, label: str, where: str
+) -> JudgeReply:
+    """One judge call: the judge rule and the calibration ask exactly this way."""
+    return llm.json(
+        render(prompt, dimension=dimension, explanation=explanation, truth=truth, label=label),
+        JudgeReply,
+        where=where,
+    )
+
+
+# -- degenerate labels -------------------------------------------------------------------
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+
+_CATEGORY_NAMES = {_norm(c) for c in CATEGORIES} | {_norm(c.split("_")[0]) for c in CATEGORIES}
+
+
+def degenerate_kind(label: str, dimension: str, axis: str | None) -> str | None:
+    """What a slot-fill label is when it names the slot instead of filling it, else None.
+
+    ``empty``, ``category_name`` (any category, e.g. "Episodic Memory"), ``dimension_name``
+    (its own dimension, underscores or not), ``axis_question`` (the pool's question for it).
+    "unknown" is not degenerate: it is the protocol's answer for no evidence.
+    """
+    n = _norm(label)
+    if not n:
+        return "empty"
+    if n in _CATEGORY_NAMES:
+        return "category_name"
+    if n == _norm(dimension):
+        return "dimension_name"
+    if axis and n == _norm(axis):
+        return "axis_question"
+    return None
+
+
+def pool_axes(pool) -> dict[str, str]:
+    """Dimension name -> axis question, for every dimension of a taxonomy.Pool."""
+    return {d.name: d.axis for c in pool.categories.values() for d in c.dimensions}
+
+
+def judge_user(
+    slotfill: SlotFill,
+    bank: Bank,
+    llm: LLM,
+    prompt: str,
+    judge_unknown: bool = False,
+    degenerate_axes: dict[str, str] | None = None,
+) -> Judge:
+    """Score every slot-fill label. With ``degenerate_axes`` (dimension -> axis question; the
+    ``judge.degenerate_as_unknown`` option) a degenerate label is scored as "unknown"."""
+    truth = {e.dimension: e for e in bank.entries}
+
+    def one(s: SlotFillEntry) -> JudgeEntry:
+        e = truth[s.dimension]
+        kind = (
+            degenerate_kind(s.label, e.dimension, degenerate_axes.get(e.dimension))
+            if degenerate_axes is not None
+            else None
+        )
+        if kind:
+            score, reason = 0.0, f"label is a {kind}: scored as 'unknown' (no call)"
+        elif is_unknown(s.label) and not judge_unknown:
+            score, reason = 0.0, "label is 'unknown': 0 by the rubric (no call)"
+        else:
+            r = ask_judge(
+                llm,
+                prompt,
+                dimension=e.dimension,
+                explanation=e.explanation,
+                truth=e.short,
+                label=s.label,
+                where=f"user {slotfill.user_id}, system {slotfill.system}, {slotfill.mode}, "
+                f"{e.dimension}",
+            )
+            score, reason = float(r.score), r.reason
+        return JudgeEntry(
+            category=e.category,
+            dimension=e.dimension,
+            explanation=e.explanation,
+            ground_truth=e.short,
+            predicted=s.label,
+            slot_fill_reason=s.reason,
+            score=score,
+            judge_reason=reason,
+            scoring_mode=slotfill.mode,
+        )
+
+    details = llm.map(one, slotfill.entries)
+    per, overall = category_means(details)
+    return Judge(
+        user_id=slotfill.user_id,
+        system=slotfill.system,
+        mode=slotfill.mode,
+        overflow=slotfill.overflow,
+        overflow_strategy=slotfill.overflow_strategy,
+        per_category=per,
+        overall=overall,
+        details=details,
+    )

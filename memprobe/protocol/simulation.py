@@ -1,0 +1,143 @@
+"""The rollout: one user's tasks, in bank order, against one memory system.
+
+Everything but the memory module is held constant (paper §3.3): the simulator, the assistant
+scaffold and episode control are shared. Memory persists across a user's tasks; a system
+instance is built (and reset) per user, so nothing crosses users.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from memprobe.agents.base import HistoryTurn, MemorySystem
+from memprobe.llm.client import LLM
+from memprobe.protocol.prompts import render
+from memprobe.protocol.records import Bank, Episode, Episodes, Persona, Tasks, Turn
+from memprobe.protocol.users import bank_block, persona_block
+
+log = logging.getLogger("memprobe")
+
+
+class SimulatorReply(BaseModel):
+    feedback_type: Literal[
+        "correction",
+        "add_context",
+        "too_deep",
+        "too_shallow",
+        "followup",
+        "expose_gap",
+        "satisfied",
+    ]
+    text: str = Field(min_length=1, max_length=1500)
+
+
+RECENT_OWN = 3  # the simulator's own latest messages, shown with a do-not-repeat note
+
+
+def recent_own(history: list[HistoryTurn]) -> str:
+    return "\n".join(f"- {h['user']}" for h in history[-RECENT_OWN:]) or "(none yet)"
+
+
+def transcript_text(history: list[HistoryTurn]) -> str:
+    if not history:
+        return "(no prior turns)"
+    return "\n".join(f"Agent: {h['agent']}\nUser: {h['user']}" for h in history)
+
+
+def simulate_user(
+    llm: LLM,
+    prompt: str,
+    persona: Persona,
+    bank: Bank,
+    task: str,
+    history: list[HistoryTurn],
+    reply: str,
+    turn: int,
+    where: str,
+) -> SimulatorReply:
+    messages = render(
+        prompt,
+        persona=persona_block(persona),
+        bank=bank_block(bank),
+        task=task,
+        transcript=transcript_text(history),
+        recent=recent_own(history),
+        turn=turn,
+        reply=reply,
+    )
+    return llm.json(messages, SimulatorReply, where=where)
+
+
+def run_episode(
+    system: MemorySystem,
+    simulator: LLM,
+    prompt: str,
+    persona: Persona,
+    bank: Bank,
+    index: int,
+    task: str,
+    target_dimension: str,
+    max_turns: int,
+) -> Episode:
+    history: list[HistoryTurn] = []
+    turns: list[Turn] = []
+    end_reason: Literal["satisfied", "max_turns"] = "max_turns"
+    for turn in range(1, max_turns + 1):
+        where = f"user {persona.user_id}, system {system.name}, episode {index}, turn {turn}"
+        reply = system.respond(index, task, history)
+        fb = simulate_user(simulator, prompt, persona, bank, task, history, reply, turn, where)
+        turns.append(
+            Turn(
+                turn=turn,
+                agent_response=reply,
+                feedback_type=fb.feedback_type,
+                user_text=fb.text,
+                recalled=system.last_recall,
+            )
+        )
+        history.append({"agent": reply, "user": fb.text})
+        if fb.feedback_type == "satisfied":
+            end_reason = "satisfied"
+            break
+    # The final user message comes after the agent's last call: hand it to the write path.
+    system.end_episode(index, task, history)
+    return Episode(
+        index=index,
+        task=task,
+        target_dimension=target_dimension,
+        end_reason=end_reason,
+        turns=turns,
+    )
+
+
+def rollout(
+    system: MemorySystem,
+    simulator: LLM,
+    prompt: str,
+    persona: Persona,
+    bank: Bank,
+    tasks: Tasks,
+    max_turns: int,
+) -> Episodes:
+    system.reset(persona.user_id)
+    episodes: list[Episode] = []
+    n = len(tasks.tasks)
+    for t in tasks.tasks:
+        ep = run_episode(
+            system, simulator, prompt, persona, bank, t.index, t.task, t.target_dimension, max_turns
+        )
+        episodes.append(ep)
+        log.info(
+            "rollout %s %s: episode %d/%d, %d turns, %s, %d memories",
+            system.name,
+            persona.user_id,
+            t.index,
+            n,
+            len(ep.turns),
+            ep.end_reason,
+            len(system.get_all_memories()),
+        )
+    return Episodes(user_id=persona.user_id, system=system.name, episodes=episodes)

@@ -1,0 +1,662 @@
+"""``memprobe estimate``: what a run will cost, per role, before it starts; and an audit after.
+
+The protocol fixes most call counts (per user: one generator call for the persona, one per
+non-empty category for the bank, one writer + one critic per task, one oracle call per dim;
+per user and system: T turns, each one assistant + one simulator call and one preference call,
+plus the system's write path; per mode: at most one slot-fill and one judge call per dim;
+attribution Stage 1/2 for the misses). What the protocol leaves to the data (turns per
+episode, critic rounds, write-side calls per write, misses, tokens per call) comes from
+*rates*: the release's published budget (docs/release-format.md, "Call budget") when no run
+exists, else the ledger and artifacts of an earlier run (``observed``). Tokens per call come
+from that ledger, else from priors: the paper's Table 5 (and Table 6 for the one-time user
+generation) divided by the release's calls per user, i.e. the paper's mean tokens per call.
+A role with neither (Mem-T-4B's local calls, a plugin system) is reported as unknown.
+Money comes from a price table (``--prices``), time from ``llm_slots`` x ``llm.concurrency``
+parallel calls at a per-call latency (the ledger's, else an assumed one), never below the
+longest chain of dependent calls of one user.
+
+``audit`` checks a finished run: per user and system, the calls the protocol requires given
+what happened (turns taken, labels that were not "unknown", attribution stages reached)
+against the ledger's rows; every extra row must be a re-ask or a re-sampled invalid reply.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from memprobe.config import Config, role_settings
+
+# Paper Table 5 (millions of gpt-5.4-mini tokens over 50 users; upper bounds, non-auditable):
+# per system the episode loop + write side + dump_all/retrieve scoring; attribution apart.
+PAPER_TABLE5: dict[str, tuple[float, float]] = {
+    "nomem": (61.05, 6.07),
+    "amem": (126.82, 9.04),
+    "longctx_full": (238.12, 4.82),
+    "mem0": (88.16, 3.99),
+    "memt": (120.91, 3.77),  # gpt-5.4-mini side only
+}
+PAPER_ATTRIBUTION: tuple[float, float] = (25.47, 1.70)
+PAPER_USERS = 50
+# Paper Table 6: the one-time generation of the 50 users (persona, bank, tasks, critic, editor).
+PAPER_TABLE6: tuple[float, float, float] = (1721, 17.04, 0.17)  # calls, prompt M, completion M
+# The release's call budget (docs/release-format.md): turns per user (T) and attribution S1+S2
+# calls per run (50 users).
+RELEASE_TURNS_PER_USER = {
+    "nomem": 74.1,
+    "amem": 77.6,
+    "longctx_full": 77.7,
+    "mem0": 76.3,
+    "memt": 78.7,
+}
+RELEASE_ATTRIBUTION = {
+    "amem/dump_all": 610,
+    "amem/retrieve": 886,
+    "longctx_full/dump_all": 569,
+    "longctx_full/retrieve": 958,
+    "mem0/dump_all": 596,
+    "mem0/retrieve": 1047,
+    "memt/dump_all": 1349,
+    "memt/retrieve": 1026,
+    "nomem/dump_all": 1544,
+}
+RELEASE_DIMS = 31
+RELEASE_ORACLE_CALLS = PAPER_USERS * RELEASE_DIMS  # Stage 0: once per user and dim, shared
+# gpt-5.4-mini calls per user behind each Table 5 row: 3T in the episode loop (reply, simulator,
+# preference), A-Mem's 2N-1 write calls (N = T + 31 notes), 31 slot-fill + 31 judge per mode.
+# mem0's extractions ran on gpt-4o-mini and Mem-T's on Mem-T-4B: neither is in Table 5.
+RELEASE_CALLS_PER_USER = {
+    s: 3 * t
+    + (2 * (t + RELEASE_DIMS) - 1 if s == "amem" else 0)
+    + 2 * RELEASE_DIMS * (1 if s == "nomem" else 2)
+    for s, t in RELEASE_TURNS_PER_USER.items()
+}
+# User generation at the release's settings: a persona, one bank call per category, one writer
+# and one critic call per task (one critic pass, edits rare). Table 6 reports 1,721 calls for
+# 50 users, fewer than these 68 per user: its call count is not comparable, its tokens are.
+RELEASE_USER_CALLS = 1 + 5 + 2 * RELEASE_DIMS
+# Roles whose calls Table 5 counts in a system's row (gpt-5.4-mini).
+TABLE5_ROLES = ("assistant", "simulator", "preference", "writer", "slotfill", "judge")
+# What the paper's tables leave out, so no prior can be derived: Mem-T-4B's local calls.
+NO_PRIOR = {("memt", "writer")}
+# Write-side calls per write (one write per turn and one per episode end), release priors:
+# A-Mem analyze + evolve; mem0 one extraction; Mem-T one formation (its updates and ReAct
+# steps are data-dependent: only a ledger knows them).
+WRITER_CALLS_PER_WRITE = {"amem": 2.0, "mem0": 1.0, "memt": 1.0}
+MEMT_REACT_STEPS = 6  # the step budget per probe query (upper bound)
+USER_ROLES = ("generator", "task_writer", "critic", "editor", "oracle")
+CALIBRATION_ANCHORS = Path(__file__).resolve().parents[2] / "config" / "judge_calibration.yaml"
+_TAG = re.compile(r"^(?:(?P<system>.+?)_)?(?P<user>user_\d{3,})(?:_(?P<rest>.+))?$")
+
+
+class Rates(BaseModel):
+    """What the protocol leaves to the data; keys are systems or ``system/mode``."""
+
+    source: str
+    turns_per_episode: dict[str, float] = Field(default_factory=dict)
+    critic_rounds_per_task: float = 1.0
+    writer_calls_per_write: dict[str, float] = Field(default_factory=dict)
+    probe_calls_per_query: dict[str, float] = Field(default_factory=dict)
+    slotfill_share: dict[str, float] = Field(default_factory=dict)
+    judge_share: dict[str, float] = Field(default_factory=dict)
+    disclosure_per_dim: dict[str, float] = Field(default_factory=dict)
+    # (mean prompt tokens, mean completion tokens) per call, keyed "role/system" or "role".
+    tokens: dict[str, tuple[float, float]] = Field(default_factory=dict)
+
+
+class Line(BaseModel):
+    system: str  # "(per user)" for the user-level roles shared by every system
+    role: str
+    model: str
+    calls_per_user: float
+    calls: float
+    prompt_tokens: float | None  # None: no ledger and no prior says
+    completion_tokens: float | None
+    tokens_from: str
+
+
+class Price(BaseModel):
+    """USD per million tokens of one model."""
+
+    model_config = {"extra": "forbid"}
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+# -- rates --------------------------------------------------------------------------------
+def prior_tokens() -> dict[str, tuple[float, float]]:
+    """The paper's mean (prompt, completion) tokens per call, keyed "role/system" or "role".
+
+    Per system: its Table 5 row over the release's calls behind it; the user-generation roles:
+    Table 6 over its calls; Stage 0/1/2: the attribution row over S0 + the S1/S2 calls.
+    """
+    out: dict[str, tuple[float, float]] = {}
+    for s, (p, c) in PAPER_TABLE5.items():
+        n = RELEASE_CALLS_PER_USER[s] * PAPER_USERS
+        for role in TABLE5_ROLES:
+            if (s, role) not in NO_PRIOR:
+                out[f"{role}/{s}"] = (p * 1e6 / n, c * 1e6 / n)
+    _, p, c = PAPER_TABLE6
+    n = RELEASE_USER_CALLS * PAPER_USERS
+    for role in USER_ROLES[:-1]:  # the generation roles (Table 6); the oracle is below
+        out[role] = (p * 1e6 / n, c * 1e6 / n)
+    n = RELEASE_ORACLE_CALLS + sum(RELEASE_ATTRIBUTION.values())
+    for role in ("oracle", "disclosure"):
+        out[role] = (PAPER_ATTRIBUTION[0] * 1e6 / n, PAPER_ATTRIBUTION[1] * 1e6 / n)
+    return out
+
+
+def priors(cfg: Config) -> Rates:
+    """Rates from the release's published budget (docs/release-format.md, "Call budget")."""
+    r = Rates(
+        source="priors: call rates from the release's budget (docs/release-format.md); tokens "
+        "per call = paper Table 5 (users: Table 6) / the release's calls behind them"
+    )
+    for s in cfg.systems:
+        r.turns_per_episode[s] = RELEASE_TURNS_PER_USER.get(s, 75.0) / RELEASE_DIMS
+        r.writer_calls_per_write[s] = WRITER_CALLS_PER_WRITE.get(s, 0.0)
+        r.probe_calls_per_query[s] = float(MEMT_REACT_STEPS) if s == "memt" else 0.0
+        for m in cfg.modes:
+            key = f"{s}/{m}"
+            # nomem stores nothing: slot-fill over an empty store makes no call (and so no judge).
+            r.slotfill_share[key] = 0.0 if s == "nomem" else 1.0
+            r.judge_share[key] = r.slotfill_share[key]
+            released = RELEASE_ATTRIBUTION.get(key)
+            r.disclosure_per_dim[key] = (
+                released / PAPER_USERS / RELEASE_DIMS if released is not None else 2.0
+            )
+    return r
+
+
+def read_ledger(results: Path) -> list[dict[str, str]]:
+    rows: list[dict[str, str]] = []
+    for f in sorted((results / "usage").rglob("*.csv")):
+        with open(f, newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                rule, _, tag = row.get("job", "").partition("/")
+                m = _TAG.match(tag)
+                row["rule"] = rule or f.parent.name
+                row["system"] = (m.group("system") or "") if m else ""
+                row["user"] = m.group("user") if m else ""
+                row["mode"] = (m.group("rest") or "") if m else ""
+                rows.append(row)
+    return rows
+
+
+def _first_try(row: dict[str, str]) -> bool:
+    return row.get("status", "ok") == "ok" and row.get("reask", "0") in ("", "0")
+
+
+def _load_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def observed(results: Path, cfg: Config) -> Rates | None:
+    """Rates measured on an earlier run's ledger and artifacts (None when there is no ledger)."""
+    rows = read_ledger(results)
+    if not rows:
+        return None
+    r = priors(cfg)
+    r.source = f"ledger and artifacts of {results}"
+    systems = sorted({p.parent.parent.name for p in results.glob("*/*/episodes.json")})
+    for s in systems:
+        eps = [e for p in results.glob(f"{s}/*/episodes.json") for e in _load_json(p)["episodes"]]
+        turns = sum(len(e["turns"]) for e in eps)
+        if eps:
+            r.turns_per_episode[s] = turns / len(eps)
+        writes = turns + len(eps)
+        w = [
+            x for x in rows if x["rule"] == "rollout" and x["system"] == s and x["role"] == "writer"
+        ]
+        if writes:
+            r.writer_calls_per_write[s] = sum(map(_first_try, w)) / writes
+        probes = list(results.glob(f"{s}/*/retrieved_k*.json"))
+        pw = [x for x in rows if x["rule"] == "probe" and x["system"] == s and _first_try(x)]
+        n_queries = sum(len(_load_json(p)["queries"]) for p in probes)
+        if n_queries:
+            r.probe_calls_per_query[s] = len(pw) / n_queries
+        for m in ("dump_all", "retrieve"):
+            fills = [
+                e
+                for p in results.glob(f"{s}/*/{m}/slotfill.json")
+                for e in _load_json(p)["entries"]
+            ]
+            if fills:
+                r.slotfill_share[f"{s}/{m}"] = sum(e.get("called", True) for e in fills) / len(
+                    fills
+                )
+                r.judge_share[f"{s}/{m}"] = sum(
+                    e["label"].strip().strip(".").lower() not in ("", "unknown") for e in fills
+                ) / len(fills)
+            atts = [
+                d
+                for p in results.glob(f"{s}/*/{m}/attribution.json")
+                for d in _load_json(p)["details"]
+            ]
+            if atts:
+                asked = sum(st["stage"] != "oracle" for d in atts for st in d["stages"])
+                r.disclosure_per_dim[f"{s}/{m}"] = asked / len(atts)
+    tasks = [t for p in results.glob("users/*/tasks.json") for t in _load_json(p)["tasks"]]
+    if tasks:
+        r.critic_rounds_per_task = sum(len(t["verdicts"]) for t in tasks) / len(tasks)
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for x in rows:
+        if x.get("status", "ok") != "ok":
+            continue
+        for key in (x["role"], f"{x['role']}/{x['system']}" if x["system"] else None):
+            if key:
+                acc = sums[key]
+                acc[0] += float(x["prompt_tokens"] or 0)
+                acc[1] += float(x["completion_tokens"] or 0)
+                acc[2] += 1
+    r.tokens = {k: (v[0] / v[2], v[1] / v[2]) for k, v in sums.items() if v[2]}
+    return r
+
+
+# -- prediction -----------------------------------------------------------------------------
+def protocol_calls(cfg: Config, rates: Rates) -> dict[tuple[str, str], float]:
+    """Calls per user, keyed (system or "(per user)", role)."""
+    d = cfg.n_dims
+    cats = sum(1 for n in cfg.dims_per_category.values() if n > 0)
+    prefs = cfg.dims_per_category["assistance_preference"]
+    rounds = rates.critic_rounds_per_task
+    calls: dict[tuple[str, str], float] = {
+        ("(per user)", "generator"): 1 + cats,
+        ("(per user)", "task_writer"): d,
+        ("(per user)", "critic"): d * rounds,
+        ("(per user)", "editor"): d * (rounds - 1),
+        ("(per user)", "oracle"): d,
+    }
+    from memprobe.agents import registry
+
+    for s in cfg.systems:
+        t = min(rates.turns_per_episode.get(s, 2.5), cfg.max_turns) * d
+        calls[(s, "assistant")] = t
+        calls[(s, "simulator")] = t
+        calls[(s, "preference")] = t if prefs else 0
+        writes = t + d  # one write per turn and one for each episode's final user message
+        w = writes * rates.writer_calls_per_write.get(s, 0.0)
+        if s == "amem" and w:
+            w -= 1  # the first note has no neighbour to evolve with
+        modes = [m for m in cfg.modes if m == "dump_all" or registry.spec(s).searchable]
+        if "retrieve" in modes:
+            w += d * rates.probe_calls_per_query.get(s, 0.0) * len(cfg.ks)
+        calls[(s, "writer")] = w
+        slot = judge = disc = 0.0
+        for m in modes:
+            scorings = len(cfg.ks) if m == "retrieve" else 1
+            slot += d * rates.slotfill_share.get(f"{s}/{m}", 1.0) * scorings
+            judge += d * rates.judge_share.get(f"{s}/{m}", 1.0) * scorings
+            disc += d * rates.disclosure_per_dim.get(f"{s}/{m}", 2.0)
+        calls[(s, "slotfill")] = slot
+        calls[(s, "judge")] = judge
+        calls[(s, "disclosure")] = disc
+    return calls
+
+
+def _tokens_per_call(
+    rates: Rates, system: str, role: str
+) -> tuple[tuple[float, float] | None, str]:
+    """The ledger's rate for this role and system, else the paper's, else the role's mean."""
+    prior = prior_tokens()
+    if (system, role) in NO_PRIOR and f"{role}/{system}" not in rates.tokens:
+        return None, "unknown: no ledger, and the paper does not count these calls"
+    shared = system == "(per user)"  # user-level roles: the ledger keys them by role alone
+    for key, table, name in (
+        (f"{role}/{system}", rates.tokens, "ledger"),
+        (f"{role}/{system}", prior, "prior (paper)"),
+        (role, rates.tokens, "ledger" if shared else "ledger, role mean"),
+        (role, prior, "prior (paper)"),
+    ):
+        if key in table:
+            return table[key], name
+    return None, f"unknown: no ledger, and no prior for {system}"
+
+
+def line_model(cfg: Config, system: str, role: str) -> str:
+    """The model that serves a role (memt's write side is its own served Mem-T model)."""
+    if system == "memt" and role == "writer":
+        return cfg.memt.model
+    return role_settings(cfg, role)["model"]
+
+
+def _line(cfg: Config, rates: Rates, system: str, role: str, per_user: float) -> Line:
+    tok, src = _tokens_per_call(rates, system, role) if per_user else ((0.0, 0.0), "-")
+    n = per_user * cfg.n_users
+    return Line(
+        system=system,
+        role=role,
+        model=line_model(cfg, system, role),
+        calls_per_user=round(per_user, 1),
+        calls=round(n),
+        prompt_tokens=round(n * tok[0]) if tok else None,
+        completion_tokens=round(n * tok[1]) if tok else None,
+        tokens_from=src,
+    )
+
+
+def predict(cfg: Config, rates: Rates) -> list[Line]:
+    out = [
+        _line(cfg, rates, system, role, per_user)
+        for (system, role), per_user in protocol_calls(cfg, rates).items()
+    ]
+    if not cfg.release.import_runs:  # the judge's calibration: one call per anchor, per run
+        from memprobe.protocol import calibration
+
+        n = len(calibration.load_anchors(CALIBRATION_ANCHORS).items)
+        line = _line(cfg, rates, "(per run)", "judge", n / cfg.n_users)
+        judged = [v for k, v in prior_tokens().items() if k.startswith("judge/")]
+        if line.prompt_tokens is None and judged:  # no ledger: the judge's mean prior
+            p, c = (sum(v[i] for v in judged) / len(judged) for i in (0, 1))
+            line = line.model_copy(
+                update={
+                    "prompt_tokens": round(n * p),
+                    "completion_tokens": round(n * c),
+                    "tokens_from": "prior (paper, the judge's mean)",
+                }
+            )
+        out.append(line)
+    return out
+
+
+# Lines of a system that its Table 5 row does not count: mem0's extractions (gpt-4o-mini there)
+# and Mem-T-4B's local calls; attribution has its own row.
+NOT_IN_TABLE5 = {("mem0", "writer"), ("memt", "writer")}
+
+
+def _sum(lines: list[Line], field: str) -> float | None:
+    vals = [getattr(x, field) for x in lines]
+    return None if any(v is None for v in vals) else sum(vals)
+
+
+def table5_compare(cfg: Config, lines: list[Line]) -> list[dict[str, Any]]:
+    """Predicted tokens per system, scaled to the paper's 50 users, next to paper Table 5."""
+    scale = PAPER_USERS / cfg.n_users
+    groups = {
+        s: [
+            x
+            for x in lines
+            if x.system == s and x.role != "disclosure" and (s, x.role) not in NOT_IN_TABLE5
+        ]
+        for s in cfg.systems
+    }
+    groups["attribution"] = [x for x in lines if x.role in ("oracle", "disclosure")]
+    groups["users"] = [x for x in lines if x.system == "(per user)" and x.role != "oracle"]
+    rows = []
+    for name, mine in groups.items():
+        p, c = _sum(mine, "prompt_tokens"), _sum(mine, "completion_tokens")
+        total = None if p is None or c is None else (p + c) * scale / 1e6
+        paper = {"attribution": PAPER_ATTRIBUTION, "users": PAPER_TABLE6[1:]}.get(
+            name, PAPER_TABLE5.get(name)
+        )
+        ptotal = sum(paper) if paper else None
+        rows.append(
+            {
+                "component": name,
+                "predicted_M": None if total is None else round(total, 2),
+                "paper_M": round(ptotal, 2) if ptotal else None,
+                "ratio": round(total / ptotal, 3) if ptotal and total is not None else None,
+            }
+        )
+    return rows
+
+
+# -- audit of a finished run --------------------------------------------------------------------
+class AuditRow(BaseModel):
+    system: str
+    user: str
+    protocol: int  # calls the protocol requires given what happened
+    ledger: int  # rows in the ledger (paid + cached)
+    reasks: int  # re-asks with feedback after an invalid reply
+    invalid: int  # paid replies thrown away and re-sampled
+    unexplained: int  # ledger - protocol - reasks - invalid (0 when every extra is explained)
+
+    @property
+    def excess(self) -> float:
+        return (self.ledger - self.protocol) / self.protocol if self.protocol else 0.0
+
+
+def required_calls(results: Path, system: str, user: str, cfg: Config) -> int | None:
+    """Calls of one user x system the protocol requires, from its artifacts.
+
+    None when the system's write path is data-dependent beyond its artifacts (mem0, memt).
+    """
+    base = results / system / user
+    eps = _load_json(base / "episodes.json")["episodes"]
+    turns = sum(len(e["turns"]) for e in eps)
+    prefs = cfg.dims_per_category["assistance_preference"]
+    n = 2 * turns + (turns if prefs else 0)
+    if system == "amem":
+        notes = len(_load_json(base / "memories.json")["memories"])
+        n += max(2 * notes - 1, 0)
+    elif system not in ("nomem", "longctx_full"):
+        return None
+    for mode_dir in sorted(p for p in base.iterdir() if (p / "slotfill.json").exists()):
+        fills = _load_json(mode_dir / "slotfill.json")["entries"]
+        n += sum(bool(e.get("called", True)) for e in fills)
+        judged = (mode_dir / "judge.json").exists()
+        if judged and not cfg.compat.judge_unknown_labels:
+            n += sum(e["label"].strip().strip(".").lower() not in ("", "unknown") for e in fills)
+        elif judged:
+            n += len(fills)
+        att = mode_dir / "attribution.json"
+        if att.exists():
+            n += sum(
+                st["stage"] != "oracle" for d in _load_json(att)["details"] for st in d["stages"]
+            )
+    return n
+
+
+def audit(results: Path, cfg: Config) -> list[AuditRow]:
+    rows = read_ledger(results)
+    by: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
+    for x in rows:
+        if x["system"]:
+            by[(x["system"], x["user"])].append(x)
+    out = []
+    for (system, user), xs in sorted(by.items()):
+        need = required_calls(results, system, user, cfg)
+        if need is None:
+            continue
+        reasks = sum(x.get("reask", "0") not in ("", "0") for x in xs)
+        # paid for and asked again at once (issue 16 added empty and cut replies)
+        invalid = sum(x.get("status", "ok") in ("invalid", "empty", "cut") for x in xs)
+        out.append(
+            AuditRow(
+                system=system,
+                user=user,
+                protocol=need,
+                ledger=len(xs),
+                reasks=reasks,
+                invalid=invalid,
+                unexplained=len(xs) - need - reasks - invalid,
+            )
+        )
+    return out
+
+
+# -- money and time ------------------------------------------------------------------------------
+def load_prices(path: str) -> dict[str, Price]:
+    """A price table: ``model: {input: USD per 1M prompt tokens, output: ... completion}``."""
+    import yaml
+    from pydantic import ValidationError
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"--prices {path}: cannot read it ({err})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"--prices {path}: expected a mapping of model: {{input, output}}")
+    try:
+        return {str(m): Price.model_validate(v) for m, v in raw.items()}
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise ValueError(f"--prices {path}: {loc or 'a model'}: {first['msg']}") from None
+
+
+def money(lines: list[Line], prices: dict[str, Price]) -> tuple[float, list[str]]:
+    """USD over the priced lines, and what could not be priced (model or tokens unknown)."""
+    usd, unpriced = 0.0, []
+    for x in lines:
+        if not x.calls:
+            continue
+        price = prices.get(x.model)
+        if price is None or x.prompt_tokens is None or x.completion_tokens is None:
+            why = "no price" if price is None else "tokens unknown"
+            unpriced.append(f"{x.system} {x.role} ({x.model}: {why}, {x.calls:.0f} calls)")
+            continue
+        usd += (x.prompt_tokens * price.input + x.completion_tokens * price.output) / 1e6
+    return usd, unpriced
+
+
+def chain_calls(cfg: Config, calls: dict[tuple[str, str], float], rates: Rates) -> float:
+    """Dependent calls of one user, in order: generation, the longest rollout, scoring.
+
+    Tasks are written one after another (each sees the earlier ones); a rollout's turns are
+    strictly sequential; each scoring stage is one round of ``llm.concurrency`` parallel calls
+    per chunk of dims (attribution: Stage 1 then Stage 2).
+    """
+    d, conc = cfg.n_dims, cfg.llm.concurrency
+    gen = sum(calls[("(per user)", r)] for r in ("generator", "critic", "editor"))
+    rollout = max(calls[(s, "assistant")] + calls[(s, "simulator")] for s in cfg.systems)
+    writes = max(calls[(s, "writer")] for s in cfg.systems)
+    rounds = -(-d // conc)  # ceil
+    return gen + rollout + writes + rounds * (1 + 1 + 2)
+
+
+def default_llm_slots(profile: Path = Path("profiles/default/config.yaml")) -> int:
+    """``llm_slots`` of the local profile (the one a plain ``snakemake`` run uses)."""
+    import yaml
+
+    try:
+        res = yaml.safe_load(profile.read_text(encoding="utf-8")).get("resources", [])
+        return next(int(r.split("=")[1]) for r in res if r.startswith("llm_slots="))
+    except (OSError, AttributeError, StopIteration, ValueError):
+        return 8
+
+
+def mean_latency(results: Path) -> float | None:
+    """Mean latency of the paid, answered calls of an earlier run (None without any)."""
+    lat = [
+        float(x["latency_s"])
+        for x in read_ledger(results)
+        if x.get("cached") == "false" and x.get("status", "ok") == "ok" and x.get("latency_s")
+    ]
+    return sum(lat) / len(lat) if lat else None
+
+
+# -- the command --------------------------------------------------------------------------------
+DEFAULT_CONFIG = "config/config.yaml"
+# Seconds per call when no ledger says: a hosted mini model answering a few-thousand-token
+# prompt (an assumption, printed as such; --latency or an earlier run's ledger replace it).
+ASSUMED_LATENCY_S = 4.0
+
+
+def parse_config_args(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs (values in YAML, dotted keys nest: ``llm.concurrency=8``)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--config {pair}: expected KEY=VALUE (e.g. llm.concurrency=8)")
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value)
+    return out
+
+
+def load_configs(paths: list[str], overrides: list[str] | None = None) -> Config:
+    """Layer the configs as the Snakefile does: config/config.yaml, each file, then --config."""
+    from memprobe.config import load_layers, read_config_file
+
+    files = [DEFAULT_CONFIG] if Path(DEFAULT_CONFIG).exists() else []
+    files += [p for p in paths if p not in files]
+    layers = [(f, read_config_file(f)) for f in files]
+    if overrides:
+        layers.append(("--config", parse_config_args(overrides)))
+    return load_layers(layers)
+
+
+def report(
+    cfg: Config,
+    rates: Rates,
+    prices: dict[str, Price] | None = None,
+    latency_s: float = 4.0,
+    latency_from: str = "assumed",
+    llm_slots: int = 8,
+) -> str:
+    lines = predict(cfg, rates)
+    out = [
+        f"memprobe estimate: {cfg.n_users} users x {cfg.n_dims} dims, systems "
+        f"{', '.join(cfg.systems)}, modes {', '.join(cfg.modes)}, k {cfg.ks}, "
+        f"max_turns {cfg.max_turns}",
+        f"rates: {rates.source}",
+        "",
+        f"{'system':<14}{'role':<12}{'calls/user':>11}{'calls':>10}"
+        f"{'prompt tok':>14}{'compl. tok':>12}  tokens from",
+    ]
+
+    def num(v: float | None, width: int) -> str:
+        return f"{'unknown':>{width}}" if v is None else f"{v:>{width}.0f}"
+
+    for x in lines:
+        out.append(
+            f"{x.system:<14}{x.role:<12}{x.calls_per_user:>11.1f}{x.calls:>10.0f}"
+            f"{num(x.prompt_tokens, 14)}{num(x.completion_tokens, 12)}  {x.tokens_from}"
+        )
+    tot = sum(x.calls for x in lines)
+    p_tot, c_tot = _sum(lines, "prompt_tokens"), _sum(lines, "completion_tokens")
+    known = [x for x in lines if x.prompt_tokens is not None]
+    if p_tot is None:
+        p_tot, c_tot = _sum(known, "prompt_tokens"), _sum(known, "completion_tokens")
+    note = "" if len(known) == len(lines) else "  (+ the unknown lines above)"
+    out.append(f"{'total':<26}{'':>11}{tot:>10.0f}{num(p_tot, 14)}{num(c_tot, 12)}{note}")
+    per_sys: dict[str, float] = defaultdict(float)
+    for x in lines:
+        if x.system != "(per user)":
+            per_sys[x.system] += x.calls_per_user
+    out += ["", "calls per user per system (episode loop + write side + scoring + attribution):"]
+    out += [f"  {s}: {v:.1f}" for s, v in per_sys.items()]
+
+    out += ["", "money:"]
+    if prices is None:
+        out.append("  pass --prices FILE (model: {input: USD, output: USD} per 1M tokens)")
+    else:
+        usd, unpriced = money(lines, prices)
+        out.append(f"  {usd:,.2f} USD for the priced calls")
+        out += [f"  not priced: {u}" for u in unpriced]
+
+    calls = protocol_calls(cfg, rates)
+    streams = llm_slots * cfg.llm.concurrency
+    throughput_h = tot * latency_s / streams / 3600
+    chain_h = chain_calls(cfg, calls, rates) * latency_s / 3600
+    out += [
+        "",
+        f"time: at {latency_s:.1f} s per call ({latency_from}), llm_slots {llm_slots} x "
+        f"llm.concurrency {cfg.llm.concurrency} = {streams} calls in flight:",
+        f"  {max(throughput_h, chain_h):.1f} h (all calls over the parallel streams: "
+        f"{throughput_h:.1f} h; one user's chain of dependent calls: {chain_h:.1f} h)",
+    ]
+
+    out += [
+        "",
+        "vs paper Table 5 (M tokens, scaled to 50 users; the paper's are upper bounds; the "
+        "users row: Table 6):",
+    ]
+    for row in table5_compare(cfg, lines):
+        pred = "unknown" if row["predicted_M"] is None else f"{row['predicted_M']:.2f}"
+        paper = "-" if row["paper_M"] is None else f"{row['paper_M']:.2f}"
+        ratio = "-" if row["ratio"] is None else f"{row['ratio']:.3f}"
+        out.append(f"  {row['component']:<14} predicted {pred:>9}  paper {paper:>8}  ratio {ratio}")
+    return "\n".join(out)

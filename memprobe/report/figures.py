@@ -1,0 +1,112 @@
+"""The run figures (results/figures/*.png), drawn from the per-user files only.
+
+- per-category B by system and mode (grouped bars, sample std as error bars),
+- dump_all vs retrieve B per user (one point per user, the diagonal is "no gap"),
+- attribution label shares per system and mode (stacked bars, Table 4's columns).
+
+Overflow-flagged (system, mode) bars carry the paper's dagger in their label.
+"""
+
+from __future__ import annotations
+
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, never a display
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from memprobe import CATEGORIES, MODES  # noqa: E402
+from memprobe.protocol.records import Attribution, Judge  # noqa: E402
+from memprobe.report.tables import (  # noqa: E402
+    COUNT_COLUMNS,
+    DAGGER,
+    LABEL_COLUMN,
+    SHORT,
+    flagged_pairs,
+    mean_std,
+)
+
+
+def _save(fig, path: str | os.PathLike[str]) -> None:
+    os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _label(system: str, mode: str, flagged: set[tuple[str, str]]) -> str:
+    return f"{system} {mode}{DAGGER if (system, mode) in flagged else ''}"
+
+
+def category_b(judges: list[Judge], systems: list[str], path) -> None:
+    flagged = flagged_pairs(judges)
+    series = [
+        (s, m) for s in systems for m in MODES if any(j.system == s and j.mode == m for j in judges)
+    ]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / max(len(series), 1)
+    for n, (s, m) in enumerate(series):
+        means, stds = [], []
+        for c in CATEGORIES:
+            mean, std = mean_std(
+                j.per_category.get(c) for j in judges if j.system == s and j.mode == m
+            )
+            means.append(mean or 0.0)
+            stds.append(std or 0.0)
+        xs = [i + n * width for i in range(len(CATEGORIES))]
+        ax.bar(xs, means, width, yerr=stds, capsize=2, label=_label(s, m, flagged))
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(CATEGORIES))])
+    ax.set_xticklabels([SHORT[c] for c in CATEGORIES])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("B (mean over users)")
+    ax.set_title("Recovery by category, system and mode")
+    ax.legend(fontsize=7, ncol=2)
+    _save(fig, path)
+
+
+def dump_vs_retrieve(judges: list[Judge], systems: list[str], path) -> None:
+    fig, ax = plt.subplots(figsize=(5, 5))
+    for s in systems:
+        dump = {j.user_id: j.overall for j in judges if j.system == s and j.mode == "dump_all"}
+        retr = {j.user_id: j.overall for j in judges if j.system == s and j.mode == "retrieve"}
+        users = sorted(u for u in dump if u in retr)
+        if users:
+            ax.scatter([dump[u] for u in users], [retr[u] for u in users], label=s, s=18)
+    ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("B dump_all (per user)")
+    ax.set_ylabel("B retrieve (per user)")
+    ax.set_title("Full store vs top-k, per user")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def attribution_bars(attributions: list[Attribution], systems: list[str], path) -> None:
+    bars = [
+        (s, m)
+        for s in systems
+        for m in MODES
+        if any(a.system == s and a.mode == m for a in attributions)
+    ]
+    counts = {b: dict.fromkeys(COUNT_COLUMNS, 0) for b in bars}
+    for a in attributions:
+        for d in a.details:
+            col = LABEL_COLUMN.get(d.label)
+            if col:
+                counts[(a.system, a.mode)][col] += 1
+    fig, ax = plt.subplots(figsize=(9, 4))
+    bottoms = [0.0] * len(bars)
+    for col in COUNT_COLUMNS:
+        vals = [counts[b][col] for b in bars]
+        ax.bar(range(len(bars)), vals, bottom=bottoms, label=col)
+        bottoms = [x + v for x, v in zip(bottoms, vals, strict=True)]
+    ax.set_xticks(range(len(bars)))
+    ax.set_xticklabels([f"{s}\n{m}" for s, m in bars], fontsize=7)
+    ax.set_ylabel("targets")
+    ax.set_title("Failure attribution (Table 4 columns)")
+    ax.legend(fontsize=7)
+    _save(fig, path)

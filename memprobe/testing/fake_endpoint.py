@@ -1,0 +1,272 @@
+"""``memprobe fake-endpoint``: a deterministic OpenAI-compatible server on loopback.
+
+Answers ``POST /v1/chat/completions`` with schema-valid replies
+(``memprobe.testing.fake_responder``) and ``GET /v1/models``. A script file can pin replies
+per schema name, in order, e.g.
+``{"critic": [{"verdict": "fishing", ...}, ...]}``, for tests of control flow; or by what the
+request says: ``{"judge": {"when": [[["text", ...], reply], ...], "else": reply}}`` answers the
+first reply whose texts all occur in the request's messages (``else``: every other request).
+
+A fault spec (``--faults``, :class:`Faults`) makes the server misbehave at seeded rates, the way
+real endpoints do: 429 with Retry-After, 500, a held connection (client timeout), a body cut
+short, a 200 whose body is not JSON, reply content that is not JSON, JSON that breaks the
+schema, empty content. Whether attempt n of a request is faulted depends only on the seed, the
+request and n, so a run's faults do not depend on thread scheduling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from memprobe.testing.fake_responder import completion_body, fake_content, request_digest
+
+FAULT_KINDS = (
+    "rate_limit",  # 429 with a Retry-After header
+    "server_error",  # 500
+    "timeout",  # hold the connection past the client's timeout
+    "truncated",  # Content-Length promises more bytes than are sent
+    "malformed",  # a 200 whose body is not JSON
+    "bad_content",  # valid completion, message content is cut-off JSON
+    "schema_invalid",  # valid JSON content that breaks the requested schema
+    "empty",  # valid completion with empty content
+)
+# Faults that only make sense when the client asked for JSON; text requests get "empty".
+_JSON_ONLY = ("bad_content", "schema_invalid")
+
+
+class Faults:
+    """Seeded fault injection: ``rates`` per kind (their sum is the share of faulted attempts)."""
+
+    def __init__(
+        self,
+        rates: dict[str, float] | None = None,
+        *,
+        seed: int = 0,
+        hold_s: float = 3.0,
+        retry_after: float = 1.0,
+        poison: str | None = None,
+    ) -> None:
+        rates = dict(rates or {})
+        unknown = sorted(set(rates) - set(FAULT_KINDS))
+        if unknown:
+            raise ValueError(
+                f"faults: unknown kind(s) {unknown}; expected {', '.join(FAULT_KINDS)}"
+            )
+        if any(r < 0 for r in rates.values()) or sum(rates.values()) > 1:
+            raise ValueError("faults: rates must be >= 0 and sum to at most 1")
+        self.rates = {k: rates.get(k, 0.0) for k in FAULT_KINDS}
+        self.seed = seed
+        self.hold_s = hold_s
+        self.retry_after = retry_after
+        self.poison = poison  # requests containing this text always get a 500
+        self.injected: Counter[str] = Counter()
+        self.requests = 0
+        self._seen: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def parse(cls, spec: str) -> Faults:
+        """``all=0.2,seed=3,hold_s=2`` or ``rate_limit=0.05,timeout=0.02,...``.
+
+        ``all=X`` spreads X evenly over every kind; named kinds override it.
+        """
+        rates: dict[str, float] = {}
+        opts: dict[str, Any] = {}
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            name, sep, value = part.partition("=")
+            if not sep:
+                raise ValueError(f"faults: {part!r} is not NAME=VALUE")
+            try:
+                if name == "all":
+                    rates |= {k: float(value) / len(FAULT_KINDS) for k in FAULT_KINDS}
+                elif name == "seed":
+                    opts["seed"] = int(value)
+                elif name in ("hold_s", "retry_after"):
+                    opts[name] = float(value)
+                elif name == "poison":
+                    opts["poison"] = value
+                else:
+                    rates[name] = float(value)
+            except ValueError:
+                raise ValueError(f"faults: {name}: expected a number, got {value!r}") from None
+        return cls(rates, **opts)
+
+    def pick(self, body: dict[str, Any], raw: bytes) -> str | None:
+        """The fault for this attempt of this request, or None."""
+        digest = request_digest(body)
+        with self._lock:
+            self.requests += 1
+            attempt = self._seen[digest]
+            self._seen[digest] += 1
+        if self.poison and self.poison.encode() in raw:
+            kind: str | None = "server_error"
+        else:
+            basis = f"{self.seed}:{digest}:{attempt}".encode()
+            u = int(hashlib.sha256(basis).hexdigest()[:15], 16) / 16**15
+            kind = None
+            for name in FAULT_KINDS:
+                u -= self.rates[name]
+                if u < 0:
+                    kind = name
+                    break
+            if kind in _JSON_ONLY and not body.get("response_format"):
+                kind = "empty"
+        if kind:
+            with self._lock:
+                self.injected[kind] += 1
+        return kind
+
+
+class Script:
+    """Replies pinned per json_schema name, consumed in order, or chosen by the request's text
+    (a ``when``/``else`` rule, never consumed); then the generated ones."""
+
+    def __init__(self, path: str | None) -> None:
+        self._lock = threading.Lock()
+        self._queues: dict[str, list[Any]] = {}
+        self._rules: dict[str, dict[str, Any]] = {}
+        if path:
+            for name, value in json.loads(Path(path).read_text()).items():
+                if isinstance(value, dict):
+                    self._rules[name] = value
+                else:
+                    self._queues[name] = list(value)
+
+    def next(self, name: str, text: str = "") -> Any | None:
+        rule = self._rules.get(name)
+        if rule is not None:
+            for needles, reply in rule.get("when", []):
+                if all(n in text for n in needles):
+                    return reply
+            return rule.get("else")
+        with self._lock:
+            queue = self._queues.get(name)
+            return queue.pop(0) if queue else None
+
+
+def make_server(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    script: str | None = None,
+    faults: Faults | None = None,
+    latency: float = 0.0,
+):
+    pinned = Script(script)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt: str, *args: Any) -> None:  # quiet by default
+            pass
+
+        def _send(
+            self,
+            code: int,
+            payload: dict[str, Any] | bytes,
+            headers: dict[str, str] | None = None,
+            cut: bool = False,
+        ) -> None:
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            if cut:  # promise len(data) bytes, send half, hang up
+                self.wfile.write(data[: len(data) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self.wfile.write(data)
+
+        def _faulty(self, kind: str, body: dict[str, Any], content: str) -> None:
+            faults: Faults = self.server.faults  # type: ignore[attr-defined]
+            err = {"error": {"message": f"injected fault: {kind}", "type": kind}}
+            if kind == "rate_limit":
+                self._send(429, err, {"Retry-After": f"{faults.retry_after:g}"})
+            elif kind == "server_error":
+                self._send(500, err)
+            elif kind == "timeout":
+                time.sleep(faults.hold_s)
+                try:
+                    self._send(200, completion_body(body, content))
+                except OSError:
+                    pass  # the client gave up long ago
+            elif kind == "truncated":
+                self._send(200, json.dumps(completion_body(body, content)).encode(), cut=True)
+            elif kind == "malformed":
+                self._send(200, json.dumps(completion_body(body, content)).encode()[:-7])
+            elif kind == "bad_content":
+                self._send(200, completion_body(body, content[: max(1, len(content) // 2)]))
+            elif kind == "schema_invalid":
+                self._send(200, completion_body(body, json.dumps({"injected_fault": 1})))
+            else:  # empty
+                self._send(200, completion_body(body, ""))
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+            elif self.path.rstrip("/").endswith("/health"):
+                self._send(200, {"status": "ok"})
+            else:
+                self._send(404, {"error": {"message": "not found"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw or b"{}")
+            except json.JSONDecodeError:
+                self._send(400, {"error": {"message": "invalid JSON body"}})
+                return
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send(404, {"error": {"message": "not found"}})
+                return
+            fmt = body.get("response_format") or {}
+            name = (fmt.get("json_schema") or {}).get("name", "")
+            # Which bearer tokens arrived: lets a test prove a sentinel key was really sent.
+            self.server.auth_seen.add(self.headers.get("Authorization", ""))  # type: ignore[attr-defined]
+            # A fixed per-call latency, like a hosted model (benchmarks/): each request sleeps
+            # in its own handler thread, so concurrency stays unlimited.
+            if self.server.latency > 0:  # type: ignore[attr-defined]
+                time.sleep(self.server.latency)  # type: ignore[attr-defined]
+            faults = self.server.faults  # type: ignore[attr-defined]
+            kind = faults.pick(body, raw) if faults else None
+            if kind:  # a faulted attempt never consumes a pinned reply
+                self._faulty(kind, body, fake_content(body))
+                return
+            text = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
+            reply = pinned.next(name, text) if name else None
+            content = json.dumps(reply) if reply is not None else fake_content(body)
+            self._send(200, completion_body(body, content))
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.faults = faults  # type: ignore[attr-defined]  (tests may swap it on a live server)
+    server.latency = latency  # type: ignore[attr-defined]  (seconds slept per completion)
+    server.auth_seen = set()  # type: ignore[attr-defined]
+    return server
+
+
+def serve(
+    host: str,
+    port: int,
+    script: str | None = None,
+    faults: Faults | None = None,
+    latency: float = 0.0,
+) -> None:
+    server = make_server(host, port, script, faults, latency)
+    print(f"fake endpoint on http://{host}:{server.server_address[1]}/v1", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

@@ -1,0 +1,144 @@
+"""amem: LLM-written notes, links and neighbour evolution reaching the dump and the index."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from memprobe.agents.amem import AMem, enhanced_text, evolution_schema
+
+from memprobe.config import load_config
+from memprobe.llm.client import client_for
+from memprobe.serving import embeddings
+from tests.conftest import Endpoint, tiny_config
+
+TASK = "Help me plan a weekend sea kayaking trip for two."
+FINAL = "I get seasick on open water, so keep us in the sheltered bay."
+NEW_CONTEXT = "A kayaking trip that must avoid open water because the person gets seasick."
+
+
+def analysis(keywords, context, tags):
+    return {"keywords": keywords, "context": context, "tags": tags}
+
+
+@pytest.fixture
+def scripted(tmp_path):
+    """An endpoint whose writer replies are pinned: analyze, analyze, evolve."""
+    script = {
+        "writer": [
+            analysis(["kayaking", "weekend"], "Planning a short trip.", ["travel"]),
+            analysis(["seasick", "bay"], "The person gets seasick.", ["health"]),
+            {
+                "should_evolve": True,
+                "actions": ["strengthen", "update_neighbor"],
+                "links": [1],
+                "tags": ["health", "travel"],
+                "neighbour_updates": [
+                    {"neighbour": 1, "context": NEW_CONTEXT, "tags": ["travel", "health"]}
+                ],
+            },
+        ]
+    }
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(script))
+    ep = Endpoint(str(path))
+    yield ep
+    ep.close()
+
+
+def make_system(base_url: str, tmp_path) -> AMem:
+    raw = tiny_config(base_url, systems=["amem"])
+    raw["llm"]["cache_dir"] = str(tmp_path / "cache")
+    cfg = load_config(raw)
+    system = AMem(
+        config=cfg,
+        assistant=client_for("assistant", cfg),
+        writer=client_for("writer", cfg, ledger_path=tmp_path / "ledger.csv"),
+    )
+    system.reset("user_001")
+    return system
+
+
+def test_scripted_evolution_links_and_updates_neighbour_in_dump_and_search(scripted, tmp_path):
+    system = make_system(scripted.base_url, tmp_path)
+    system.end_turn(1, TASK, [])  # turn 1 writes the task
+    system.end_episode(1, TASK, [{"agent": "Here is a plan.", "user": FINAL}])
+
+    first, second = system.get_all_memories()
+    assert (first["content"], first["category"]) == (TASK, "task")
+    assert (second["content"], second["category"]) == (FINAL, "user")
+    for note in (first, second):
+        assert {"keywords", "context", "tags", "links", "evolution_history"} <= set(note)
+    # strengthen: the new note links to its neighbour and takes the suggested tags.
+    assert second["links"] == [first["id"]]
+    assert second["tags"] == ["health", "travel"]
+    # update_neighbor: the older note's context and tags were rewritten, with history kept.
+    assert first["context"] == NEW_CONTEXT
+    assert first["tags"] == ["travel", "health"]
+    step = first["evolution_history"][-1]
+    assert step["by"] == second["id"]
+    assert step["old_context"] == "Planning a short trip."
+    assert step["new_context"] == NEW_CONTEXT
+
+    # The update reached the index: the score is the cosine with the *current* enhanced text.
+    query = "open water seasickness on a kayak trip"
+    hits = system.search(query, 2)
+    by_id = {h["id"]: h for h in hits}
+    assert by_id[first["id"]]["context"] == NEW_CONTEXT
+    assert by_id[second["id"]]["links"] == [first["id"]]
+    q = embeddings.encode([query])[0]
+    now = float(embeddings.encode([enhanced_text(first)])[0] @ q)
+    stale = dict(first, context="Planning a short trip.", tags=["travel"])
+    before = float(embeddings.encode([enhanced_text(stale)])[0] @ q)
+    assert by_id[first["id"]]["score"] == pytest.approx(now, abs=1e-5)
+    assert abs(now - before) > 1e-3  # the check above could tell a stale index apart
+
+    # save/load keeps notes, links and history, and search gives the same answer.
+    store = tmp_path / "store"
+    system.save(store)
+    again = make_system(scripted.base_url, tmp_path)
+    again.reset("user_999")
+    again.load(store)
+    assert again.user_id == "user_001"
+    assert again.get_all_memories() == system.get_all_memories()
+    assert [(h["id"], round(h["score"], 5)) for h in again.search(query, 2)] == [
+        (h["id"], round(h["score"], 5)) for h in hits
+    ]
+
+
+def test_unscripted_notes_are_schema_valid_and_recall_uses_tags(endpoint, tmp_path):
+    system = make_system(endpoint.base_url, tmp_path)
+    system.end_turn(1, TASK, [])
+    history = [{"agent": "A plan.", "user": "Make it cheaper."}]
+    system.end_turn(1, TASK, history)
+    system.end_episode(1, TASK, [*history, {"agent": "Cheaper plan.", "user": FINAL}])
+    notes = system.get_all_memories()
+    assert [n["content"] for n in notes] == [TASK, "Make it cheaper.", FINAL]
+    assert all(n["keywords"] and n["tags"] and n["context"] for n in notes)
+    known = {n["id"] for n in notes}
+    assert all(set(n["links"]) <= known for n in notes)
+    lines = system.recall("next task", [{"agent": "x", "user": "Make it cheaper."}])
+    assert len(lines) == 3 and all("[tags: " in line for line in lines)
+    assert system.meta()["neighbours"] == 5
+
+
+def test_evolution_schema_only_names_shown_neighbours():
+    schema = evolution_schema(2)
+    ok = {"should_evolve": True, "actions": ["strengthen"], "links": [2]}
+    assert schema.model_validate(ok).links == [2]
+    with pytest.raises(ValueError):
+        schema.model_validate({**ok, "links": [3]})
+    with pytest.raises(ValueError):
+        schema.model_validate(
+            {**ok, "neighbour_updates": [{"neighbour": 0, "context": "c", "tags": ["t"]}]}
+        )
+
+
+def test_amem_without_writer_fails_with_one_line(tmp_path):
+    cfg = load_config(tiny_config("http://127.0.0.1:9/v1", systems=["amem"]))
+    system = AMem(config=cfg, assistant=client_for("assistant", cfg), writer=None)
+    system.reset("user_001")
+    with pytest.raises(ValueError, match="writer role"):
+        system.end_turn(1, TASK, [])
+    assert np.asarray(system.get_all_memories()).size == 0

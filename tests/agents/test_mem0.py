@@ -1,0 +1,137 @@
+"""mem0 (the real mem0ai library): local store, our writer client, save/load, no network."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib.metadata
+import socket
+from pathlib import Path
+
+import pytest
+
+from memprobe.config import load_config
+from memprobe.llm.client import client_for
+from tests.conftest import tiny_config
+from tests.netguard.sitecustomize import install
+
+MESSAGES = [
+    "Help me plan a weekend sea kayaking trip for two.",
+    "I get seasick on open water, so keep us in the sheltered bay.",
+    "My partner is vegetarian; pack food for that.",
+    "Last year we capsized near the pier and lost the map.",
+]
+QUERIES = ["kayak trip", "food preferences", "what went wrong last time", "seasick"]
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Refuse (and record) every non-loopback connection in this process."""
+    attempts: list[str] = []
+    monkeypatch.setattr(socket.socket, "connect", socket.socket.connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", socket.socket.connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", socket.getaddrinfo)
+    install(attempts=attempts)
+    yield attempts
+    assert attempts == [], f"network access attempted: {attempts}"
+
+
+def test_guard_refuses_public_addresses_and_allows_loopback(monkeypatch, endpoint):
+    attempts: list[str] = []
+    monkeypatch.setattr(socket.socket, "connect", socket.socket.connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", socket.socket.connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", socket.getaddrinfo)
+    install(attempts=attempts)
+    with pytest.raises(OSError):
+        socket.create_connection(("huggingface.co", 443), timeout=1)
+    with pytest.raises(OSError):
+        socket.socket().connect(("1.1.1.1", 443))
+    assert len(attempts) == 2
+    port = int(endpoint.base_url.rsplit(":", 1)[1].split("/")[0])
+    socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    assert len(attempts) == 2
+
+
+def tree_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+def without_score(item: dict) -> dict:
+    return {k: v for k, v in item.items() if k != "score"}
+
+
+def make_system(base_url: str, tmp_path: Path, workdir: Path | None):
+    from memprobe.agents.mem0 import Mem0
+
+    raw = tiny_config(base_url, systems=["mem0"])
+    raw["llm"]["cache_dir"] = str(tmp_path / "cache")
+    cfg = load_config(raw)
+    system = Mem0(
+        config=cfg,
+        assistant=client_for("assistant", cfg),
+        writer=client_for("writer", cfg, ledger_path=tmp_path / "ledger.csv", job="t"),
+        workdir=workdir,
+    )
+    system.reset("user_001")
+    return system
+
+
+def test_search_after_load_equals_search_before_save(no_network, endpoint, tmp_path):
+    live = tmp_path / "run" / "store"
+    system = make_system(endpoint.base_url, tmp_path, live)
+    assert system.get_all_memories() == [] and system.search("anything", 5) == []
+    system.end_turn(1, MESSAGES[0], [])
+    history = [{"agent": "ok", "user": m} for m in MESSAGES[1:]]
+    for i in range(1, len(history)):
+        system.end_turn(1, MESSAGES[0], history[:i])
+    system.end_episode(1, MESSAGES[0], history)
+
+    items = system.get_all_memories()
+    assert items, "mem0 extracted nothing"
+    assert all(i["category"] == "fact" and i["content"] for i in items)
+    before = {q: system.search(q, 5) for q in QUERIES}
+    assert any(before.values())
+    assert all(len(v) <= 5 for v in before.values())
+    # The store lives on disk under the system's store/, mem0's home inside it.
+    assert (live / "mem0" / "qdrant").is_dir() and (live / "mem0" / "history.db").is_file()
+
+    saved = tmp_path / "saved"
+    system.save(saved)
+    digest = tree_digest(saved)
+
+    other = make_system(endpoint.base_url, tmp_path, tmp_path / "probe" / "store")
+    other.load(saved)
+    after = {q: other.search(q, 5) for q in QUERIES}
+    # Same items in the same order; scores agree to float32 precision (qdrant persists
+    # vectors as float32, the live in-memory copy scored with the original floats).
+    assert {q: [without_score(i) for i in v] for q, v in after.items()} == {
+        q: [without_score(i) for i in v] for q, v in before.items()
+    }
+    for q in QUERIES:
+        assert [i["score"] for i in after[q]] == pytest.approx(
+            [i["score"] for i in before[q]], abs=1e-6
+        )
+    assert other.get_all_memories() == items
+    assert tree_digest(saved) == digest, "load wrote into the saved store"
+
+    # Every extraction went through our writer client: its ledger has the calls.
+    rows = list(csv.DictReader(open(tmp_path / "ledger.csv")))
+    assert len(rows) == len(MESSAGES) and {r["role"] for r in rows} == {"writer"}
+    meta = system.meta()
+    assert meta["mem0ai"] == importlib.metadata.version("mem0ai") == "2.2.1"
+    assert meta["adds"] == len(MESSAGES)
+
+
+def test_users_do_not_share_a_store(no_network, endpoint, tmp_path):
+    a = make_system(endpoint.base_url, tmp_path, tmp_path / "a" / "store")
+    a.end_turn(1, MESSAGES[0], [])
+    assert a.get_all_memories()
+    a.save(tmp_path / "a" / "store")
+    b = make_system(endpoint.base_url, tmp_path, tmp_path / "b" / "store")
+    b.reset("user_002")
+    assert b.get_all_memories() == []
+    assert b.recall(MESSAGES[0], []) == []

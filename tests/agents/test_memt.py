@@ -1,0 +1,312 @@
+"""memt: the Mem-T tool protocol client, its store, the vLLM serving path, and the tiny run."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from memprobe.agents.memt import (
+    COLLECTIONS,
+    FORMATION_TOOLS,
+    RETRIEVE_TOOLS,
+    UPDATE_TOOLS,
+    MemT,
+    parse_tool_calls,
+)
+
+from memprobe.config import ConfigError, load_config
+from memprobe.protocol.prompts import prompt_path
+from memprobe.serving import vllm_server
+from memprobe.testing.memt_standin import StandIn
+from tests.conftest import tiny_config
+
+PROMPTS = {n: str(prompt_path(n)) for n in ("memt_formation", "memt_update", "memt_retrieve")}
+
+
+class Reply:
+    """A stand-in for the shared reply role: records nothing, answers a fixed text."""
+
+    def text(self, messages, **kw):
+        return "Sure, here is some help."
+
+
+class Scripted:
+    """A Mem-T client that answers from a list (then repeats the last) and counts calls."""
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.calls = []
+
+    def text(self, messages, **kw):
+        self.calls.append(messages)
+        return self.replies[min(len(self.calls) - 1, len(self.replies) - 1)]
+
+
+@pytest.fixture
+def standin():
+    s = StandIn()
+    yield s
+    s.close()
+
+
+def memt_config(base_url: str, **memt) -> object:
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
+    raw["memt"] = {"endpoint": base_url, **memt}
+    return load_config(raw)
+
+
+def make_agent(cfg, tmp_path: Path) -> MemT:
+    agent = MemT(config=cfg, assistant=Reply(), writer=None, workdir=tmp_path, prompts=PROMPTS)
+    agent.reset("user_001")
+    return agent
+
+
+def drive(agent: MemT, turns: int = 3) -> None:
+    """Two short episodes through the real respond()/end_episode() hooks."""
+    for episode in (1, 2):
+        task = f"Help me plan a vegetable garden on a small balcony, attempt {episode}."
+        history: list[dict[str, str]] = []
+        for t in range(turns):
+            reply = agent.respond(episode, task, history)
+            history.append({"agent": reply, "user": f"I water tomatoes at dawn, note {t}."})
+        agent.end_episode(episode, task, history)
+
+
+# -- the protocol parser --------------------------------------------------------------------
+def test_parse_tool_calls_keeps_good_calls_and_counts_bad_ones():
+    text = (
+        '<tool_call>{"name": "create_fact", "arguments": {"content": "likes tea"}}</tool_call>\n'
+        '<tool_call>{"name": "create_fact", "arguments": {"content": </tool_call>\n'
+        '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>\n'
+        '<tool_call>{"name": "update_persona", "arguments": "{\\"name\\": \\"User\\", '
+        '\\"content\\": \\"x\\"}"}</tool_call>\n'
+        '<tool_call>{"name": "update_summary", "arguments": [1]}</tool_call>\n'
+        '<tool_call>{"name": "create_experience", "arguments": {"content": "moved"}}'
+    )
+    calls, bad = parse_tool_calls(text, FORMATION_TOOLS)
+    assert [c.name for c in calls] == ["create_fact", "update_persona", "create_experience"]
+    assert calls[1].arguments == {"name": "User", "content": "x"}
+    assert calls[2].arguments == {"content": "moved"}  # trailing block without closing tag
+    assert bad == 3
+    assert parse_tool_calls("no tools here", UPDATE_TOOLS) == ([], 0)
+    # A tool of another phase is malformed here.
+    assert parse_tool_calls(text, RETRIEVE_TOOLS)[0] == []
+
+
+# -- the system against the stand-in ------------------------------------------------------
+def test_memt_forms_all_collections_and_search_ranks_k_distinct(standin, tmp_path):
+    cfg = memt_config(standin.base_url)
+    agent = make_agent(cfg, tmp_path)
+    drive(agent)
+
+    dump = agent.get_all_memories()
+    by_cat = {c: [m for m in dump if m["category"] == c] for c in COLLECTIONS}
+    assert len(by_cat["turns"]) == 2 * 3 + 2  # every turn + each episode's final message
+    assert by_cat["facts"] and by_cat["experiences"]
+    assert [m["id"] for m in by_cat["personas"]] == ["User"]
+    assert [m["id"] for m in by_cat["summary"]] == ["hmb_session"]
+    fact = by_cat["facts"][0]
+    assert "----- ORIGINAL SOURCE -----" in fact["content"]
+    assert fact["metadata"]["source_turn_ids"] and fact["metadata"]["memory_content"]
+
+    stats = agent.meta()["stats"]
+    # The stand-in sends one malformed block per formation call and one per ReAct loop.
+    assert stats["malformed_tool_calls"] >= stats["calls_formation"] > 0
+    assert stats["tool_add_item"] > 0
+
+    k = 5
+    items = agent.search("What does the user grow on the balcony?", k)
+    assert len(items) == k
+    assert len({i["id"] for i in items}) == k
+    assert all(i["category"] != "turns" for i in items)
+    scores = [i["score"] for i in items]
+    assert scores == sorted(scores, reverse=True)
+    assert {"id", "content", "category", "score", "timestamp"} <= set(items[0])
+    assert "ORIGINAL SOURCE" not in items[0]["content"]
+
+    # save -> load rebuilds the same store and the same search.
+    store = tmp_path / "store"
+    agent.save(store)
+    again = make_agent(cfg, tmp_path)
+    again.load(store)
+    assert again.get_all_memories() == dump
+    assert again.search("What does the user grow on the balcony?", k) == items
+
+
+def test_compat_discovery_order_returns_release_order_without_scores(standin, tmp_path):
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
+    raw["memt"] = {"endpoint": standin.base_url}
+    raw["compat"] = {"memt_discovery_order": True}
+    agent = make_agent(load_config(raw), tmp_path)
+    drive(agent, turns=2)
+    items = agent.search("What does the user grow?", 3)
+    assert len(items) == 3 and all(i["score"] is None for i in items)
+    # The stand-in searches facts first, so discovery order starts with facts.
+    assert items[0]["category"] == "facts"
+
+
+def test_react_loop_stops_at_the_step_budget_and_never_crashes(tmp_path):
+    cfg = memt_config("http://127.0.0.1:9/v1", max_tool_steps=4)
+    agent = make_agent(cfg, tmp_path)
+    agent._policy = Scripted(["I think the answer is tea.", "<tool_call>{oops</tool_call>"])
+    assert agent.search("anything", 5) == []
+    assert len(agent._policy.calls) == 4
+    last = agent._policy.calls[-1]
+    assert last[-1]["role"] == "user" and "No valid tool call" in last[-1]["content"]
+    assert agent.stats["malformed_tool_calls"] == 3
+
+
+def test_update_ops_apply_and_bad_ids_are_counted(tmp_path):
+    cfg = memt_config("http://127.0.0.1:9/v1")
+    agent = make_agent(cfg, tmp_path)
+    add = '<tool_call>{"name": "add_item", "arguments": {}}</tool_call>'
+    formation = '<tool_call>{"name": "create_fact", "arguments": {"content": "%s"}}</tool_call>'
+    agent._policy = Scripted(
+        [
+            formation % "Likes green tea",
+            add,
+            formation % "Likes green tea with honey",
+            '<tool_call>{"name": "update_item", "arguments": {"id": "f0001", '
+            '"content": "Likes green tea with honey"}}</tool_call>'
+            '<tool_call>{"name": "delete_item", "arguments": {"id": "f0099"}}</tool_call>',
+            formation % "No longer drinks tea",
+            '<tool_call>{"name": "delete_item", "arguments": {"id": "f0001"}}</tool_call>',
+        ]
+    )
+    agent._write_turn("I like green tea")
+    assert agent.store.items["facts"]["f0001"]["metadata"]["memory_content"] == "Likes green tea"
+    agent._write_turn("with honey please")
+    meta = agent.store.items["facts"]["f0001"]["metadata"]
+    assert meta["memory_content"] == "Likes green tea with honey"
+    assert meta["source_turn_ids"] == ["t0001", "t0002"]
+    assert agent.stats["malformed_tool_calls"] == 1  # delete of f0099, which does not exist
+    agent._write_turn("I stopped drinking tea")
+    assert agent.store.items["facts"] == {}
+
+
+# -- configuration --------------------------------------------------------------------------
+def test_memt_config_errors_are_one_line():
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
+    with pytest.raises(ConfigError, match=r"memt: set memt.endpoint") as err:
+        load_config(raw)
+    assert "\n" not in str(err.value)
+    raw["memt"] = {"serve": True}
+    with pytest.raises(ConfigError, match=r"memt: model_path: required"):
+        load_config(raw)
+
+
+# -- the vLLM serving path, against a stand-in executable ---------------------------------
+def fake_vllm(tmp_path: Path, body: str) -> str:
+    """An executable named like vllm that records its argv and then runs ``body``."""
+    exe = tmp_path / "vllm"
+    exe.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys, time\n"
+        f"open({str(tmp_path / 'argv.json')!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+        f"{body}\n"
+    )
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    return str(exe)
+
+
+SERVE_STANDIN = (
+    "from memprobe.testing.memt_standin import serve\n"
+    "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
+    "time.sleep(1.0)  # a real server takes a while to become healthy\n"
+    "serve('127.0.0.1', port)"
+)
+
+
+def serve_settings(tmp_path: Path, exe: str, **extra):
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
+    raw["memt"] = {
+        "serve": True,
+        "model_path": "/models/mem-t-4b",
+        "vllm_bin": exe,
+        "vllm_args": ["--max-model-len", "8192"],
+        **extra,
+    }
+    return load_config(raw).memt
+
+
+def test_serve_command_line(tmp_path):
+    m = serve_settings(tmp_path, "/envs/vllm/bin/vllm")
+    assert vllm_server.serve_command(m, 8123) == [
+        "/envs/vllm/bin/vllm",
+        "serve",
+        "/models/mem-t-4b",
+        "--served-model-name",
+        "Mem-T-4B",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8123",
+        "--max-model-len",
+        "8192",
+    ]
+    assert vllm_server.health_url("http://127.0.0.1:8123/v1") == "http://127.0.0.1:8123/health"
+
+
+def test_server_starts_waits_for_health_and_stops(tmp_path):
+    m = serve_settings(tmp_path, fake_vllm(tmp_path, SERVE_STANDIN))
+    server = vllm_server.Server(m, tmp_path / "vllm.log", poll_s=0.2)
+    t0 = time.monotonic()
+    base = server.start()
+    assert time.monotonic() - t0 >= 1.0  # it waited for health, not just for the spawn
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[:2] == ["serve", "/models/mem-t-4b"] and str(server.port) in argv
+    import urllib.request
+
+    with urllib.request.urlopen(vllm_server.health_url(base)) as resp:
+        assert resp.status == 200
+    proc = server.proc
+    server.stop()
+    assert proc.poll() is not None
+
+
+def test_server_that_dies_or_hangs_fails_in_one_line(tmp_path):
+    dead = serve_settings(tmp_path, fake_vllm(tmp_path, "sys.exit(3)"))
+    with pytest.raises(vllm_server.VllmError, match="exited with status 3"):
+        vllm_server.Server(dead, tmp_path / "a.log", poll_s=0.1).start()
+    hang = serve_settings(tmp_path, fake_vllm(tmp_path, "time.sleep(60)"), startup_timeout_s=1)
+    server = vllm_server.Server(hang, tmp_path / "b.log", poll_s=0.1)
+    with pytest.raises(vllm_server.VllmError, match="not healthy") as err:
+        server.start()
+    assert "\n" not in str(err.value) and server.proc is None  # stopped after the failure
+    missing = serve_settings(tmp_path, str(tmp_path / "no-such-vllm"))
+    with pytest.raises(vllm_server.VllmError, match="memt.vllm_bin"):
+        vllm_server.Server(missing, tmp_path / "c.log").start()
+
+
+def test_ensure_prefers_endpoint_and_env(tmp_path, monkeypatch):
+    cfg = memt_config("http://10.0.0.5:8000/v1")
+    assert vllm_server.ensure(cfg.memt) == "http://10.0.0.5:8000/v1"
+    monkeypatch.setenv(vllm_server.ENDPOINT_ENV, "http://127.0.0.1:7/v1")
+    assert vllm_server.ensure(cfg.memt) == "http://127.0.0.1:7/v1"
+
+
+# -- must-show 1: the tiny workflow with memt ---------------------------------------------
+@pytest.mark.workflow
+def test_tiny_workflow_runs_memt_end_to_end(endpoint, standin, workflow_factory):
+    raw = tiny_config(endpoint.base_url, systems=["nomem", "memt"])
+    raw["memt"] = {"endpoint": standin.base_url}
+    wf = workflow_factory(raw)
+    wf.run("results/table2.csv")
+    results = wf.root / "results"
+    for user in ("user_001", "user_002"):
+        mem = json.loads((results / "memt" / user / "memories.json").read_text())
+        cats = {m["category"] for m in mem["memories"]}
+        assert {"facts", "experiences", "personas", "summary", "turns"} <= cats, cats
+        assert mem["meta"]["stats"]["malformed_tool_calls"] > 0
+        retrieved = json.loads((results / "memt" / user / "retrieved_k5.json").read_text())
+        for q in retrieved["queries"]:
+            ids = [i["id"] for i in q["items"]]
+            assert len(ids) == 5 and len(set(ids)) == 5, q["dimension"]
+    rows = (results / "table2.csv").read_text()
+    assert "memt" in rows
+    assert os.path.exists(wf.root / "logs" / "rollout" / "memt" / "user_001.log")

@@ -1,0 +1,315 @@
+"""Slot-fill and judge: what each prompt sees, and the budget-aware dump_all (overflow)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memprobe.protocol import recovery, taxonomy
+from memprobe.protocol.prompts import prompt_path
+from memprobe.protocol.records import Bank, BankEntry, Retrieved, RetrievedQuery
+from tests.recording_llm import RecordingLLM
+
+BANK = Bank(
+    user_id="user_001",
+    entries=[
+        BankEntry(
+            category="skill_memory",
+            dimension="critical_thinking_skill",
+            short="Checks sources twice",
+            explanation="SECRET-EXPLANATION",
+        ),
+        BankEntry(
+            category="assistance_preference",
+            dimension="verbosity_preference",
+            short="Wants bullet points",
+            explanation="SECRET-EXPLANATION-2",
+        ),
+    ],
+)
+GUIDES = taxonomy.load_guides()
+
+
+def store(n: int, chars: int) -> list[dict]:
+    return [{"content": f"note {i} " + "y" * chars} for i in range(n)]
+
+
+def slotfill(memories, llm, **kw):
+    return recovery.slotfill_user(
+        user_id="user_001",
+        system="memt",
+        mode="dump_all",
+        bank=BANK,
+        guides=GUIDES,
+        llm=llm,
+        prompt=str(prompt_path("slotfill")),
+        memories=memories,
+        **kw,
+    )
+
+
+def evidence_answer(messages, schema):
+    text = messages[-1]["content"]
+    return {"label": "checks sources" if "note 7 " in text else "unknown", "reason": "r"}
+
+
+def test_slotfill_never_sees_the_target():
+    llm = RecordingLLM(lambda m, s: {"label": "careful", "reason": "note 1"})
+    out = slotfill(store(2, 10), llm)
+    assert not out.overflow and len(llm.requests) == 2
+    for i in range(2):
+        text = llm.prompt_text(i)
+        assert "note 1" in text  # the whole store
+        assert "SECRET-EXPLANATION" not in text and "Checks sources twice" not in text
+    assert "critical_thinking_skill" in llm.prompt_text(0)
+
+
+def test_overflow_flag_is_recorded_not_silently_scored():
+    llm = RecordingLLM(evidence_answer)
+    big = store(40, 400)  # ~17k chars, ~4.4k tokens: over a 2,000-token context
+    out = slotfill(big, llm, context_tokens=2000, overflow="flag")
+    assert out.overflow and out.overflow_strategy == "flag"
+    assert out.memory_tokens > recovery.memory_budget(2000)
+    assert llm.requests == []  # nothing was sent that could not fit
+    assert all(
+        e.label == "unknown" and not e.called and "overflow" in e.reason for e in out.entries
+    )
+    judge = recovery.judge_user(
+        out, BANK, RecordingLLM(lambda m, s: {"score": 1.0}), str(prompt_path("recovery_judge"))
+    )
+    assert judge.overflow and judge.flagged  # the tables' dagger
+
+
+def test_overflow_chunked_is_scored():
+    llm = RecordingLLM(evidence_answer)
+    big = store(40, 400)
+    out = slotfill(big, llm, context_tokens=2000, overflow="chunked")
+    assert out.overflow and out.overflow_strategy == "chunked"
+    # every call fits the budget, and the chunk holding note 7 gives the label
+    budget = recovery.memory_budget(2000)
+    assert len(llm.requests) > 2
+    assert all(e.label == "checks sources" for e in out.entries)
+    for i in range(len(llm.requests)):
+        assert recovery.count_tokens(llm.prompt_text(i)) < budget + recovery.PROMPT_OVERHEAD_TOKENS
+    judge = recovery.judge_user(
+        out,
+        BANK,
+        RecordingLLM(lambda m, s: {"reason": "r", "score": 0.75}),
+        str(prompt_path("recovery_judge")),
+    )
+    assert judge.overall == pytest.approx(0.75) and not judge.flagged
+
+
+def test_judge_sees_truth_and_label_and_scores_unknown_zero_without_a_call():
+    out = slotfill(
+        store(1, 5),
+        RecordingLLM(
+            lambda m, s: {
+                "label": "unknown" if "verbosity" in m[-1]["content"] else "twice",
+                "reason": "",
+            }
+        ),
+    )
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "partial"})
+    judge = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    assert len(judge_llm.requests) == 1  # the unknown label costs no call
+    text = judge_llm.prompt_text(0)
+    assert "SECRET-EXPLANATION" in text and "Checks sources twice" in text and "twice" in text
+    assert judge.per_category["skill_memory"] == 0.5
+    assert judge.per_category["assistance_preference"] == 0.0
+    assert judge.overall == pytest.approx(0.25)  # category-balanced, absent cats ignored
+
+
+def test_store_overflows_threshold():
+    over, tokens = recovery.store_overflows(store(1, 10), 2000)
+    assert not over and tokens > 0
+    assert recovery.store_overflows(store(40, 400), 2000)[0]
+
+
+# -- chunked overflow: every branch, and the budget held for every request ----------------
+def memory_block(text: str) -> str:
+    """The memory JSON of a rendered slot-fill prompt (between its two headings)."""
+    return text.split("MEMORY RECORDS", 1)[1].split("SLOT\ncategory", 1)[0]
+
+
+def chunk_answer(evidence: dict[str, str]):
+    """A slot-filler that reads only its own chunk: a label for each needle it sees, the
+    per-chunk labels joined in the reduce call (which is told apart by the JSON it reads)."""
+
+    def answer(messages, schema):
+        block = memory_block(messages[-1]["content"])
+        if '"label"' in block:  # the reduce step reads the per-chunk answers
+            labels = [x["label"] for x in json.loads(block)]
+            return {"label": " + ".join(labels), "reason": "reduced"}
+        hits = [label for needle, label in evidence.items() if needle in block]
+        return {"label": hits[0] if hits else "unknown", "reason": "r"}
+
+    return answer
+
+
+def test_chunked_reduce_joins_the_answers_of_several_chunks():
+    llm = RecordingLLM(chunk_answer({"note 2 ": "first", "note 37 ": "second"}))
+    out = slotfill(store(40, 400), llm, context_tokens=2000, overflow="chunked")
+    n_chunks = len(recovery.chunk_items(store(40, 400), recovery.memory_budget(2000)))
+    assert n_chunks >= 3
+    # per dimension: one call per chunk and one reduce call
+    assert len(llm.requests) == 2 * (n_chunks + 1)
+    assert [e.label for e in out.entries] == ["first + second"] * 2
+    assert all(e.reason == "reduced" and e.called for e in out.entries)
+
+
+def test_chunked_with_no_evidence_in_any_chunk_is_unknown_after_every_chunk_was_read():
+    llm = RecordingLLM(chunk_answer({}))
+    out = slotfill(store(40, 400), llm, context_tokens=2000, overflow="chunked")
+    n_chunks = len(recovery.chunk_items(store(40, 400), recovery.memory_budget(2000)))
+    assert len(llm.requests) == 2 * n_chunks  # no reduce call
+    assert all(
+        e.label == "unknown" and e.reason == "no chunk held evidence" and e.called
+        for e in out.entries
+    )
+
+
+def test_an_item_over_the_budget_on_its_own_is_split_into_parts_that_fit():
+    # One item of ~20,000 chars (~5,000 tokens) between two small ones, budget 1,200 tokens.
+    budget = recovery.memory_budget(2000)
+    big = {"content": "start " + "z" * 20_000 + " NEEDLE-AT-THE-END"}
+    items = [{"content": "small 0"}, big, {"content": "small 2"}]
+    chunks = recovery.chunk_items(items, budget)
+    assert all(recovery.count_tokens(recovery.serialize(c)) <= budget for c in chunks)
+    # nothing dropped: the parts' texts put back together are the item, in order
+    parts = [x for c in chunks for x in c if "split_item_part" in x]
+    assert [p["split_item_part"] for p in parts] == list(range(1, len(parts) + 1))
+    assert len(parts) >= 5
+    assert json.loads("".join(p["text"] for p in parts)) == big
+    assert chunks[0][0] == items[0] and chunks[-1][-1] == items[2]
+    # and the slot-filler is asked about every part, the needle included, within budget
+    llm = RecordingLLM(chunk_answer({"NEEDLE-AT-THE-END": "found it"}))
+    out = slotfill(items, llm, context_tokens=2000, overflow="chunked")
+    assert [e.label for e in out.entries] == ["found it"] * 2
+    for i in range(len(llm.requests)):
+        block = memory_block(llm.prompt_text(i))
+        assert recovery.count_tokens(block.strip()) <= budget
+
+
+def test_split_item_escapes_count_against_the_budget():
+    # quotes and newlines double when escaped: the parts must still fit
+    item = {"content": '"\n' * 3000}
+    parts = recovery.split_item(item, 300)
+    assert all(recovery.count_tokens(recovery.serialize([p])) <= 300 for p in parts)
+    assert json.loads("".join(p["text"] for p in parts)) == item
+
+
+def test_chunk_items_keeps_order_and_fills_each_chunk():
+    items = store(10, 100)  # ~115 chars each
+    one = recovery.count_tokens(recovery.serialize(items[:1]))
+    chunks = recovery.chunk_items(items, 3 * one)
+    assert [x for c in chunks for x in c] == items
+    assert all(recovery.count_tokens(recovery.serialize(c)) <= 3 * one for c in chunks)
+    # greedy: no chunk could have taken the next chunk's first item
+    for a, b in zip(chunks, chunks[1:], strict=False):
+        assert recovery.count_tokens(recovery.serialize([*a, b[0]])) > 3 * one
+    assert recovery.chunk_items([], 100) == []
+
+
+# -- retrieve mode: each dimension reads only its own top-k --------------------------------
+def retrieved(items_by_dim: dict[str, list[dict]]) -> Retrieved:
+    return Retrieved(
+        user_id="user_001",
+        system="memt",
+        k=2,
+        queries=[
+            RetrievedQuery(category=e.category, dimension=e.dimension, query="q", items=items)
+            for e in BANK.entries
+            for items in [items_by_dim.get(e.dimension, [])]
+        ],
+    )
+
+
+def test_retrieve_mode_shows_each_dimension_only_its_own_items():
+    llm = RecordingLLM(
+        lambda m, s: {"label": "sees " + memory_block(m[-1]["content"]).strip()[-12:], "reason": ""}
+    )
+    out = recovery.slotfill_user(
+        user_id="user_001",
+        system="memt",
+        mode="retrieve",
+        bank=BANK,
+        guides=GUIDES,
+        llm=llm,
+        prompt=str(prompt_path("slotfill")),
+        retrieved=retrieved(
+            {
+                "critical_thinking_skill": [{"content": "ONLY-FOR-CRITICAL"}],
+                "verbosity_preference": [{"content": "ONLY-FOR-VERBOSITY"}],
+            }
+        ),
+        context_tokens=2000,
+    )
+    assert len(llm.requests) == 2
+    first, second = llm.prompt_text(0), llm.prompt_text(1)
+    assert "ONLY-FOR-CRITICAL" in first and "ONLY-FOR-VERBOSITY" not in first
+    assert "ONLY-FOR-VERBOSITY" in second and "ONLY-FOR-CRITICAL" not in second
+    assert not out.overflow and out.memory_tokens == 0 and out.mode == "retrieve"
+    assert all(e.called for e in out.entries)
+
+
+def test_retrieve_mode_empty_retrieval_is_unknown_without_a_call():
+    llm = RecordingLLM(lambda m, s: {"label": "something", "reason": ""})
+    out = recovery.slotfill_user(
+        user_id="user_001",
+        system="memt",
+        mode="retrieve",
+        bank=BANK,
+        guides=GUIDES,
+        llm=llm,
+        prompt=str(prompt_path("slotfill")),
+        retrieved=retrieved({"verbosity_preference": [{"content": "likes lists"}]}),
+    )
+    assert len(llm.requests) == 1 and "likes lists" in llm.prompt_text(0)
+    skill, verbosity = out.entries
+    assert (skill.label, skill.called, skill.reason) == ("unknown", False, "empty memory")
+    assert (verbosity.label, verbosity.called) == ("something", True)
+
+
+def test_a_label_that_says_unknown_in_any_spelling_is_unknown():
+    for said in ("Unknown.", "  unknown ", "", "UNKNOWN"):
+        llm = RecordingLLM(lambda m, s, said=said: {"label": said, "reason": "x"})
+        out = slotfill(store(1, 5), llm)
+        assert [e.label for e in out.entries] == ["unknown", "unknown"], said
+    out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "  terse  ", "reason": ""}))
+    assert [e.label for e in out.entries] == ["terse", "terse"]
+
+
+def test_judge_unknown_option_sends_unknown_labels_to_the_judge():
+    out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "unknown", "reason": ""}))
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.25, "reason": "lenient"})
+    judge = recovery.judge_user(
+        out, BANK, judge_llm, str(prompt_path("recovery_judge")), judge_unknown=True
+    )
+    assert len(judge_llm.requests) == 2
+    assert [d.score for d in judge.details] == [0.25, 0.25]
+    assert judge.details[0].judge_reason == "lenient"
+
+
+def test_category_means_hand_values():
+    def entry(c, s):
+        return recovery.JudgeEntry(
+            category=c,
+            dimension="d",
+            explanation="",
+            ground_truth="",
+            predicted="",
+            slot_fill_reason="",
+            score=s,
+            judge_reason="",
+            scoring_mode="dump_all",
+        )
+
+    per, overall = recovery.category_means(
+        [entry("skill_memory", 1.0), entry("skill_memory", 0.5), entry("self_model", 0.0)]
+    )
+    assert per["skill_memory"] == 0.75 and per["self_model"] == 0.0
+    assert per["episodic_memory"] is None and per["assistance_preference"] is None
+    assert overall == pytest.approx(0.375)  # (0.75 + 0.0) / 2 present categories
+    assert recovery.category_means([]) == (dict.fromkeys(per), 0.0)

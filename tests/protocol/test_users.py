@@ -1,0 +1,392 @@
+"""Simulated users: seeded personas, validated banks, the critic-editor loop, leak checks.
+
+LLM calls go through the real openai client to a loopback fake endpoint; control-flow tests pin
+the endpoint's replies per role (json_schema name) with a script file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from memprobe import CATEGORIES
+from memprobe.config import load_config
+from memprobe.llm.client import LLM, LLMError, client_for
+from memprobe.protocol import users
+from memprobe.protocol.prompts import prompt_path
+from memprobe.protocol.records import Bank, BankEntry, Persona, Tasks
+from memprobe.protocol.taxonomy import load_guides, load_pool
+from tests.conftest import tiny_config
+
+POOL = load_pool()
+GUIDES = load_guides()
+SKILLS = POOL.names("skill_memory")
+TASK_PROMPTS = {
+    "write": str(prompt_path("task_write")),
+    "critic": str(prompt_path("task_critic")),
+    "edit": str(prompt_path("task_edit")),
+}
+ONLY_SKILL_2 = {c: (2 if c == "skill_memory" else 0) for c in CATEGORIES}
+
+
+# -- helpers ---------------------------------------------------------------------------
+def make_clients(base_url: str, tmp_path: Path, *, seed: int = 7, **llm) -> dict[str, LLM]:
+    cfg = tiny_config(base_url, seed=seed)
+    cfg["llm"].update(cache_dir=str(tmp_path / "cache"), **llm)
+    config = load_config(cfg)
+    ledger = tmp_path / "usage.csv"
+    roles = ("generator", "task_writer", "critic", "editor")
+    return {r: client_for(r, config, ledger_path=ledger) for r in roles}
+
+
+def persona(user_id: str = "user_001") -> Persona:
+    attrs = users.sample_attributes(7, user_id)
+    attrs.pop("n_stories")
+    return Persona(**attrs, attitude="Calm.", stories=["A story."], interests=["chess"])
+
+
+def dim(name: str, short: str = "reads manuals twice before starting") -> dict:
+    return {"name": name, "short": short, "explanation": "Grounded in their job. It shows."}
+
+
+GOOD = {"dims": [dim(SKILLS[0]), dim(SKILLS[1])]}
+MADE_UP = {"dims": [dim(SKILLS[0]), dim("telepathy_skill")]}
+DUPLICATE = {"dims": [dim(SKILLS[0]), dim(SKILLS[0])]}
+WRONG_COUNT = {"dims": [dim(SKILLS[0])]}
+LONG_SHORT = {"dims": [dim(SKILLS[0]), dim(SKILLS[1], " ".join(["word"] * 16))]}
+
+
+# -- 1. bank validation ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (MADE_UP, "dims[1]: 'telepathy_skill' is not a skill_memory dimension of the pool"),
+        (DUPLICATE, f"dims[1]: duplicate dimension '{SKILLS[0]}'"),
+        (WRONG_COUNT, "expected exactly 2 dims, got 1"),
+        (LONG_SHORT, f"dims[1] ({SKILLS[1]}): short has 16 words, expected 1-15"),
+    ],
+    ids=["made_up", "duplicate", "count", "long_short"],
+)
+def test_check_bank_dims_names_the_problem(reply, expected):
+    with pytest.raises(ValueError) as err:
+        users.check_bank_dims(reply["dims"], SKILLS, 2, "skill_memory")
+    assert str(err.value) == f"bank skill_memory: {expected}"
+
+
+def test_check_bank_dims_accepts_a_good_reply():
+    users.check_bank_dims(GOOD["dims"], SKILLS, 2, "skill_memory")
+
+
+def test_bank_recovers_by_reasking(scripted, tmp_path):
+    # Every bad reply breaks the enum/count the request's schema carries; the endpoint sends
+    # them anyway, so our validation must catch each and re-ask with the reason.
+    ep, seen = scripted({"generator": [MADE_UP, DUPLICATE, WRONG_COUNT, LONG_SHORT, GOOD]})
+    llm = make_clients(ep.base_url, tmp_path, max_reasks=4)["generator"]
+    bank = users.make_bank(
+        persona(), ONLY_SKILL_2, POOL, GUIDES, llm, str(prompt_path("bank_select"))
+    )
+    assert [e.dimension for e in bank.entries] == [SKILLS[0], SKILLS[1]]
+    sent = seen["generator"]
+    assert len(sent) == 5
+    schema = sent[0]["response_format"]["json_schema"]
+    assert schema["name"] == "generator"
+    dims_schema = schema["schema"]["properties"]["dims"]
+    assert dims_schema["minItems"] == dims_schema["maxItems"] == 2
+    name_enum = schema["schema"]["$defs"]["BankDim"]["properties"]["name"]["enum"]
+    assert name_enum == SKILLS
+    # Each re-ask tells the model what was wrong with its previous reply.
+    feedback = [req["messages"][-1]["content"] for req in sent[1:]]
+    for text, problem in zip(
+        feedback,
+        [
+            "is not a skill_memory dimension",
+            "duplicate dimension",
+            "expected exactly 2",
+            "16 words",
+        ],
+        strict=True,
+    ):
+        assert problem in text
+
+
+def test_bank_fails_loudly_past_its_budget(scripted, tmp_path):
+    ep, seen = scripted({"generator": [MADE_UP, DUPLICATE, MADE_UP, GOOD]})
+    llm = make_clients(ep.base_url, tmp_path, max_reasks=2)["generator"]
+    with pytest.raises(LLMError) as err:
+        users.make_bank(persona(), ONLY_SKILL_2, POOL, GUIDES, llm, str(prompt_path("bank_select")))
+    msg = str(err.value)
+    assert len(seen["generator"]) == 3  # 1 ask + 2 re-asks, then stop
+    assert "bank skill_memory" in msg and "no valid reply after 3 tries" in msg
+    assert "'telepathy_skill' is not a skill_memory dimension" in msg
+
+
+# -- 2. critic-editor loop ----------------------------------------------------------------
+def one_entry_bank() -> Bank:
+    entry = BankEntry(
+        category="assistance_preference",
+        dimension="verbosity_preference",
+        short="wants one-line answers without background",
+        explanation="Busy nurse. Reads on breaks.",
+    )
+    return Bank(user_id="user_001", entries=[entry])
+
+
+def verdict(v: str, trait: str = "prefers brevity") -> dict:
+    return {"inferred_trait": trait, "verdict": v, "why": "it says so"}
+
+
+def draft(text: str) -> dict:
+    return {"task": text, "rationale": "it would come up"}
+
+
+def run_tasks(ep, tmp_path, max_edits):
+    clients = make_clients(ep.base_url, tmp_path)
+    return users.make_tasks(
+        persona(), one_entry_bank(), GUIDES, clients, TASK_PROMPTS, max_edits=max_edits
+    )
+
+
+def test_critic_fishing_twice_then_neutral(scripted, tmp_path):
+    ep, sent = scripted(
+        {
+            "task_writer": [draft("Give me the short version of the shift rota rules.")],
+            "critic": [verdict("fishing"), verdict("fishing"), verdict("neutral", "none")],
+            "editor": [
+                draft("Can you explain our shift rota rules?"),
+                draft("Help me plan shifts."),
+            ],
+        }
+    )
+    tasks = run_tasks(ep, tmp_path, max_edits=3)
+    task = tasks.tasks[0]
+    assert task.status == "neutral"
+    assert [v.verdict for v in task.verdicts] == ["fishing", "fishing", "neutral"]
+    assert task.revisions == [
+        "Give me the short version of the shift rota rules.",
+        "Can you explain our shift rota rules?",
+    ]
+    assert task.task == "Help me plan shifts."
+    assert (len(sent["critic"]), len(sent["editor"])) == (3, 2)
+    # The critic is blind: it never sees the target.
+    for req in sent["critic"]:
+        text = json.dumps(req["messages"])
+        assert "one-line answers" not in text and "verbosity_preference" not in text
+    assert tasks.leak is not None and tasks.leak.edited == 1 and tasks.leak.budget_spent == 0
+    # The record round-trips through its file type.
+    assert Tasks.model_validate_json(tasks.model_dump_json()) == tasks
+
+
+def test_critic_always_fishing_spends_the_budget(scripted, tmp_path):
+    ep, sent = scripted(
+        {
+            "task_writer": [draft("Keep it short: what are the rota rules?")],
+            "critic": [verdict("fishing")] * 6,
+            "editor": [draft(f"Edit {i}: what are the rota rules?") for i in range(1, 6)],
+        }
+    )
+    tasks = run_tasks(ep, tmp_path, max_edits=2)
+    task = tasks.tasks[0]
+    assert task.status == "fishing_budget_spent"
+    assert [v.verdict for v in task.verdicts] == ["fishing"] * 3
+    assert len(task.revisions) == 2 and task.task == "Edit 2: what are the rota rules?"
+    assert (len(sent["critic"]), len(sent["editor"])) == (3, 2)
+    assert tasks.leak.budget_spent == 1
+
+
+# -- leak check ---------------------------------------------------------------------------
+def test_leak_share_counts_echoed_target_words():
+    short = "budgets every expense in a spreadsheet"
+    assert users.leak_share("Can you help me plan a birthday party?", short) == 0.0
+    # budgeting ~ budgets, spreadsheet: 2 of 3 content words (budget, expense, spreadsheet).
+    assert users.leak_share("Help me with budgeting in my spreadsheet", short) == round(2 / 3, 4)
+
+
+def test_leak_report_flags_tasks_over_the_threshold(scripted, tmp_path):
+    bank = Bank(
+        user_id="user_001",
+        entries=[
+            BankEntry(
+                category="skill_memory",
+                dimension=SKILLS[0],
+                short="budgets every expense in a spreadsheet",
+                explanation="Accountant.",
+            ),
+            BankEntry(
+                category="skill_memory",
+                dimension=SKILLS[1],
+                short="repairs bicycles without manuals",
+                explanation="Mechanic.",
+            ),
+        ],
+    )
+    ep, _ = scripted(
+        {
+            "task_writer": [
+                draft("Help me track every expense in my budget spreadsheet."),
+                draft("What should I pack for a weekend hike?"),
+            ],
+            "critic": [verdict("neutral", "none")] * 2,
+        }
+    )
+    clients = make_clients(ep.base_url, tmp_path)
+    tasks = users.make_tasks(persona(), bank, GUIDES, clients, TASK_PROMPTS, leak_threshold=0.5)
+    first, second = tasks.tasks
+    assert first.leak_share == 1.0 and first.leak_flag
+    assert second.leak_share == 0.0 and not second.leak_flag
+    assert tasks.leak.flagged == [1]
+    assert tasks.leak.max_share == 1.0 and tasks.leak.mean_share == 0.5
+
+
+# -- 3. determinism -----------------------------------------------------------------------
+def ledger_cached(path: Path) -> list[str]:
+    with open(path, newline="") as fh:
+        return [row["cached"] for row in csv.DictReader(fh)]
+
+
+def build_user(base_url: str, tmp_path: Path, seed: int, user_id: str = "user_001"):
+    llm = make_clients(base_url, tmp_path, seed=seed)["generator"]
+    p = users.make_persona(seed, user_id, llm, str(prompt_path("persona_narrative")))
+    counts = dict(zip(CATEGORIES, (3, 3, 2, 2, 2), strict=True))
+    bank = users.make_bank(p, counts, POOL, GUIDES, llm, str(prompt_path("bank_select")))
+    return p, bank
+
+
+def test_same_seed_same_persona_and_bank_on_a_cached_run(endpoint, tmp_path):
+    p1, b1 = build_user(endpoint.base_url, tmp_path, seed=11)
+    first = ledger_cached(tmp_path / "usage.csv")
+    p2, b2 = build_user(endpoint.base_url, tmp_path, seed=11)
+    second = ledger_cached(tmp_path / "usage.csv")[len(first) :]
+    assert first and set(first) == {"false"}
+    assert len(second) == len(first) and set(second) == {"true"}  # the rerun made no call
+    assert p1 == p2
+    assert [e.dimension for e in b1.entries] == [e.dimension for e in b2.entries]
+    assert b1 == b2
+
+
+def test_different_seed_changes_the_attributes():
+    a, b = users.sample_attributes(11, "user_001"), users.sample_attributes(12, "user_001")
+    keys = ("name", "age", "gender", "location", "occupation")
+    assert [a[k] for k in keys] != [b[k] for k in keys]
+    # ...and users of one run differ from each other.
+    assert users.sample_attributes(11, "user_002")["seed"] != a["seed"]
+
+
+# -- persona quality ----------------------------------------------------------------------
+def test_occupations_fit_the_age():
+    people = [users.sample_attributes(0, f"user_{i:03d}") for i in range(1, 301)]
+    ages = {p["age"] for p in people}
+    assert min(ages) < 13 and max(ages) >= 66  # the sample covers children and retirees
+    for p in people:
+        age, job = p["age"], p["occupation"]
+        if age < 18:
+            assert job.endswith("school student"), (age, job)
+        elif age >= users.RETIREMENT_AGE:
+            assert job.startswith("retired "), (age, job)
+        else:
+            assert not job.startswith("retired ") and "school student" not in job, (age, job)
+        assert job not in users._BROKEN_JOBS and "," not in job
+        assert p["age_group"] == users.age_group(age)
+        assert 1 <= p["n_stories"] <= 3
+
+
+def test_persona_narrative_follows_the_attributes(scripted, tmp_path):
+    attrs = users.sample_attributes(5, "user_009")
+    n = attrs["n_stories"]
+    story = "When they were younger they moved house and learned to adapt quickly."
+    good = {
+        "values": "Family first, and keeping promises made to friends.",
+        "attitude": "Steady and hopeful, even after setbacks.",
+        "coping": "Goes for a long walk.",
+        "stories": [story] * n,
+        "interests": ["chess", "gardening"],
+    }
+    wrong_count = {**good, "stories": [story] * (n + 1)}
+    ep, seen = scripted({"generator": [wrong_count, good]})
+    llm = make_clients(ep.base_url, tmp_path, max_reasks=1)["generator"]
+    p = users.make_persona(5, "user_009", llm, str(prompt_path("persona_narrative")))
+    sent = seen["generator"]
+    assert len(p.stories) == n and len(sent) == 2  # the wrong story count was re-asked
+    prompt_text = sent[0]["messages"][-1]["content"]
+    for value in (p.name, str(p.age), p.location.city, p.occupation, p.values_orientation):
+        assert value in prompt_text
+    assert users.life_stage(p.age, p.occupation) in prompt_text
+    props = sent[0]["response_format"]["json_schema"]["schema"]["properties"]
+    assert props["stories"]["minItems"] == props["stories"]["maxItems"] == n
+    # bounded fields, sized like the release's profiles (~2.9k characters in all)
+    assert props["attitude"]["maxLength"] <= 900 and props["values"]["maxLength"] <= 400
+
+
+# -- through the workflow ----------------------------------------------------------------
+def test_workflow_rerun_of_users_replays_the_cache(endpoint, workflow_factory):
+    wf = workflow_factory(tiny_config(endpoint.base_url, n_users=1))
+    target = "results/users/user_001/tasks.json"
+    wf.run(target)
+    users_dir = wf.root / "results" / "users" / "user_001"
+    first = {f: (users_dir / f).read_text() for f in ("persona.json", "bank.json", "tasks.json")}
+    tasks = Tasks.model_validate_json(first["tasks.json"])
+    assert len(tasks.tasks) == 5 and tasks.leak is not None
+    ledgers = sorted((wf.root / "results" / "usage").rglob("*.csv"))
+    before = {p: ledger_cached(p) for p in ledgers}
+    assert ledgers and all(before.values())
+    for f in first:
+        (users_dir / f).unlink()
+    wf.run(target)
+    assert {f: (users_dir / f).read_text() for f in first} == first
+    # The rerun's rows are all cache hits: zero calls. A job rerun on unchanged inputs carries
+    # its finished attempt's rows first (memprobe/workflow/glue.py); those are the first run's own.
+    for p in ledgers:
+        after = ledger_cached(p)
+        carried = after[: len(before[p])] == before[p] and len(after) > len(before[p])
+        assert set(after[len(before[p]) :] if carried else after) == {"true"}
+
+
+def test_a_bad_pool_stops_the_dag_in_one_line(endpoint, workflow_factory):
+    wf = workflow_factory(tiny_config(endpoint.base_url))
+    pool = wf.root / "config" / "dimension_pool.yaml"
+    pool.write_text(pool.read_text().replace("name: writing_skill", "name: Writing Skill", 1))
+    proc = wf.run("-n", check=False)
+    assert proc.returncode != 0
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("memprobe:")]
+    assert lines and "config/dimension_pool.yaml" in lines[0] and "not snake_case" in lines[0]
+    assert not (wf.root / "results").exists()
+
+
+def test_pool_sample_is_seeded_covers_n_and_limits_the_reply_enum():
+    a = users.pool_candidates(POOL, "skill_memory", 2, 6, seed=11)
+    b = users.pool_candidates(POOL, "skill_memory", 2, 6, seed=11)
+    c = users.pool_candidates(POOL, "skill_memory", 2, 6, seed=12)
+    assert [d.name for d in a] == [d.name for d in b] != [d.name for d in c]
+    assert len(a) == 6 and set(d.name for d in a) <= set(POOL.names("skill_memory"))
+    assert len(users.pool_candidates(POOL, "skill_memory", 8, 6, seed=1)) == 8  # never < n
+    assert len(users.pool_candidates(POOL, "skill_memory", 2, None, seed=1)) == len(
+        POOL.names("skill_memory")
+    )
+
+
+def test_compact_pool_listing_reaches_the_prompt(tmp_path):
+    raw = tiny_config("http://unused")
+    raw["llm"] = {"backend": "fake", "cache_dir": str(tmp_path / "c")}
+    cfg = load_config(raw)
+    seen: list[list[dict]] = []
+    llm = client_for("generator", cfg)
+    real_json = llm.json
+
+    def spy(messages, schema, **kw):
+        seen.append(messages)
+        return real_json(messages, schema, **kw)
+
+    llm.json = spy  # type: ignore[method-assign]
+    counts = {c: (1 if c == "skill_memory" else 0) for c in CATEGORIES}
+    p = persona()
+    bank = users.make_bank(
+        p, counts, POOL, GUIDES, llm, str(prompt_path("bank_select")),
+        pool_sample=4, show_examples=False,
+    )  # fmt: skip
+    shown = users.pool_candidates(POOL, "skill_memory", 1, 4, p.seed)
+    prompt = seen[0][-1]["content"]
+    assert all(f"- {d.name}: {d.axis}" in prompt for d in shown)
+    assert "[e.g." not in prompt
+    assert bank.entries[0].dimension in {d.name for d in shown}

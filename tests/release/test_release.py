@@ -1,0 +1,163 @@
+"""Reading the authors' release: loaders, layout errors, and the real Snakemake import."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import pytest
+
+from memprobe.protocol.records import RecordError
+from memprobe.release import importer as release
+from tests.conftest import tiny_config
+from tests.release_fixture import FIXTURE, USERS, cfg_model, release_config
+
+EXPECTED_ORDER = [
+    "critical_thinking_skill",
+    "reading_comprehension_skill",
+    "financial_literacy_knowledge",
+    "procedural_knowledge",
+    "legal_or_administrative_event",
+    "relocation_event",
+    "prudence_self_view",
+    "verbosity_preference",
+]
+
+
+def test_bank_tasks_persona_load_in_bank_order():
+    cfg = cfg_model()
+    lay = release.Layout(cfg)
+    bank = release.bank(lay.bank_file, "user_002", cfg.dims_per_category)
+    assert [e.dimension for e in bank.entries] == EXPECTED_ORDER
+    assert bank.entries[0].short == "critical thinking skill of user_002"
+    tasks = release.tasks(lay.task_file("user_002"), "user_002", bank)
+    assert [t.index for t in tasks.tasks] == list(range(1, 9))
+    assert [t.target_dimension for t in tasks.tasks] == EXPECTED_ORDER
+    assert tasks.tasks[1].revisions == ["edited_after_fishing_flag"]
+    p = release.persona(lay.bank_file, "user_002")
+    assert (p.age, p.location.city, p.occupation) == (32, "Springfield", "teacher")
+    assert p.stories == ["moved once.", "a new job."]
+
+
+def test_wrong_counts_and_missing_user_fail_in_one_line():
+    cfg = cfg_model()
+    lay = release.Layout(cfg)
+    with pytest.raises(RecordError, match=r"memory_bank\.skill_memory: 2 entries, .* expects 7"):
+        release.bank(lay.bank_file, "user_001", {**cfg.dims_per_category, "skill_memory": 7})
+    with pytest.raises(RecordError, match="no user_id 'user_009'"):
+        release.bank(lay.bank_file, "user_009")
+
+
+def test_missing_release_file_is_named(tmp_path):
+    copy = tmp_path / "release"
+    shutil.copytree(FIXTURE, copy)
+    (copy / "output/longctx_full_pooled_50_retrieve/attribution/user_003.json").unlink()
+    with pytest.raises(RecordError, match="missing .*retrieve/attribution/user_003.json"):
+        release.check_layout(cfg_model(release_dir=str(copy)))
+
+
+def test_latest_merged_report_is_canonical():
+    lay = release.Layout(cfg_model())
+    path = lay.merged_report("longctx_full", "dump_all")
+    assert path.name == "longctx_full_20260501_090000_merged.json"
+    agg = release.report_aggregate(path)
+    assert agg["B_reconstruction"]["mean"]["overall"] == pytest.approx(2 / 3)
+
+
+def test_imported_records_keep_the_release_values():
+    cfg = cfg_model()
+    lay = release.Layout(cfg)
+    bank = release.bank(lay.bank_file, "user_001", cfg.dims_per_category)
+    mem = release.memories(lay, "memt", "user_002")
+    slot, judge = release.scores(lay, "memt", "dump_all", "user_002", bank, mem)
+    assert judge.flagged and slot.overflow_strategy == "flag"
+    assert all(e.label == "unknown" for e in slot.entries)
+    raw = json.loads(lay.recon_judge("longctx_full", "retrieve", "user_001").read_text())
+    _, lj = release.scores(
+        lay,
+        "longctx_full",
+        "retrieve",
+        "user_001",
+        bank,
+        release.memories(lay, "longctx_full", "user_001"),
+    )
+    assert lj.overall == pytest.approx(raw["overall"]) and not lj.overflow
+    att = release.attribution(lay, "memt", "dump_all", "user_001")
+    assert att.counts == {
+        "ok": 2,
+        "memory_failure": 3,
+        "task_design_failure": 1,
+        "agent_elicitation_failure": 1,
+        "simulator_too_strict": 1,
+    }
+
+
+@pytest.mark.workflow
+def test_release_import_builds_every_table_and_the_report(workflow_factory):
+    wf = workflow_factory(release_config())
+    wf.run("tables")
+    res = wf.root / "results"
+    t2 = {r["system"]: r for r in csv.DictReader(open(res / "table2.csv"))}
+    assert float(t2["longctx_full"]["B_dump_all_mean"]) == pytest.approx(2 / 3, abs=1e-6)
+    assert t2["nomem"]["B_retrieve_mean"] == ""  # empty, never 0
+    flags = {r["system"]: r for r in csv.DictReader(open(res / "table2_flags.csv"))}
+    assert flags["memt"]["B_dump_all_mean"] == "†"
+    t4 = {(r["system"], r["mode"]): r for r in csv.DictReader(open(res / "table4.csv"))}
+    assert float(t4[("longctx_full", "retrieve")]["recovery_rate"]) == pytest.approx(
+        100 * 8 / 19, abs=1e-5
+    )
+    assert t4[("nomem", "retrieve")]["recovered"] == ""
+    for name in (
+        "table3",
+        "table13",
+        "table14",
+        "gap",
+        "table5",
+        "table2_ci",
+        "paired",
+        "topk_sweep",
+    ):
+        assert (res / f"{name}.csv").is_file(), name
+    assert wf.scheduled("tables") == {}  # nothing reruns
+
+    wf.run("inspect")  # the rest of the default target, which the report covers
+    wf.run("--report", "results/report.html")
+    html = (res / "report.html").read_text(errors="replace")
+    for name in (
+        "inspect.html",
+        "table2.csv",
+        "table3.csv",
+        "table4.csv",
+        "table13.csv",
+        "table14.csv",
+        "gap.csv",
+        "table5.csv",
+        "table2_ci.csv",
+        "paired.csv",
+        "topk_sweep.csv",
+        "category_b.png",
+        "dump_vs_retrieve.png",
+        "attribution.png",
+    ):
+        assert name in html, name
+
+
+@pytest.mark.workflow
+def test_release_users_with_our_systems(endpoint, workflow_factory):
+    cfg = tiny_config(
+        endpoint.base_url,
+        n_users=3,
+        users={"source": "release"},
+        release_dir=str(FIXTURE),
+        dims_per_category=release_config()["dims_per_category"],
+    )
+    wf = workflow_factory(cfg)
+    target = "results/users/user_003/tasks.json"
+    assert wf.scheduled(target) == {"import_users": 1}  # never persona/bank/tasks generation
+    wf.run(target)
+    tasks = json.loads((wf.root / target).read_text())
+    assert [t["target_dimension"] for t in tasks["tasks"]] == EXPECTED_ORDER
+    assert tasks["user_id"] == USERS[2]
+    # the rollout of our systems is scheduled on the imported users
+    assert wf.scheduled("results/longctx_full/user_003/episodes.json") == {"rollout": 1}

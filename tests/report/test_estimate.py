@@ -1,0 +1,284 @@
+"""memprobe estimate: protocol call counts, rates from a ledger, the audit, the command."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from memprobe.config import load_config
+from memprobe.llm.ledger import COLUMNS
+from memprobe.report import estimate
+from tests.conftest import ROOT
+
+CLI = str(Path(sys.executable).with_name("memprobe"))
+
+
+def paper_like(**over) -> dict:
+    raw = {
+        "n_users": 50,
+        "systems": ["nomem", "longctx_full", "amem", "mem0"],
+        "max_turns": 25,
+        "llm": {"backend": "openai", "base_url": "http://127.0.0.1:1/v1"},
+    }
+    raw.update(over)
+    return raw
+
+
+def test_protocol_counts_follow_the_protocol():
+    cfg = load_config(paper_like())
+    rates = estimate.priors(cfg)
+    calls = estimate.protocol_calls(cfg, rates)
+    d = cfg.n_dims
+    # per user: persona + one bank call per category + one writer per task; one oracle per dim
+    assert calls[("(per user)", "generator")] == 1 + 5
+    assert calls[("(per user)", "task_writer")] == d
+    assert calls[("(per user)", "oracle")] == d
+    for s in cfg.systems:
+        t = rates.turns_per_episode[s] * d
+        assert calls[(s, "assistant")] == pytest.approx(t)
+        assert calls[(s, "simulator")] == pytest.approx(t)
+        assert calls[(s, "preference")] == pytest.approx(t)
+    # A-Mem: analyze per note, evolve per note but the first; one note per turn + episode end
+    t = rates.turns_per_episode["amem"] * d
+    assert calls[("amem", "writer")] == pytest.approx(2 * (t + d) - 1)
+    # nomem stores nothing: slot-fill (and so the judge) make no call; it has no retrieve mode
+    assert calls[("nomem", "slotfill")] == 0 and calls[("nomem", "judge")] == 0
+    assert calls[("longctx_full", "slotfill")] == 2 * d  # dump_all + retrieve
+
+
+def test_counts_scale_with_the_config():
+    base = load_config(paper_like())
+    small = load_config(
+        paper_like(
+            n_users=5,
+            dims_per_category={
+                "skill_memory": 2,
+                "knowledge_memory": 2,
+                "episodic_memory": 2,
+                "self_model": 1,
+                "assistance_preference": 0,
+            },
+            modes=["dump_all"],
+        )
+    )
+    big = {(x.system, x.role): x for x in estimate.predict(base, estimate.priors(base))}
+    few = {(x.system, x.role): x for x in estimate.predict(small, estimate.priors(small))}
+    assert few[("(per user)", "generator")].calls_per_user == 1 + 4  # 4 non-empty categories
+    assert few[("(per user)", "task_writer")].calls_per_user == 7
+    assert few[("longctx_full", "preference")].calls == 0  # no preference dims, no D calls
+    assert few[("longctx_full", "slotfill")].calls_per_user == 7  # dump_all only
+    assert big[("longctx_full", "slotfill")].calls == 50 * 62
+
+
+def _write_run(root: Path, turns_per_episode: list[int], extra_rows: list[dict]) -> None:
+    """A finished longctx_full run of one user: artifacts + a ledger that matches them."""
+    base = root / "longctx_full" / "user_001"
+    (base / "dump_all").mkdir(parents=True)
+    eps = [{"index": i + 1, "turns": [{}] * n} for i, n in enumerate(turns_per_episode)]
+    (base / "episodes.json").write_text(json.dumps({"episodes": eps}))
+    (base / "memories.json").write_text(json.dumps({"memories": [{"content": "x"}]}))
+    entries = [
+        {"category": "skill_memory", "dimension": "a", "label": "likes lists", "called": True},
+        {"category": "skill_memory", "dimension": "b", "label": "unknown", "called": True},
+    ]
+    (base / "dump_all" / "slotfill.json").write_text(json.dumps({"entries": entries}))
+    (base / "dump_all" / "judge.json").write_text("{}")
+    stages = [{"stage": "oracle"}, {"stage": "disclosure"}, {"stage": "disclosure_subclass"}]
+    (base / "dump_all" / "attribution.json").write_text(
+        json.dumps({"details": [{"stages": []}, {"stages": stages}]})
+    )
+    users = root / "users" / "user_001"
+    users.mkdir(parents=True)
+    tasks = [{"verdicts": [{}, {}]}, {"verdicts": [{}]}]
+    (users / "tasks.json").write_text(json.dumps({"tasks": tasks}))
+
+    def rows(rule, tag, role, n, tokens=(100, 10)):
+        return [
+            {"job": f"{rule}/{tag}", "role": role, "prompt_tokens": tokens[0],
+             "completion_tokens": tokens[1], "latency_s": 1.0, "cached": "false",
+             "reask": 0, "status": "ok", "ts": 0, "model": "m", "key": "k"}
+            for _ in range(n)
+        ]  # fmt: skip
+
+    turns = sum(turns_per_episode)
+    ledger = {
+        "rollout": rows("rollout", "longctx_full_user_001", "assistant", turns, (400, 20))
+        + rows("rollout", "longctx_full_user_001", "simulator", turns),
+        "preference": rows("preference", "longctx_full_user_001", "preference", turns),
+        "slotfill": rows("slotfill", "longctx_full_user_001_dump_all", "slotfill", 2),
+        "judge": rows("judge", "longctx_full_user_001_dump_all", "judge", 1),
+        "attribution": rows("attribution", "longctx_full_user_001_dump_all", "disclosure", 2),
+    }
+    for row in extra_rows:
+        ledger.setdefault(row["job"].split("/")[0], []).append(row)
+    for rule, rs in ledger.items():
+        f = root / "usage" / rule / "x.csv"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        with open(f, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=COLUMNS)
+            w.writeheader()
+            w.writerows(rs)
+
+
+def tiny_cfg():
+    return load_config(
+        {
+            "n_users": 1,
+            "systems": ["longctx_full"],
+            "modes": ["dump_all"],
+            "llm": {"backend": "openai", "base_url": "http://127.0.0.1:1/v1"},
+        }
+    )
+
+
+def test_observed_rates_come_from_the_ledger_and_artifacts(tmp_path):
+    _write_run(tmp_path, [3, 5], [])
+    rates = estimate.observed(tmp_path, tiny_cfg())
+    assert rates is not None and str(tmp_path) in rates.source
+    assert rates.turns_per_episode["longctx_full"] == 4.0
+    assert rates.critic_rounds_per_task == 1.5
+    assert rates.judge_share["longctx_full/dump_all"] == 0.5  # one label was "unknown"
+    assert rates.disclosure_per_dim["longctx_full/dump_all"] == 1.0  # 2 stages over 2 dims
+    assert rates.tokens["assistant/longctx_full"] == (400.0, 20.0)
+    # without a ledger there are no observed rates
+    assert estimate.observed(tmp_path / "nothing", tiny_cfg()) is None
+
+
+def test_audit_explains_every_extra_call(tmp_path):
+    reask = {"job": "judge/longctx_full_user_001_dump_all", "role": "judge", "reask": 1,
+             "status": "ok", "cached": "false", "prompt_tokens": 1, "completion_tokens": 1,
+             "latency_s": 1, "ts": 0, "model": "m", "key": "k"}  # fmt: skip
+    _write_run(tmp_path, [3, 5], [reask])
+    (row,) = estimate.audit(tmp_path, tiny_cfg())
+    # 8 turns x (assistant + simulator + preference) + 2 slot-fills + 1 judge + 2 attribution
+    assert row.protocol == 8 * 3 + 2 + 1 + 2
+    assert row.ledger == row.protocol + 1 and row.reasks == 1 and row.unexplained == 0
+
+    stray = dict(reask, reask=0)  # a call the protocol does not need and nothing explains
+    _write_run(tmp_path / "b", [3, 5], [stray])
+    (row,) = estimate.audit(tmp_path / "b", tiny_cfg())
+    assert row.unexplained == 1
+
+
+def test_cli_prints_per_role_counts_and_table5(tmp_path):
+    cfg = tmp_path / "paper.yaml"
+    cfg.write_text(yaml.safe_dump(paper_like()))
+    out = subprocess.run(
+        [CLI, "estimate", "--configfile", str(cfg), "--no-ledger"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    for s in ("nomem", "longctx_full", "amem", "mem0"):
+        paper = sum(estimate.PAPER_TABLE5[s])
+        assert any(
+            line.strip().startswith(s) and f"{paper:.2f}" in line for line in out.splitlines()
+        )
+    assert "attribution" in out and "priors:" in out
+
+
+def test_cli_bad_config_is_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(paper_like(n_users=0)))
+    proc = subprocess.run(
+        [CLI, "estimate", "--configfile", str(bad)], capture_output=True, text=True
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "n_users" in proc.stderr
+
+
+def _estimate(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, "estimate", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def _table5(out: str) -> dict[str, float | None]:
+    """component -> predicted / paper, from the report's comparison block."""
+    rows = {}
+    for line in out.split("vs paper Table 5")[1].splitlines()[1:]:
+        name, _, pred, _, paper, _, ratio = line.split()
+        rows[name] = None if ratio == "-" else float(ratio)
+    return rows
+
+
+def test_paper_estimate_without_a_ledger_plans_tokens_money_and_hours(tmp_path):
+    """Must-show 1: calls, tokens (completion included), money and hours before any run."""
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("gpt-5.4-mini: {input: 0.25, output: 2.0}\n")
+    proc = _estimate(
+        "--configfile", "config/paper.yaml", "--no-ledger", "--prices", str(prices),
+        "--latency", "4", "--llm-slots", "16",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    ratios = _table5(out)
+    for system in ("nomem", "longctx_full", "amem", "mem0", "memt", "attribution"):
+        assert 0.5 <= ratios[system] <= 2.0, (system, ratios[system])
+    # completion tokens are predicted, not 0
+    total = next(x for x in out.splitlines() if x.startswith("total")).split()
+    assert int(total[3]) > 1_000_000
+    # money: every gpt-5.4-mini line priced; Mem-T-4B's local calls listed, not dropped
+    assert "USD for the priced calls" in out
+    assert "not priced: memt writer (Mem-T-4B: no price" in out
+    assert "llm_slots 16 x llm.concurrency 4 = 64 calls in flight" in out
+    # the documented plain form: an earlier run's rates where there is one, else the priors
+    plain = _estimate("--configfile", "config/paper.yaml")
+    assert plain.returncode == 0 and "rates: " in plain.stdout, plain.stderr
+
+
+def test_money_is_tokens_times_the_price(monkeypatch):
+    cfg = load_config(paper_like())
+    lines = estimate.predict(cfg, estimate.priors(cfg))
+    price = estimate.Price(input=1.0, output=10.0)
+    usd, unpriced = estimate.money(lines, {"gpt-5.4-mini": price})
+    p = sum(x.prompt_tokens for x in lines)
+    c = sum(x.completion_tokens for x in lines)
+    assert usd == pytest.approx(p / 1e6 + 10 * c / 1e6) and unpriced == []
+    usd, unpriced = estimate.money(lines, {})
+    assert usd == 0 and len(unpriced) == sum(1 for x in lines if x.calls)
+
+
+def test_a_system_without_priors_is_unknown_not_dropped(monkeypatch):
+    monkeypatch.delitem(estimate.PAPER_TABLE5, "mem0")
+    monkeypatch.setitem(estimate.RELEASE_CALLS_PER_USER, "mem0", 1.0)
+    cfg = load_config(paper_like())
+    rates = estimate.priors(cfg)
+    lines = {(x.system, x.role): x for x in estimate.predict(cfg, rates)}
+    assert lines[("mem0", "assistant")].prompt_tokens is None
+    assert lines[("mem0", "assistant")].calls > 0  # still counted
+    assert "no prior for mem0" in lines[("mem0", "assistant")].tokens_from
+    rows = {r["component"]: r for r in estimate.table5_compare(cfg, list(lines.values()))}
+    assert rows["mem0"]["predicted_M"] is None
+    assert "unknown" in estimate.report(cfg, rates)
+
+
+def test_configs_layer_as_in_snakemake(tmp_path):
+    """config/config.yaml first, then each --configfile, then --config (dotted keys nest)."""
+    site = tmp_path / "openai.yaml"
+    site.write_text("llm: {backend: openai, base_url: 'http://127.0.0.1:1/v1'}\n")
+    proc = _estimate("--configfile", str(site), "--config", "n_users=7", "llm.concurrency=3")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("memprobe estimate: 7 users x 5 dims")  # 5: config.yaml's
+    assert "llm.concurrency 3" in proc.stdout
+    # release_dir on the command line, as for snakemake (users.source: release needs it)
+    rel = _estimate("--config", "users={source: release}", f"release_dir={tmp_path}")
+    assert rel.returncode == 0, rel.stderr
+    # no --configfile: the default config
+    assert _estimate().stdout.startswith("memprobe estimate: 2 users x 5 dims")
+    # a typo is blamed on where it came from
+    bad = _estimate("--config", "n_user=3")
+    assert (
+        bad.returncode == 1 and bad.stderr == "memprobe estimate: --config: n_user: unknown key\n"
+    )
+
+
+def test_a_missing_ledger_is_one_line(tmp_path):
+    proc = _estimate("--ledger", str(tmp_path / "nope"))
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "--ledger" in proc.stderr and "nope" in proc.stderr
+    # no ledger where results_dir points: the priors, said so in the output
+    out = _estimate("--config", f"results_dir={tmp_path}").stdout
+    assert f"no ledger under {tmp_path}/usage" in out

@@ -1,0 +1,271 @@
+"""Every table on the synthetic release, against values computed by hand.
+
+The fixture's scores, turns and stores are listed in tests/fixtures/make_release_fixture.py;
+the derivations are in the comments next to each expected value.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from memprobe.protocol.records import Judge
+from memprobe.release import importer as release
+from memprobe.report import tables
+from tests.release_fixture import SYSTEMS, USERS, cfg_model
+
+MODES = ["dump_all", "retrieve"]
+
+
+@pytest.fixture(scope="module")
+def imported():
+    cfg = cfg_model()
+    lay = release.Layout(cfg)
+    pairs = release.pairs(cfg)
+    out = {"pairs": pairs, "episodes": [], "prefs": [], "mems": [], "judges": [], "atts": []}
+    for u in USERS:
+        bank = release.bank(lay.bank_file, u, cfg.dims_per_category)
+        tasks = release.tasks(lay.task_file(u), u, bank)
+        for s in SYSTEMS:
+            mem = release.memories(lay, s, u)
+            out["mems"].append(mem)
+            out["episodes"].append(release.episodes(lay, s, u, tasks))
+            out["prefs"].append(release.preference(lay, s, u, tasks))
+            for m in MODES:
+                if (s, m) in pairs:
+                    out["judges"].append(release.scores(lay, s, m, u, bank, mem)[1])
+                    out["atts"].append(release.attribution(lay, s, m, u))
+    return out
+
+
+def row(df: pd.DataFrame, **keys) -> dict:
+    sel = df
+    for k, v in keys.items():
+        sel = sel[sel[k] == v]
+    assert len(sel) == 1, keys
+    return sel.iloc[0].to_dict()
+
+
+def close(a, b) -> bool:
+    return a is not None and not pd.isna(a) and math.isclose(float(a), b, abs_tol=5e-6)
+
+
+def test_pairs_follow_the_release_folders(imported):
+    # nomem has no output/nomem_pooled_50_retrieve: its retrieve mode does not apply.
+    assert imported["pairs"] == [
+        ("nomem", "dump_all"),
+        ("longctx_full", "dump_all"),
+        ("longctx_full", "retrieve"),
+        ("memt", "dump_all"),
+        ("memt", "retrieve"),
+    ]
+
+
+def test_table2_hand_values(imported):
+    df = tables.table2(
+        SYSTEMS, imported["episodes"], imported["prefs"], imported["mems"], imported["judges"]
+    )
+    lc = row(df, system="longctx_full")
+    # B dump per user: (.75+1+.25+.75+1)/5=.75, (.5+.5+0+.5+1)/5=.5, (1+.75+.25+1+.75)/5=.75
+    assert close(lc["B_dump_all_mean"], 2 / 3)
+    # sample std (n-1): sqrt(((1/12)^2 + (1/6)^2 + (1/12)^2) / 2) = 0.144338
+    assert close(lc["B_dump_all_std"], 0.144338)
+    # retrieve: .55, .35, .65 -> mean .516667, std sqrt((.0333^2+.1667^2+.1333^2)/2)
+    assert close(lc["B_retrieve_mean"], 0.516667)
+    assert close(lc["B_retrieve_std"], 0.152753)
+    # D pooled over turns: u1 (4*5 + 4*(4+5))/12 = 4.666667 (not the episode mean 4.75),
+    # u2 4, u3 5 -> mean 4.555556, std 0.509175
+    assert close(lc["D_mean"], 4.555556)
+    assert close(lc["D_std"], 0.509175)
+    # C: turns 1.5, 2, 1 -> 1.5 +- 0.5
+    assert close(lc["C_mean"], 1.5) and close(lc["C_std"], 0.5)
+    # E: N 4, 2, 6 -> 4; chars 25, 50, 10 -> 28.333333
+    assert close(lc["N_items"], 4.0) and close(lc["chars_per_item"], 28.333333)
+    mt = row(df, system="memt")
+    # A: user 2 has 7/8 satisfied -> (1 + .875 + 1)/3 * 100
+    assert close(mt["A"], 95.833333)
+    # B dump: .55, 0, 0 (overflowed) -> .183333 +- .317543
+    assert close(mt["B_dump_all_mean"], 0.183333) and close(mt["B_dump_all_std"], 0.317543)
+    # D: 5, (7*4 + 3*3)/10 = 3.7, 4.5 -> 4.4 +- .655744 ; C: 1, 10/8, 2 -> 1.416667 +- .520416
+    assert close(mt["D_mean"], 4.4) and close(mt["D_std"], 0.655744)
+    assert close(mt["C_mean"], 1.416667) and close(mt["C_std"], 0.520416)
+    nm = row(df, system="nomem")
+    # nomem: one turn has no preference score; it is left out, not counted as 0.
+    assert close(nm["D_mean"], 4.0)
+    assert close(nm["B_dump_all_mean"], 0.0)  # measured: a real 0
+    assert pd.isna(nm["B_retrieve_mean"]) and pd.isna(nm["B_retrieve_std"])  # not applicable
+
+
+def test_table3_hand_values(imported):
+    df = tables.table3(SYSTEMS, MODES, imported["pairs"], imported["judges"])
+    assert list(df.columns) == tables.TABLE3_COLUMNS
+    r = row(df, system="longctx_full", mode="dump_all")
+    # skill per user .75, .5, 1 -> .75 +- .25 ; episodic .25, 0, .25 -> .166667 +- .144338
+    assert close(r["skill_mean"], 0.75) and close(r["skill_std"], 0.25)
+    assert close(r["episodic_mean"], 0.166667) and close(r["episodic_std"], 0.144338)
+    # preference 1, 1, .75 -> .916667
+    assert close(r["preference_mean"], 0.916667)
+    r = row(df, system="memt", mode="dump_all")
+    # skill 1, 0, 0 -> .333333 +- .57735
+    assert close(r["skill_mean"], 0.333333) and close(r["skill_std"], 0.57735)
+    empty = row(df, system="nomem", mode="retrieve")
+    assert all(pd.isna(empty[c]) for c in tables.TABLE3_COLUMNS[2:])
+
+
+def test_table4_counts_and_rate(imported):
+    df = tables.table4(SYSTEMS, MODES, imported["pairs"], imported["atts"])
+    assert list(df.columns) == tables.TABLE4_COLUMNS
+    got = {(r["system"], r["mode"]): r for r in df.to_dict("records")}
+    # longctx dump: ok 5+2+5, memory 2+4+2, task 1+1+1, agent 0+1+0 -> rate 12/20
+    lc = got[("longctx_full", "dump_all")]
+    assert [lc[c] for c in tables.COUNT_COLUMNS] == [12, 8, 3, 1, 0]
+    assert close(lc["recovery_rate"], 60.0)
+    lr = got[("longctx_full", "retrieve")]
+    assert [lr[c] for c in tables.COUNT_COLUMNS] == [8, 11, 3, 2, 0]
+    assert close(lr["recovery_rate"], 100 * 8 / 19)  # 42.105263
+    md = got[("memt", "dump_all")]
+    assert [md[c] for c in tables.COUNT_COLUMNS] == [2, 13, 3, 3, 3]
+    assert close(md["recovery_rate"], 100 * 2 / 15)
+    mr = got[("memt", "retrieve")]
+    assert [mr[c] for c in tables.COUNT_COLUMNS] == [8, 10, 2, 2, 2]
+    assert close(mr["recovery_rate"], 100 * 8 / 18)
+    # nomem: a real 0% (0 recovered of 15), while its retrieve row is empty, not 0.
+    assert close(got[("nomem", "dump_all")]["recovery_rate"], 0.0)
+    assert all(pd.isna(got[("nomem", "retrieve")][c]) for c in tables.TABLE4_COLUMNS[2:])
+    # every applicable row partitions the 3 x 8 targets
+    for key, r in got.items():
+        if key != ("nomem", "retrieve"):
+            assert sum(r[c] for c in tables.COUNT_COLUMNS) == 24
+
+
+def test_table13_per_category(imported):
+    df = tables.table13(SYSTEMS, imported["pairs"], imported["atts"])
+    assert list(df.columns) == tables.TABLE13_COLUMNS
+    counts = {
+        (r["system"], r["category"]): [r[c] for c in tables.COUNT_COLUMNS]
+        for r in df.to_dict("records")
+    }
+    assert counts[("longctx_full", "skill")] == [3, 3, 0, 0, 0]
+    assert counts[("longctx_full", "knowledge")] == [4, 2, 0, 0, 0]
+    assert counts[("longctx_full", "episodic")] == [0, 3, 3, 0, 0]
+    assert counts[("longctx_full", "self")] == [2, 0, 0, 1, 0]
+    assert counts[("longctx_full", "preference")] == [3, 0, 0, 0, 0]
+    assert counts[("memt", "skill")] == [2, 4, 0, 0, 0]
+    assert counts[("nomem", "preference")] == [0, 0, 0, 0, 3]
+
+
+def test_table14_lower_order_statistic(imported):
+    df = tables.table14(SYSTEMS, imported["mems"])
+    assert list(df.columns) == tables.TABLE14_COLUMNS
+    lc = row(df, system="longctx_full")
+    # N sorted [2, 4, 6]: p90 = sorted[floor(.9*2)] = sorted[1] = 4 (interpolation: 5.6)
+    assert [lc["n_p50"], lc["n_p90"], lc["n_max"]] == [4, 4, 6]
+    assert close(lc["n_mean"], 4.0)
+    # chars sorted [10, 25, 50]
+    assert close(lc["chars_p50"], 25.0) and close(lc["chars_p90"], 25.0)
+    assert close(lc["chars_max"], 50.0) and close(lc["chars_mean"], 28.333333)
+    mt = row(df, system="memt")
+    assert [mt["n_p50"], mt["n_p90"], mt["n_max"]] == [20, 20, 30]
+    assert close(mt["chars_p50"], 300.0) and close(mt["chars_mean"], 266.666667)
+
+
+def test_quantile_low_is_not_the_median():
+    # even n: the lower order statistic takes sorted[1], where the median averages to 2.5
+    assert tables.quantile_low([4.0, 1.0, 3.0, 2.0], 0.5) == 2.0
+    assert tables.quantile_low([float(i) for i in range(1, 11)], 0.9) == 9.0
+
+
+def test_gap_hand_values(imported):
+    df = tables.gap(SYSTEMS, imported["judges"])
+    assert list(df.columns) == tables.GAP_COLUMNS
+    lc = row(df, system="longctx_full")
+    # per user .75-.55=.2, .5-.35=.15, .75-.65=.1
+    assert [round(lc[c], 6) for c in ("mean", "p50", "min", "max")] == [0.15, 0.15, 0.1, 0.2]
+    mt = row(df, system="memt")
+    # .55-.5=.05, 0-.25=-.25, 0-.75=-.75
+    assert close(mt["mean"], -0.316667) and close(mt["p50"], -0.25)
+    assert close(mt["min"], -0.75) and close(mt["max"], 0.05)
+    assert all(pd.isna(row(df, system="nomem")[c]) for c in ("mean", "p50", "min", "max"))
+
+
+def test_overflow_cells_carry_the_dagger(imported):
+    js = imported["judges"]
+    flagged = {(j.system, j.user_id) for j in js if j.flagged}
+    assert flagged == {("memt", "user_002"), ("memt", "user_003")}
+    t2 = tables.table2(SYSTEMS, imported["episodes"], imported["prefs"], imported["mems"], js)
+    f2 = tables.table2_flags(t2, js)
+    assert list(f2.columns) == tables.TABLE2_COLUMNS
+    memt = row(f2, system="memt")
+    assert memt["B_dump_all_mean"] == tables.DAGGER and memt["B_dump_all_std"] == tables.DAGGER
+    assert memt["B_retrieve_mean"] == "" and row(f2, system="longctx_full")["B_dump_all_mean"] == ""
+    f4 = tables.row_flags(
+        tables.table4(SYSTEMS, MODES, imported["pairs"], imported["atts"]), ["system", "mode"], js
+    )
+    assert row(f4, system="memt", mode="dump_all")["recovery_rate"] == tables.DAGGER
+    assert row(f4, system="memt", mode="retrieve")["recovery_rate"] == ""
+    f13 = tables.row_flags(
+        tables.table13(SYSTEMS, imported["pairs"], imported["atts"]), ["system", "category"], js
+    )
+    assert row(f13, system="memt", category="skill")["recovered"] == tables.DAGGER
+    assert row(f13, system="longctx_full", category="skill")["recovered"] == ""
+
+
+def test_chunked_overflow_is_not_flagged():
+    j = Judge(
+        user_id="u",
+        system="s",
+        mode="dump_all",
+        overflow=True,
+        overflow_strategy="chunked",
+        per_category={},
+        overall=0.5,
+        details=[],
+    )
+    assert not j.flagged
+    assert j.model_copy(update={"overflow_strategy": "flag"}).flagged
+
+
+def test_ci_paired_and_table5():
+    js = [
+        Judge(user_id=f"u{i}", system=s, mode="dump_all", per_category={}, overall=v, details=[])
+        for s, vals in (("a", [0.2, 0.4, 0.6]), ("b", [0.1, 0.1, 0.1]))
+        for i, v in enumerate(vals)
+    ]
+    ci = tables.table2_ci(["a", "b"], MODES, [("a", "dump_all"), ("b", "dump_all")], js, seed=1)
+    a = row(ci, system="a", mode="dump_all")
+    assert close(a["B_mean"], 0.4) and 0.2 <= a["ci_low"] <= 0.4 <= a["ci_high"] <= 0.6
+    assert pd.isna(row(ci, system="a", mode="retrieve")["B_mean"])
+    p = tables.paired(["a", "b"], MODES, js, seed=1)
+    assert len(p) == 1 and close(p.iloc[0]["mean_diff"], 0.3)  # .1, .3, .5 -> .3
+    ledger = [
+        {
+            "job": "rollout/longctx_full_user_001",
+            "role": "assistant",
+            "prompt_tokens": "10",
+            "completion_tokens": "5",
+            "cached": "false",
+        },
+        {
+            "job": "rollout/longctx_full_user_001",
+            "role": "assistant",
+            "prompt_tokens": "10",
+            "completion_tokens": "5",
+            "cached": "true",
+            "status": "ok",
+            "finish_reason": "length",
+        },
+        {
+            "job": "stage0/user_001",
+            "role": "oracle",
+            "prompt_tokens": "7",
+            "completion_tokens": "1",
+            "cached": "false",
+        },
+    ]
+    t5 = tables.table5(ledger, ["nomem", "longctx_full"])
+    lc = row(t5, system="longctx_full", role="assistant")
+    assert (lc["calls"], lc["paid_calls"], lc["total_tokens"]) == (2, 1, 15)
+    assert lc["length_cut"] == 1  # a free-text reply cut at max_tokens is counted
+    assert row(t5, system="(shared)", role="oracle")["prompt_tokens"] == 7

@@ -1,0 +1,231 @@
+"""The config slices (memprobe/workflow/config_slices.py): every key placed, runtime keys in no
+slice, role identities without secrets, and usage ledgers that keep what a failed attempt paid."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import re
+import sys
+from itertools import product
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from memprobe.config import Config, load_config
+from memprobe.protocol.records import RecordError
+from memprobe.serving import local_server
+from memprobe.workflow import config_slices as cs
+from memprobe.workflow import glue, shell_job
+from tests.conftest import ROOT, tiny_config
+
+SYSTEMS = ["nomem", "longctx_full", "amem", "mem0", "memt"]
+
+
+def leaves(model: type[BaseModel], prefix: str = ""):
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            yield from leaves(ann, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}"
+
+
+def sliced_keys() -> set[str]:
+    keys = {cs.LLM_RULE_SEED, cs.SYSTEM_SECTION}
+    for s in cs.SLICES.values():
+        keys |= set(s.keys) | {k for ks in s.per_mode.values() for k in ks}
+    return keys | {k for ks in cs.SYSTEM_KEYS.values() for k in ks}
+
+
+def test_every_config_key_is_in_a_slice_or_runtime_or_shape():
+    places = {
+        "slice": sliced_keys(),
+        "runtime": set(cs.RUNTIME_ONLY),
+        "shape": set(cs.SHAPE),
+        "role identity": set(cs.ROLE_IDENTITY),
+    }
+
+    def where(key: str) -> set[str]:
+        found = {
+            name
+            for name, prefixes in places.items()
+            if any(key == p or key.startswith(p + ".") for p in prefixes)
+        }
+        # A runtime key inside a sliced section (memt.port) is left out of the section's slice.
+        return found - {"slice"} if "runtime" in found else found
+
+    unplaced = [k for k in leaves(Config) if not where(k)]
+    assert not unplaced, f"add these keys to memprobe/workflow/config_slices.py: {unplaced}"
+    twice = {k: where(k) for k in leaves(Config) if len(where(k)) > 1}
+    assert not twice
+
+
+def test_every_rule_has_a_slice_and_every_slice_a_rule():
+    text = "".join(p.read_text() for p in (ROOT / "rules").glob("*.smk"))
+    assert set(re.findall(r"^\s*rule (\w+):", text, re.M)) - {"all"} == set(cs.SLICES)
+    for rule in re.findall(r'settings\("(\w+)"\)', text):
+        assert rule in cs.SLICES
+
+
+def full_config(**llm) -> dict:
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=SYSTEMS)
+    raw["memt"] = {"endpoint": "http://127.0.0.1:9/v1"}
+    raw["llm"] |= llm
+    return raw
+
+
+def evaluated(raw: dict) -> dict:
+    """Every rule's params as its jobs see them, for each system and mode."""
+    slicer = cs.Slicer(load_config(raw))
+    out = {}
+    for rule, system, mode in product(cs.SLICES, SYSTEMS, ("dump_all", "retrieve")):
+        wc = SimpleNamespace(system=system, mode=mode)
+        params = slicer.params(rule)
+        out[rule, system, mode] = {k: v(wc) if callable(v) else v for k, v in params.items()}
+    return out
+
+
+# A changed value for each runtime-only key.
+RUNTIME_VALUES = {
+    "llm.timeout_s": 33.0,
+    "llm.max_attempts": 9,
+    "llm.max_reasks": 4,
+    "llm.resample_invalid": 5,
+    "llm.backoff_s": 0.3,
+    "llm.concurrency": 2,
+    "llm.cache_dir": "elsewhere",
+    "llm.api_key_env": "OTHER_KEY",
+    "llm.local.threads": 3,
+    "llm.local.context_tokens": 8192,
+    "llm.local.parallel": 3,
+    "llm.local.startup_timeout_s": 5.0,
+    "memt.api_key_env": "OTHER_KEY",
+    "memt.vllm_bin": "/opt/vllm",
+    "memt.port": 1234,
+    "memt.startup_timeout_s": 9.0,
+    "memt.gpu_model": "a100",
+    "memt.cpus_per_gpu": 2,
+}
+
+
+def test_runtime_only_keys_are_in_no_slice():
+    assert set(RUNTIME_VALUES) == set(cs.RUNTIME_ONLY)
+    before = evaluated(full_config())
+    for key, value in RUNTIME_VALUES.items():
+        raw = full_config()
+        *path, last = key.split(".")
+        node = raw
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+        assert evaluated(raw) == before, key
+    # A setting that is read does change a slice (the comparison is not vacuous).
+    raw = full_config()
+    raw["memt"]["search_topk"] = 9
+    changed = {k[0] for k, v in evaluated(raw).items() if v != before[k]}
+    assert changed == {"rollout", "probe"}
+
+
+def test_a_role_identity_holds_no_secret(monkeypatch):
+    monkeypatch.setenv("MEMPROBE_TEST_KEY", "sk-SENTINEL-0123456789")
+    raw = full_config(base_url="https://user:hunter2@api.example:8443/v1?api-key=sk-query")
+    text = repr(evaluated(raw))
+    for secret in ("sk-SENTINEL", "hunter2", "sk-query", "user:", "MEMPROBE_TEST_KEY"):
+        assert secret not in text
+    assert "https://api.example:8443/v1" in text
+
+
+def test_local_model_identity_is_the_cache_identity_without_reading_the_model(
+    monkeypatch, tmp_path
+):
+    def no_hashing(*_):
+        raise AssertionError("the DAG load must not hash the model")
+
+    monkeypatch.setattr(local_server, "sha256_of", no_hashing)
+    cfg = load_config(full_config(backend="local", base_url=None))
+    pack = local_server.PACKS[cfg.llm.local.package].sha256
+    assert cs.role_identity(cfg, "judge")["endpoint"] == f"local-gguf:{pack}"
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(64))
+    cfg = load_config(full_config(backend="local", base_url=None, local={"model_path": str(gguf)}))
+    assert cs.role_identity(cfg, "judge")["endpoint"].startswith("local-gguf:")
+    sha = "ab" * 32
+    cfg.llm.local.sha256 = sha
+    assert cs.role_identity(cfg, "judge")["endpoint"] == f"local-gguf:{sha}"
+
+
+def run_job(monkeypatch, main) -> int:
+    """glue.run as a shell job of rule judge with a usage log; returns the exit status.
+    Like Snakemake, it deletes the job's logs (the ledger is one) before the attempt."""
+    Path("results/usage/judge/user_001.csv").unlink(missing_ok=True)
+    spec = json.dumps({"input": {"all": [], "names": {}}, "output": {"all": [], "names": {}},
+                       "wildcards": {"user": "user_001"}, "params": {}})  # fmt: skip
+    argv = ["judge.py", "judge", "logs/judge.log", "results/usage/judge/user_001.csv", spec]
+    monkeypatch.setattr(sys, "argv", argv)
+    try:
+        glue.run(main)
+    except SystemExit as exit:
+        return int(exit.code or 0)
+    return 0
+
+
+def test_a_failed_attempts_calls_stay_on_the_ledger_of_the_attempt_that_succeeds(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)
+    shell_job.export_config({"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}})
+    ledger = Path("results/usage/judge/user_001.csv")
+
+    def ask(job: glue.Job) -> None:
+        job.llm("judge").text([{"role": "user", "content": "hello"}])
+
+    def fails(job: glue.Job) -> None:
+        ask(job)
+        raise RecordError("the reply did not fit")
+
+    assert run_job(monkeypatch, fails) == 1
+    assert not ledger.exists()  # no ledger for a job that did not finish
+    assert run_job(monkeypatch, ask) == 0
+    rows = list(csv.DictReader(ledger.open()))
+    assert [r["cached"] for r in rows] == ["false", "true"]  # paid once, then replayed
+    assert not list(ledger.parent.glob("*.partial"))
+
+
+def test_a_job_that_calls_an_llm_declares_its_ledger(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    smk = SimpleNamespace(
+        config={"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}},
+        input=[], output=[], wildcards={}, rule="tables", log=[],
+    )  # fmt: skip
+    job = glue.Job(smk)
+    with pytest.raises(glue.ConfigError, match="declares no `usage` log"):
+        job.llm("judge")
+
+
+def test_slices_are_built_from_the_validated_config():
+    raw = full_config()
+    cfg = load_config(copy.deepcopy(raw))
+    params = cs.Slicer(cfg).params("judge")
+    assert params["cfg_role_judge"] == {"role judge": cs.role_identity(cfg, "judge")}
+    assert params["cfg_compat_judge_unknown_labels"] == {"compat.judge_unknown_labels": False}
+    assert params["cfg_seed"] == {"seed": raw["seed"]}
+
+
+def test_the_paper_config_gives_the_default_runs_banks_another_slice():
+    """Must-show 3, without running the default config: a bank job of the default run and of
+    config/paper.yaml (layered over it, as Snakemake merges them) differ in their slice."""
+    from snakemake.utils import update_config
+
+    default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    paper = copy.deepcopy(default)
+    update_config(paper, yaml.safe_load((ROOT / "config" / "paper.yaml").read_text()))
+    before = cs.Slicer(load_config(default)).params("bank")
+    after = cs.Slicer(load_config(paper)).params("bank")
+    assert sum(after["cfg_dims_per_category"]["dims_per_category"].values()) == 31
+    assert before["cfg_dims_per_category"] != after["cfg_dims_per_category"]
