@@ -11,7 +11,7 @@ import math
 import pandas as pd
 import pytest
 
-from memprobe.protocol.records import Judge
+from memprobe.protocol.records import Judge, JudgeEntry
 from memprobe.release import importer as release
 from memprobe.report import tables
 from tests.release_fixture import SYSTEMS, USERS, cfg_model
@@ -235,7 +235,9 @@ def test_ci_paired_and_table5():
     ]
     ci = tables.table2_ci(["a", "b"], MODES, [("a", "dump_all"), ("b", "dump_all")], js, seed=1)
     a = row(ci, system="a", mode="dump_all")
-    assert close(a["B_mean"], 0.4) and 0.2 <= a["ci_low"] <= 0.4 <= a["ci_high"] <= 0.6
+    # (a percentile bootstrap of means always lies within [min, max]: the CI's width is
+    # checked where it can fail, test_bootstrap_ci_is_the_2_5_and_97_5_percentiles...)
+    assert close(a["B_mean"], 0.4) and a["ci_low"] < 0.4 < a["ci_high"]
     assert pd.isna(row(ci, system="a", mode="retrieve")["B_mean"])
     p = tables.paired(["a", "b"], MODES, js, seed=1)
     assert len(p) == 1 and close(p.iloc[0]["mean_diff"], 0.3)  # .1, .3, .5 -> .3
@@ -269,3 +271,207 @@ def test_ci_paired_and_table5():
     assert (lc["calls"], lc["paid_calls"], lc["total_tokens"]) == (2, 1, 15)
     assert lc["length_cut"] == 1  # a free-text reply cut at max_tokens is counted
     assert row(t5, system="(shared)", role="oracle")["prompt_tokens"] == 7
+
+
+# -- beyond the paper: every table a hand value, and CIs that can fail ---------------------
+def judge_of(system, user, overall, mode="dump_all", flag=False, details=()):
+    return Judge(
+        user_id=user,
+        system=system,
+        mode=mode,
+        overflow=flag,
+        overflow_strategy="flag" if flag else None,
+        per_category={},
+        overall=overall,
+        details=list(details),
+    )
+
+
+def test_topk_sweep_hand_values():
+    by_k = {
+        1: [judge_of("memt", "u1", 0.2, "retrieve"), judge_of("memt", "u2", 0.4, "retrieve")],
+        5: [judge_of("memt", "u1", 0.5, "retrieve"), judge_of("amem", "u1", 0.9, "retrieve")],
+    }
+    df = tables.topk_sweep(["memt", "amem"], [1, 5, 10], by_k)
+    assert list(df.columns) == tables.TOPK_COLUMNS
+    assert list(zip(df.system, df.k, strict=True)) == [
+        ("memt", 1),
+        ("memt", 5),
+        ("memt", 10),
+        ("amem", 1),
+        ("amem", 5),
+        ("amem", 10),
+    ]
+    m1 = row(df, system="memt", k=1)
+    # .2, .4 -> .3 +- .141421 (sample std)
+    assert close(m1["B_mean"], 0.3) and close(m1["B_std"], 0.141421) and m1["n_users"] == 2
+    m5 = row(df, system="memt", k=5)
+    assert close(m5["B_mean"], 0.5) and pd.isna(m5["B_std"]) and m5["n_users"] == 1
+    m10 = row(df, system="memt", k=10)  # no run at k=10: empty, never 0
+    assert pd.isna(m10["B_mean"]) and pd.isna(m10["n_users"])
+    assert close(row(df, system="amem", k=5)["B_mean"], 0.9)
+    assert pd.isna(row(df, system="amem", k=1)["B_mean"])
+
+
+def test_gap_flags_mark_every_value_cell_of_a_flagged_system_only():
+    js = [
+        judge_of("memt", "u1", 0.5, flag=True),
+        judge_of("memt", "u1", 0.25, "retrieve"),
+        judge_of("amem", "u1", 0.5),
+        judge_of("amem", "u1", 0.25, "retrieve"),
+    ]
+    df = tables.gap(["memt", "amem"], js)
+    f = tables.gap_flags(df, js)
+    assert list(f.columns) == tables.GAP_COLUMNS
+    assert [row(f, system="memt")[c] for c in tables.GAP_COLUMNS[1:]] == [tables.DAGGER] * 4
+    assert [row(f, system="amem")[c] for c in tables.GAP_COLUMNS[1:]] == [""] * 4
+    assert close(row(df, system="memt")["mean"], 0.25)
+
+
+def test_degenerate_labels_hand_counts():
+    def d(dim, predicted):
+        return JudgeEntry(
+            category="skill_memory",
+            dimension=dim,
+            explanation="",
+            ground_truth="",
+            predicted=predicted,
+            slot_fill_reason="",
+            score=0.0,
+            judge_reason="",
+            scoring_mode="dump_all",
+        )
+
+    js = [
+        judge_of(
+            "memt",
+            "u1",
+            0.0,
+            details=[
+                d("writing_skill", ""),  # empty
+                d("writing_skill", "Skill memory"),  # category_name
+                d("writing_skill", "writing skill"),  # dimension_name
+                d("writing_skill", "How well do they write?"),  # axis_question
+                d("writing_skill", "unknown"),  # the protocol's answer: not degenerate
+                d("writing_skill", "terse, precise prose"),
+            ],
+        ),
+        judge_of("memt", "u2", 0.0, details=[d("writing_skill", "Writing_Skill")]),
+        judge_of("memt", "u1", 0.0, "retrieve", details=[]),
+    ]
+    axes = {"writing_skill": "how well do they write"}
+    df = tables.degenerate_labels([("memt", "dump_all"), ("memt", "retrieve")], js, axes)
+    assert list(df.columns) == tables.DEGENERATE_COLUMNS
+    r = row(df, system="memt", mode="dump_all")
+    assert [r[c] for c in ("n_labels", *tables.DEGENERATE_KINDS, "degenerate")] == [
+        7,
+        1,
+        1,
+        2,
+        1,
+        5,
+    ]
+    assert close(r["share"], 5 / 7)
+    empty = row(df, system="memt", mode="retrieve")
+    assert empty["n_labels"] == 0 and empty["degenerate"] == 0 and pd.isna(empty["share"])
+
+
+def test_note_cells_adds_the_note_to_filled_cells_only():
+    df = pd.DataFrame({"system": ["a", "b"], "B": [0.5, None]})
+    flags = pd.DataFrame({"system": ["a", "b"], "B": [tables.DAGGER, ""]})
+    out = tables.note_cells(flags, df, ["B"], "judge failed calibration")
+    assert list(out["B"]) == [f"{tables.DAGGER}; judge failed calibration", ""]
+    plain = pd.DataFrame({"system": ["a"], "B": [""]})
+    assert list(tables.note_cells(plain, df.iloc[:1], ["B"], "n")["B"]) == ["n"]
+    assert list(flags["B"]) == [tables.DAGGER, ""]  # the input is left alone
+
+
+def test_bootstrap_ci_is_the_2_5_and_97_5_percentiles_of_resampled_means():
+    # 50 zeros and 50 ones: the mean's standard error is .05, so the 95% percentile interval
+    # is about .5 -+ 1.96 * .05 = [.402, .598]; a 90% interval would be [.418, .582] and
+    # [min, max] = [0, 1]. The bound that "it lies within [min, max]" could never fail.
+    values = [0.0] * 50 + [1.0] * 50
+    low, high = tables.bootstrap_ci(values, seed=1)
+    assert 0.39 < low < 0.413 and 0.587 < high < 0.61
+    assert tables.bootstrap_ci(values, seed=1) == (low, high)  # seeded: reproducible
+    uneven = [(i * 7919 % 101) / 101 for i in range(40)]
+    assert tables.bootstrap_ci(uneven, seed=1) != tables.bootstrap_ci(uneven, seed=2)
+    assert tables.bootstrap_ci([0.7] * 5, seed=1) == (0.7, 0.7)
+    assert tables.bootstrap_ci([0.3], seed=1) == (None, None)  # no interval from one user
+    assert tables.bootstrap_ci(uneven, seed=1, n_boot=5) != tables.bootstrap_ci(uneven, seed=1)
+
+
+def test_table2_ci_and_paired_hand_values():
+    js = [judge_of("a", f"u{i}", v) for i, v in enumerate([0.0] * 50 + [1.0] * 50)]
+    js += [judge_of("b", f"u{i}", 0.25) for i in range(0, 100, 2)]  # half the users
+    js += [judge_of("b", "u0", 0.9, "retrieve")]
+    pairs = [("a", "dump_all"), ("b", "dump_all")]
+    ci = tables.table2_ci(["a", "b"], MODES, pairs, js, seed=1)
+    assert list(ci.columns) == tables.CI_COLUMNS
+    a = row(ci, system="a", mode="dump_all")
+    assert close(a["B_mean"], 0.5) and 0.39 < a["ci_low"] < 0.413 and 0.587 < a["ci_high"] < 0.61
+    assert (a["n_users"], a["n_boot"]) == (100, tables.N_BOOT)
+    b = row(ci, system="b", mode="dump_all")
+    assert close(b["ci_low"], 0.25) and close(b["ci_high"], 0.25) and b["n_users"] == 50
+    # (b, retrieve) has a judge but is not a pair: empty
+    assert pd.isna(row(ci, system="b", mode="retrieve")["B_mean"])
+    assert tables.table2_ci(["a"], MODES, pairs, js, seed=1, n_boot=7).iloc[0]["n_boot"] == 7
+
+    p = tables.paired(["a", "b"], MODES, js, seed=1)
+    assert list(p.columns) == tables.PAIRED_COLUMNS
+    r = row(p, mode="dump_all")
+    # shared users u0, u2, ..., u98: a is 0 on u0..u48 (25 users), 1 on u50..u98 (25 users);
+    # differences -.25 and .75, mean .25
+    assert (r["system_a"], r["system_b"], r["n_users"]) == ("a", "b", 50)
+    assert close(r["mean_diff"], 0.25) and r["ci_low"] < 0.25 < r["ci_high"]
+    assert -0.25 < r["ci_low"] and r["ci_high"] < 0.75 and r["n_boot"] == tables.N_BOOT
+    assert len(p) == 1  # retrieve: only b has u0, no pair
+
+
+@pytest.mark.parametrize(
+    ("job", "system"),
+    [
+        ("rollout/mem0_user_001", "mem0"),
+        ("rollout/mem0_graph_user_001", "mem0_graph"),  # the longest matching prefix
+        ("judge/mem0_graph_dump_all_user_001", "mem0_graph"),
+        ("rollout/mem0", "mem0"),
+        ("rollout/mem0x_user_001", "(shared)"),  # a prefix must end at "_"
+        ("stage0/user_001", "(shared)"),
+        ("no-slash", "(shared)"),
+        ("", "(shared)"),
+    ],
+)
+def test_ledger_system_prefix_matching(job, system):
+    assert tables.ledger_system(job, ["mem0", "mem0_graph", "memt"]) == system
+
+
+def test_table5_counts_invalid_rows_and_orders_by_system():
+    rows = [
+        # a failed attempt cut at max_tokens is not a "length_cut" reply
+        {"job": "rollout/memt_user_001", "role": "assistant", "cached": "false",
+         "prompt_tokens": "", "completion_tokens": "3", "status": "error",
+         "finish_reason": "length"},
+        {"job": "rollout/memt_user_001", "role": "assistant", "cached": "false",
+         "prompt_tokens": "4", "completion_tokens": "", "status": "ok", "finish_reason": "stop"},
+        {"job": "rollout/memt_user_001", "role": "assistant", "cached": "true",
+         "prompt_tokens": "100", "completion_tokens": "100", "status": "ok",
+         "finish_reason": "length"},
+        {"job": "rollout/memt_user_001", "role": "critic", "cached": "false",
+         "prompt_tokens": "1", "completion_tokens": "1"},
+        {"role": "oracle", "cached": "false", "prompt_tokens": "2", "completion_tokens": "2"},
+        {"job": "rollout/amem_user_001", "role": "assistant", "cached": "false",
+         "prompt_tokens": "5", "completion_tokens": "5"},
+    ]  # fmt: skip
+    t5 = tables.table5(rows, ["amem", "memt"])
+    assert list(t5.columns) == tables.TABLE5_COLUMNS
+    assert list(zip(t5.system, t5.role, strict=True)) == [
+        ("amem", "assistant"),
+        ("memt", "assistant"),
+        ("memt", "critic"),
+        ("(shared)", "oracle"),
+    ]
+    a = row(t5, system="memt", role="assistant")
+    # 3 calls, 2 paid: prompt 0 + 4, completion 3 + 0; the cached row's tokens cost nothing
+    assert [a[c] for c in tables.TABLE5_COLUMNS[2:]] == [3, 2, 4, 3, 7, 1]
+    assert row(t5, system="(shared)", role="oracle")["total_tokens"] == 4
+    assert tables.table5([], ["memt"]).empty
