@@ -135,6 +135,10 @@ class Workflow:
         counts: dict[str, int] = {}
         lines = (proc.stdout + proc.stderr).splitlines()
         if "Job stats:" not in lines:
+            # "nothing scheduled" only when Snakemake says so: output we cannot parse is a
+            # failure, never an empty schedule.
+            if not any(line.startswith("Nothing to be done") for line in lines):
+                raise AssertionError(f"no job stats in the dry run:\n{proc.stdout[-2000:]}")
             return counts
         for line in lines[lines.index("Job stats:") + 3 :]:
             parts = line.split()

@@ -120,6 +120,11 @@ def test_stage1_reads_the_real_transcript(mode):
         "relocation_event": "task_design_failure",  # Stage 0 says no: no Stage 1 call
         "verbosity_preference": "ok",  # score >= .75: no call at all
     }
+    memory = next(d for d in out.details if d.dimension == "critical_thinking_skill")
+    assert memory.ep_index == 1 and [s["stage"] for s in memory.stages] == [
+        "oracle",
+        "disclosure",
+    ]
     # Stage 1 for dim 1 and Stage 1 + 2 for dim 2: three requests, each with its transcript
     assert len(llm.requests) == 3
     stage1 = llm.prompt_text(0)
@@ -186,6 +191,8 @@ def test_stage2_b_is_simulator_too_strict_and_its_prompt_has_the_whole_case():
     assert "TASK-TEXT-2" in stage2 and "AGENT-SAID-2" in stage2 and "USER-REVEALED-2" in stage2
     assert "short prudence_self_view" in stage2 and "expl prudence_self_view" in stage2
     assert "dimension: prudence_self_view" in stage2
+    where = "user user_001, system longctx_full, dump_all, prudence_self_view"
+    assert llm.wheres == [where, where]  # what a failed call's error line names
     assert out.counts == {"ok": 2, "simulator_too_strict": 1, "task_design_failure": 1}
 
 
@@ -246,6 +253,8 @@ def test_stage0_no_records_the_oracle_stage_and_the_first_task_is_the_target():
     assert not any("LATER-TASK" in t for t in texts)
     reloc = next(t for t in texts if "relocation_event" in t)
     assert "TASK-TEXT-3" in reloc and "short relocation_event" in reloc
+    assert "dimension: relocation_event" in reloc
+    assert "user user_001, oracle relocation_event" in oracle_llm.wheres
     assert "expl relocation_event" in reloc
 
 

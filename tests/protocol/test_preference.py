@@ -98,11 +98,17 @@ def test_the_judge_sees_only_the_preferences_the_task_and_one_reply():
     llm = RecordingLLM(answer)
     preference.judge_preferences(episodes([["R-A", "R-B"]]), BANK, llm, PROMPT)
     first, second = llm.prompt_text(0), llm.prompt_text(1)
-    assert "1. [verbosity_preference] Wants bullet points — Long prose tires them" in first
-    assert "2. [tone_preference] Plain tone — Dislikes flattery" in first
+    assert (
+        "PREFERENCES\n1. [verbosity_preference] Wants bullet points — Long prose tires them\n"
+        "2. [tone_preference] Plain tone — Dislikes flattery\n"
+    ) in first
     assert "NOT-A-PREFERENCE" not in first
     assert "TASK-1" in first and "R-A" in first and "R-B" not in first
     assert "R-B" in second and "R-A" not in second
+    assert llm.wheres == [
+        "user user_001, system memt, episode 1, turn 1",
+        "user user_001, system memt, episode 1, turn 2",
+    ]
 
 
 def test_a_user_without_preferences_costs_no_call_and_has_no_d():
@@ -128,7 +134,18 @@ def test_a_reply_that_skips_or_repeats_a_preference_is_rejected():
 
     with pytest.raises(ValueError, match=r"exactly one entry per idx 1..2, got \[1, 1\]"):
         preference.judge_preferences(episodes([["R-A"]]), BANK, RecordingLLM(repeated), PROMPT)
+
+    def three(messages, schema):
+        return {"per_pref": [{"idx": i, "score": 3} for i in (1, 2, 3)]}
+
+    # the schema sent for two preferences already refuses a third entry
+    with pytest.raises(pydantic.ValidationError):
+        preference.judge_preferences(episodes([["R-A"]]), BANK, RecordingLLM(three), PROMPT)
     schema = preference.reply_schema(2)
+    # the schema is part of every request (and its cache key): its names stay put
+    js = schema.model_json_schema()
+    assert js["title"] == "PrefReply" and set(js["$defs"]) == {"PrefItem"}
+    assert issubclass(schema, preference.PrefReply)
     ok = {"per_pref": [{"idx": 1, "score": 3}, {"idx": 2, "score": "na"}]}
     assert [p.idx for p in schema.model_validate(ok).per_pref] == [1, 2]
     for bad in (

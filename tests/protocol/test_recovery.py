@@ -75,10 +75,11 @@ def test_overflow_flag_is_recorded_not_silently_scored():
     assert all(
         e.label == "unknown" and not e.called and "overflow" in e.reason for e in out.entries
     )
-    judge = recovery.judge_user(
-        out, BANK, RecordingLLM(lambda m, s: {"score": 1.0}), str(prompt_path("recovery_judge"))
-    )
+    judge_llm = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "would pay"})
+    judge = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
     assert judge.overflow and judge.flagged  # the tables' dagger
+    assert judge_llm.requests == []  # an unscored store costs the judge nothing either
+    assert [d.score for d in judge.details] == [0.0, 0.0] and judge.overall == 0.0
 
 
 def test_overflow_chunked_is_scored():
