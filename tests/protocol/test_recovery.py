@@ -314,3 +314,71 @@ def test_category_means_hand_values():
     assert per["episodic_memory"] is None and per["assistance_preference"] is None
     assert overall == pytest.approx(0.375)  # (0.75 + 0.0) / 2 present categories
     assert recovery.category_means([]) == (dict.fromkeys(per), 0.0)
+
+
+class SearchOnly:
+    """A memory system reduced to what retrieve mode's probe calls: its name and search."""
+
+    name = "memt"
+
+    def __init__(self) -> None:
+        self.searches: list[tuple[str, int]] = []
+
+    def search(self, query: str, k: int) -> list[dict]:
+        self.searches.append((query, k))
+        return [{"content": f"hit {i} for {query[:30]}"} for i in range(k)]
+
+
+def test_probe_asks_the_user_agnostic_query_per_dimension_with_k():
+    system = SearchOnly()
+    out = recovery.probe(system, BANK, GUIDES, 3, "user_007")
+    q_skill = taxonomy.retrieve_query("critical_thinking_skill", "skill_memory", GUIDES)
+    q_verb = taxonomy.retrieve_query("verbosity_preference", "assistance_preference", GUIDES)
+    assert q_skill.startswith("What best describes the user's critical thinking skill? ")
+    assert system.searches == [(q_skill, 3), (q_verb, 3)]
+    assert (out.user_id, out.system, out.k) == ("user_007", "memt", 3)
+    assert [(q.category, q.dimension, q.query) for q in out.queries] == [
+        ("skill_memory", "critical_thinking_skill", q_skill),
+        ("assistance_preference", "verbosity_preference", q_verb),
+    ]
+    assert out.queries[0].items == system.search(q_skill, 3)
+    for text in (q_skill, q_verb):  # the probe never names the user's value
+        assert "Checks sources twice" not in text and "SECRET" not in text
+
+
+def test_token_estimate_budget_and_the_overflow_boundary():
+    assert [recovery.count_tokens("x" * n) for n in (0, 1, 4, 5, 8, 9)] == [0, 1, 1, 2, 2, 3]
+    assert recovery.memory_budget(2000) == 2000 - 600 - 200
+    assert recovery.serialize([{"a": "é"}]) == '[\n  {\n    "a": "é"\n  }\n]'
+    # a store of exactly the budget fits; one token more overflows
+    budget = recovery.memory_budget(2000)
+    for extra, over in ((0, False), (1, True)):
+        pad = 4 * (budget + extra) - len(recovery.serialize([{"c": ""}]))
+        items = [{"c": "y" * pad}]
+        assert recovery.count_tokens(recovery.serialize(items)) == budget + extra
+        assert recovery.store_overflows(items, 2000) == (over, budget + extra)
+        out = slotfill(items, RecordingLLM(lambda m, s: {"label": "x", "reason": ""}))
+        assert slotfill(items, RecordingLLM(evidence_answer), context_tokens=2000).overflow is over
+        assert not out.overflow  # the default 128k context
+
+
+def test_every_call_names_user_system_mode_and_dimension():
+    llm = RecordingLLM(chunk_answer({"note 2 ": "first", "note 37 ": "second"}))
+    slotfill(store(40, 400), llm, context_tokens=2000, overflow="chunked")
+    base = "user user_001, system memt, dump_all, critical_thinking_skill"
+    n = len(recovery.chunk_items(store(40, 400), recovery.memory_budget(2000)))
+    assert llm.wheres[: n + 1] == [f"{base}, chunk {i}" for i in range(1, n + 1)] + [
+        f"{base}, reduce"
+    ]
+    out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "twice", "reason": ""}))
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": ""})
+    judged = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    assert judge_llm.wheres == [base, "user user_001, system memt, dump_all, verbosity_preference"]
+    assert (judged.user_id, judged.system, judged.mode) == ("user_001", "memt", "dump_all")
+    d = judged.details[0]
+    assert (d.predicted, d.ground_truth, d.explanation, d.scoring_mode) == (
+        "twice",
+        "Checks sources twice",
+        "SECRET-EXPLANATION",
+        "dump_all",
+    )
