@@ -110,6 +110,20 @@ def test_table3_hand_values(imported):
     r = row(df, system="memt", mode="dump_all")
     # skill 1, 0, 0 -> .333333 +- .57735
     assert close(r["skill_mean"], 0.333333) and close(r["skill_std"], 0.57735)
+    # retrieve rows. longctx skill per user (.5+.5)/2, (.5+0)/2, (1+.5)/2 = .5, .25, .75
+    # -> .5 +- .25; knowledge .75, .5, .75 -> .666667 +- .144338; episodic 0, 0, .25 ->
+    # .083333 +- .144338; self .5, .25, .75; preference 1, .75, .75 -> .833333 +- .144338
+    r = row(df, system="longctx_full", mode="retrieve")
+    assert close(r["skill_mean"], 0.5) and close(r["skill_std"], 0.25)
+    assert close(r["knowledge_mean"], 0.666667) and close(r["knowledge_std"], 0.144338)
+    assert close(r["episodic_mean"], 0.083333) and close(r["episodic_std"], 0.144338)
+    assert close(r["self_mean"], 0.5) and close(r["self_std"], 0.25)
+    assert close(r["preference_mean"], 0.833333) and close(r["preference_std"], 0.144338)
+    # memt retrieve: every category .5, .25, .75 per user -> .5 +- .25
+    r = row(df, system="memt", mode="retrieve")
+    assert all(
+        close(r[f"{c}_mean"], 0.5) and close(r[f"{c}_std"], 0.25) for c in tables.SHORT.values()
+    )
     empty = row(df, system="nomem", mode="retrieve")
     assert all(pd.isna(empty[c]) for c in tables.TABLE3_COLUMNS[2:])
 
