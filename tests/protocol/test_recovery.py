@@ -382,3 +382,75 @@ def test_every_call_names_user_system_mode_and_dimension():
         "SECRET-EXPLANATION",
         "dump_all",
     )
+
+
+def test_split_item_parts_are_the_items_own_json_and_as_large_as_fit():
+    item = {"content": "café " + "z" * 9000 + " end"}
+    budget = 600
+    parts = recovery.split_item(item, budget)
+    text = json.dumps(item, ensure_ascii=False)  # "é" stays one character, never \u00e9
+    assert "".join(p["text"] for p in parts) == text
+    assert all(p["text"] for p in parts) and len(parts) >= 3
+    for i, p in enumerate(parts):
+        assert recovery.count_tokens(recovery.serialize([p])) <= budget
+        if i < len(parts) - 1:  # shrinking by 3/4 at a time: a third longer would not fit
+            start = text.index(p["text"], sum(len(q["text"]) for q in parts[:i]))
+            longer = {**p, "text": text[start : start + len(p["text"]) * 4 // 3 + 1]}
+            assert recovery.count_tokens(recovery.serialize([longer])) > budget
+
+
+def test_split_item_at_exactly_the_budget_is_one_part_and_a_tiny_budget_still_ends():
+    for n in range(100, 200):
+        item = {"c": "x" * n}
+        one = recovery.count_tokens(recovery.serialize([recovery._part(0, json.dumps(item))]))
+        if (4 * one - 3) == len(recovery.serialize([recovery._part(0, json.dumps(item))])):
+            break  # the serialization is exactly `one` tokens long, no slack
+    assert recovery.split_item(item, one) == [recovery._part(0, json.dumps(item))]
+    assert len(recovery.split_item(item, one - 1)) == 2
+    # a budget below one character's part: one-character parts, and the loop ends
+    assert [p["text"] for p in recovery.split_item({"c": "ab"}, 1)] == list('{"c": "ab"}')
+
+
+def test_chunks_and_stores_of_exactly_the_budget_fit():
+    a, b = {"content": "alpha " * 20}, {"content": "beta " * 30}
+    both = recovery.count_tokens(recovery.serialize([a, b]))
+    assert recovery.chunk_items([a, b], both) == [[a, b]]
+    assert recovery.chunk_items([a, b], both - 1) == [[a], [b]]
+    alone = recovery.count_tokens(recovery.serialize([a]))
+    assert recovery.chunk_items([a], alone) == [[a]]  # not split
+    # the default context is 128,000 tokens
+    budget = recovery.memory_budget(128_000)
+    pad = 4 * (budget + 1) - len(recovery.serialize([{"c": ""}]))
+    out = slotfill([{"c": "y" * pad}], RecordingLLM(lambda m, s: {"label": "x", "reason": ""}))
+    assert out.overflow and out.memory_tokens == budget + 1
+
+
+def test_judge_prompt_has_the_dimension_and_the_label_and_reasons_are_recorded():
+    out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "LABEL-XYZ", "reason": ""}))
+    out.entries[1] = out.entries[1].model_copy(update={"label": "unknown"})
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "half"})
+    judged = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    text = judge_llm.prompt_text(0)
+    assert "LABEL-XYZ" in text and "critical_thinking_skill" in text
+    assert [d.judge_reason for d in judged.details] == [
+        "half",
+        "label is 'unknown': 0 by the rubric (no call)",
+    ]
+
+
+def test_degenerate_labels_are_unknown_only_with_the_option_and_the_axis_counts():
+    axis = "How carefully does the user weigh evidence?"
+    out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": axis, "reason": ""}))
+    axes = {"critical_thinking_skill": axis, "verbosity_preference": "How long?"}
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "r"})
+    prompt = str(prompt_path("recovery_judge"))
+    judged = recovery.judge_user(out, BANK, judge_llm, prompt, degenerate_axes=axes)
+    # the skill label is its own axis question: unknown, no call; the preference label is not
+    assert [d.score for d in judged.details] == [0.0, 0.5] and len(judge_llm.requests) == 1
+    assert (
+        judged.details[0].judge_reason == "label is a axis_question: scored as 'unknown' (no call)"
+    )
+    plain = recovery.judge_user(
+        out, BANK, RecordingLLM(lambda m, s: {"score": 0.5, "reason": ""}), prompt
+    )
+    assert [d.score for d in plain.details] == [0.5, 0.5]
