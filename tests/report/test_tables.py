@@ -449,6 +449,7 @@ def test_table2_ci_and_paired_hand_values():
         ("rollout/mem0_graph_user_001", "mem0_graph"),  # the longest matching prefix
         ("judge/mem0_graph_dump_all_user_001", "mem0_graph"),
         ("rollout/mem0", "mem0"),
+        ("rollout/mem0_graph_user_001/part", "mem0_graph"),  # the tag is all after the rule
         ("rollout/mem0x_user_001", "(shared)"),  # a prefix must end at "_"
         ("stage0/user_001", "(shared)"),
         ("no-slash", "(shared)"),
@@ -473,6 +474,13 @@ def test_table5_counts_invalid_rows_and_orders_by_system():
         {"job": "rollout/memt_user_001", "role": "critic", "cached": "false",
          "prompt_tokens": "1", "completion_tokens": "1"},
         {"role": "oracle", "cached": "false", "prompt_tokens": "2", "completion_tokens": "2"},
+        {"cached": "true"},  # no job and no role: shared, role ""
+        {"job": "rollout/memt_user_001", "role": "critic", "cached": "false",
+         "prompt_tokens": "1", "completion_tokens": "1", "status": "ok",
+         "finish_reason": "length"},
+        {"job": "rollout/memt_user_001", "role": "critic", "cached": "false",
+         "prompt_tokens": "2", "completion_tokens": "0", "status": "ok",
+         "finish_reason": "length"},
         {"job": "rollout/amem_user_001", "role": "assistant", "cached": "false",
          "prompt_tokens": "5", "completion_tokens": "5"},
     ]  # fmt: skip
@@ -482,10 +490,55 @@ def test_table5_counts_invalid_rows_and_orders_by_system():
         ("amem", "assistant"),
         ("memt", "assistant"),
         ("memt", "critic"),
+        ("(shared)", ""),
         ("(shared)", "oracle"),
     ]
     a = row(t5, system="memt", role="assistant")
     # 3 calls, 2 paid: prompt 0 + 4, completion 3 + 0; the cached row's tokens cost nothing
     assert [a[c] for c in tables.TABLE5_COLUMNS[2:]] == [3, 2, 4, 3, 7, 1]
     assert row(t5, system="(shared)", role="oracle")["total_tokens"] == 4
+    # critic: 3 calls, all paid, prompt 1 + 1 + 2, two accepted replies cut at max_tokens
+    c = row(t5, system="memt", role="critic")
+    assert [c[col] for col in tables.TABLE5_COLUMNS[2:]] == [3, 3, 4, 2, 6, 2]
+    assert [row(t5, system="(shared)", role="")[col] for col in ("calls", "paid_calls")] == [1, 0]
     assert tables.table5([], ["memt"]).empty
+
+
+def test_empty_tables_keep_their_header():
+    # a table with no row still writes its header (a reader finds its columns)
+    empties = {
+        tuple(tables.TABLE3_COLUMNS): tables.table3([], MODES, [], []),
+        tuple(tables.TABLE13_COLUMNS): tables.table13([], [], []),
+        tuple(tables.TABLE14_COLUMNS): tables.table14([], []),
+        tuple(tables.GAP_COLUMNS): tables.gap([], []),
+        tuple(tables.TOPK_COLUMNS): tables.topk_sweep([], [], {}),
+        tuple(tables.TABLE5_COLUMNS): tables.table5([], []),
+        tuple(tables.DEGENERATE_COLUMNS): tables.degenerate_labels([], [], {}),
+    }
+    for columns, df in empties.items():
+        assert tuple(df.columns) == columns and df.empty
+
+
+def test_count_columns_are_nullable_ints(imported):
+    # counts stay integers ("2", never "2.0") and an empty count stays empty, never 0 or NaN
+    t13 = tables.table13(SYSTEMS, imported["pairs"], imported["atts"])
+    t14 = tables.table14(SYSTEMS, imported["mems"])
+    topk = tables.topk_sweep(["memt"], [5, 10], {5: [judge_of("memt", "u1", 0.5, "retrieve")]})
+    t5 = tables.table5([{"job": "rollout/memt_u", "role": "a", "cached": "false"}], ["memt"])
+    deg = tables.degenerate_labels([("memt", "dump_all")], [], {})
+    for df, cols in (
+        (t13, tables.COUNT_COLUMNS),
+        (t14, ["n_p50", "n_p90", "n_max"]),
+        (topk, ["k", "n_users"]),
+        (t5, tables.TABLE5_COLUMNS[2:]),
+        (deg, ["n_labels", *tables.DEGENERATE_KINDS, "degenerate"]),
+    ):
+        assert [str(df[c].dtype) for c in cols] == ["Int64"] * len(cols), cols
+    assert topk.to_csv(index=False).splitlines()[1:] == ["memt,5,0.5,,1", "memt,10,,,"]
+
+
+def test_table3_reads_only_listed_pairs_and_a_pair_without_judges_is_empty():
+    js = [judge_of("memt", "u1", 0.5, "retrieve")]
+    js[0].per_category["skill_memory"] = 0.5
+    df = tables.table3(["memt"], MODES, [("memt", "dump_all")], js)
+    assert all(pd.isna(v) for v in df.iloc[0, 2:]) and all(pd.isna(v) for v in df.iloc[1, 2:])
