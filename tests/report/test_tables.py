@@ -507,7 +507,11 @@ def test_table5_counts_invalid_rows_and_orders_by_system():
 def test_empty_tables_keep_their_header():
     # a table with no row still writes its header (a reader finds its columns)
     empties = {
+        tuple(tables.TABLE2_COLUMNS): tables.table2([], [], [], [], []),
         tuple(tables.TABLE3_COLUMNS): tables.table3([], MODES, [], []),
+        tuple(tables.TABLE4_COLUMNS): tables.table4([], MODES, [], []),
+        tuple(tables.CI_COLUMNS): tables.table2_ci([], MODES, [], [], seed=1),
+        tuple(tables.PAIRED_COLUMNS): tables.paired([], MODES, [], seed=1),
         tuple(tables.TABLE13_COLUMNS): tables.table13([], [], []),
         tuple(tables.TABLE14_COLUMNS): tables.table14([], []),
         tuple(tables.GAP_COLUMNS): tables.gap([], []),
@@ -526,7 +530,14 @@ def test_count_columns_are_nullable_ints(imported):
     topk = tables.topk_sweep(["memt"], [5, 10], {5: [judge_of("memt", "u1", 0.5, "retrieve")]})
     t5 = tables.table5([{"job": "rollout/memt_u", "role": "a", "cached": "false"}], ["memt"])
     deg = tables.degenerate_labels([("memt", "dump_all")], [], {})
+    t4 = tables.table4(SYSTEMS, MODES, imported["pairs"], imported["atts"])
+    js = [judge_of(x, f"u{i}", 0.1 * i) for x in ("a", "b") for i in range(3)]
+    ci = tables.table2_ci(["a"], MODES, [("a", "dump_all")], js, seed=1)
+    pa = tables.paired(["a", "b"], MODES, js, seed=1)
     for df, cols in (
+        (t4, tables.COUNT_COLUMNS),
+        (ci, ["n_users", "n_boot"]),
+        (pa, ["n_users", "n_boot"]),
         (t13, tables.COUNT_COLUMNS),
         (t14, ["n_p50", "n_p90", "n_max"]),
         (topk, ["k", "n_users"]),
@@ -542,3 +553,47 @@ def test_table3_reads_only_listed_pairs_and_a_pair_without_judges_is_empty():
     js[0].per_category["skill_memory"] = 0.5
     df = tables.table3(["memt"], MODES, [("memt", "dump_all")], js)
     assert all(pd.isna(v) for v in df.iloc[0, 2:]) and all(pd.isna(v) for v in df.iloc[1, 2:])
+
+
+def test_small_helpers_hand_values():
+    from memprobe.protocol.records import Memories
+
+    assert tables.footprint(Memories(user_id="u", system="s", num_memories=0, memories=[])) == (
+        0,
+        0.0,
+    )
+    mem = Memories(
+        user_id="u",
+        system="s",
+        num_memories=3,
+        memories=[{"content": "abcd"}, {"content": "12"}, {"content": ""}],
+    )
+    assert tables.footprint(mem) == (3, 2.0)  # (4 + 2 + 0) / 3
+    assert tables._cell(1 / 3) == 0.333333 and tables._cell(None) is None
+    assert tables.recovery_rate(0, 0) is None
+    assert (tables.recovery_rate(1, 0), tables.recovery_rate(0, 1)) == (100.0, 0.0)
+    assert tables.recovery_rate(1, 3) == 25.0
+
+
+def test_bootstrap_ci_uses_the_seed_and_n_boot_it_is_given():
+    uneven = [(i * 7919 % 101) / 101 for i in range(40)]
+    assert tables.bootstrap_ci(uneven, seed=3) == tables.bootstrap_ci(uneven, seed=3)
+    # 50/50 data: means on a 0.01 grid, the 2.5/97.5 percentiles at .5 -+ 1.96 * .05
+    assert tables.bootstrap_ci([0.0] * 50 + [1.0] * 50, seed=1) == pytest.approx((0.4, 0.6))
+    two = tables.bootstrap_ci([0.0, 1.0], seed=1)  # two users already give an interval
+    assert two[0] is not None and 0.0 <= two[0] < two[1] <= 1.0
+    js = [judge_of("a", f"u{i}", v) for i, v in enumerate(uneven)]
+    js += [judge_of("c", f"u{i}", 0.5) for i in range(len(uneven))]
+    ci = tables.table2_ci(["a"], MODES, [("a", "dump_all")], js, seed=3, n_boot=50)
+    assert (ci.iloc[0]["ci_low"], ci.iloc[0]["ci_high"]) == tuple(
+        round(x, 6) for x in tables.bootstrap_ci(uneven, seed=3, n_boot=50)
+    )
+    # paired: a and b share no user, a and c share all: the (a, c) row is still there
+    js += [judge_of("b", "other", 0.1)]
+    p = tables.paired(["a", "b", "c"], ["dump_all"], js, seed=3, n_boot=50)
+    assert [(r.system_a, r.system_b) for r in p.itertuples()] == [("a", "c")]
+    users = sorted(f"u{i}" for i in range(len(uneven)))  # paired reads users in id order
+    diffs = [uneven[int(u[1:])] - 0.5 for u in users]
+    assert (p.iloc[0]["ci_low"], p.iloc[0]["ci_high"]) == tuple(
+        round(x, 6) for x in tables.bootstrap_ci(diffs, seed=3, n_boot=50)
+    )
