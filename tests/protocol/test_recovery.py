@@ -35,11 +35,11 @@ def store(n: int, chars: int) -> list[dict]:
     return [{"content": f"note {i} " + "y" * chars} for i in range(n)]
 
 
-def slotfill(memories, llm, **kw):
+def slotfill(memories, llm, mode="dump_all", **kw):
     return recovery.slotfill_user(
         user_id="user_001",
         system="memt",
-        mode="dump_all",
+        mode=mode,
         bank=BANK,
         guides=GUIDES,
         llm=llm,
@@ -227,24 +227,20 @@ def retrieved(items_by_dim: dict[str, list[dict]]) -> Retrieved:
     )
 
 
+def slotfill_retrieve(llm, items_by_dim: dict[str, list[dict]], **kw):
+    return slotfill(None, llm, "retrieve", retrieved=retrieved(items_by_dim), **kw)
+
+
 def test_retrieve_mode_shows_each_dimension_only_its_own_items():
     llm = RecordingLLM(
         lambda m, s: {"label": "sees " + memory_block(m[-1]["content"]).strip()[-12:], "reason": ""}
     )
-    out = recovery.slotfill_user(
-        user_id="user_001",
-        system="memt",
-        mode="retrieve",
-        bank=BANK,
-        guides=GUIDES,
-        llm=llm,
-        prompt=str(prompt_path("slotfill")),
-        retrieved=retrieved(
-            {
-                "critical_thinking_skill": [{"content": "ONLY-FOR-CRITICAL"}],
-                "verbosity_preference": [{"content": "ONLY-FOR-VERBOSITY"}],
-            }
-        ),
+    out = slotfill_retrieve(
+        llm,
+        {
+            "critical_thinking_skill": [{"content": "ONLY-FOR-CRITICAL"}],
+            "verbosity_preference": [{"content": "ONLY-FOR-VERBOSITY"}],
+        },
         context_tokens=2000,
     )
     assert len(llm.requests) == 2
@@ -257,16 +253,7 @@ def test_retrieve_mode_shows_each_dimension_only_its_own_items():
 
 def test_retrieve_mode_empty_retrieval_is_unknown_without_a_call():
     llm = RecordingLLM(lambda m, s: {"label": "something", "reason": ""})
-    out = recovery.slotfill_user(
-        user_id="user_001",
-        system="memt",
-        mode="retrieve",
-        bank=BANK,
-        guides=GUIDES,
-        llm=llm,
-        prompt=str(prompt_path("slotfill")),
-        retrieved=retrieved({"verbosity_preference": [{"content": "likes lists"}]}),
-    )
+    out = slotfill_retrieve(llm, {"verbosity_preference": [{"content": "likes lists"}]})
     assert len(llm.requests) == 1 and "likes lists" in llm.prompt_text(0)
     skill, verbosity = out.entries
     assert (skill.label, skill.called, skill.reason) == ("unknown", False, "empty memory")

@@ -7,9 +7,10 @@ import pytest
 from matplotlib.container import BarContainer
 
 from memprobe import CATEGORIES
-from memprobe.protocol.records import Attribution, AttributionEntry, Judge
+from memprobe.protocol.records import Attribution, AttributionEntry
 from memprobe.report import figures
 from memprobe.report.tables import COUNT_COLUMNS, DAGGER
+from tests.report.test_tables import judge_of
 
 
 @pytest.fixture
@@ -22,16 +23,8 @@ def drawn(monkeypatch):
 
 
 def judge(system, mode, user, overall, skill=None, flag=False):
-    return Judge(
-        user_id=user,
-        system=system,
-        mode=mode,
-        overflow=flag,
-        overflow_strategy="flag" if flag else None,
-        per_category={"skill_memory": skill} if skill is not None else {},
-        overall=overall,
-        details=[],
-    )
+    skills = {"skill_memory": skill} if skill is not None else {}
+    return judge_of(system, user, overall, mode, flag=flag, per_category=skills)
 
 
 JUDGES = [

@@ -288,14 +288,14 @@ def test_ci_paired_and_table5():
 
 
 # -- beyond the paper: every table a hand value, and CIs that can fail ---------------------
-def judge_of(system, user, overall, mode="dump_all", flag=False, details=()):
+def judge_of(system, user, overall, mode="dump_all", flag=False, details=(), per_category=None):
     return Judge(
         user_id=user,
         system=system,
         mode=mode,
         overflow=flag,
         overflow_strategy="flag" if flag else None,
-        per_category={},
+        per_category=dict(per_category or {}),
         overall=overall,
         details=list(details),
     )
