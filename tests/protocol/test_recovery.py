@@ -441,3 +441,43 @@ def test_degenerate_labels_are_unknown_only_with_the_option_and_the_axis_counts(
         out, BANK, RecordingLLM(lambda m, s: {"score": 0.5, "reason": ""}), prompt
     )
     assert [d.score for d in plain.details] == [0.5, 0.5]
+
+
+def test_every_slotfill_prompt_names_its_slot_and_the_where(caplog):
+    dims = {e.dimension: e.category for e in BANK.entries}
+
+    def check_prompts(llm):
+        for msgs, where in zip(llm.requests, llm.wheres, strict=True):
+            dim = next(d for d in dims if f", {d}" in where)
+            text = msgs[-1]["content"]
+            assert f"dimension: {dim}" in text and f"category: {dims[dim]}" in text
+            assert GUIDES[dims[dim]] in text
+
+    plain = RecordingLLM(lambda m, s: {"label": "x", "reason": ""})
+    out = slotfill(store(2, 10), plain)
+    check_prompts(plain)
+    assert plain.wheres == [
+        "user user_001, system memt, dump_all, critical_thinking_skill",
+        "user user_001, system memt, dump_all, verbosity_preference",
+    ]
+    assert out.overflow_strategy is None and not out.overflow
+    chunked = RecordingLLM(chunk_answer({"note 2 ": "first", "note 37 ": "second"}))
+    with caplog.at_level("WARNING", logger="memprobe"):
+        out = slotfill(store(40, 400), chunked, context_tokens=2000, overflow="chunked")
+    check_prompts(chunked)
+    assert caplog.messages == [
+        f"slotfill memt user_001: store ~{out.memory_tokens} tokens exceeds the 2000-token "
+        "context (chunked)"
+    ]
+
+
+def test_a_reduce_that_says_unknown_is_unknown():
+    def answer(messages, schema):
+        block = memory_block(messages[-1]["content"])
+        if '"label"' in block:
+            return {"label": " Unknown. ", "reason": "conflicting"}
+        return chunk_answer({"note 2 ": "first", "note 37 ": "second"})(messages, schema)
+
+    out = slotfill(store(40, 400), RecordingLLM(answer), context_tokens=2000, overflow="chunked")
+    assert [e.label for e in out.entries] == ["unknown", "unknown"]
+    assert not recovery.is_unknown("X") and recovery.is_unknown("unknown...")
