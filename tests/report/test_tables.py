@@ -427,6 +427,9 @@ def test_table2_ci_and_paired_hand_values():
     assert (a["n_users"], a["n_boot"]) == (100, tables.N_BOOT)
     b = row(ci, system="b", mode="dump_all")
     assert close(b["ci_low"], 0.25) and close(b["ci_high"], 0.25) and b["n_users"] == 50
+    # a listed pair without judges is an empty row
+    none = tables.table2_ci(["c"], MODES, [("c", "dump_all")], js, seed=1)
+    assert pd.isna(none.iloc[0]["B_mean"]) and pd.isna(none.iloc[0]["n_users"])
     # (b, retrieve) has a judge but is not a pair: empty
     assert pd.isna(row(ci, system="b", mode="retrieve")["B_mean"])
     assert tables.table2_ci(["a"], MODES, pairs, js, seed=1, n_boot=7).iloc[0]["n_boot"] == 7
@@ -450,6 +453,7 @@ def test_table2_ci_and_paired_hand_values():
         ("judge/mem0_graph_dump_all_user_001", "mem0_graph"),
         ("rollout/mem0", "mem0"),
         ("rollout/mem0_graph_user_001/part", "mem0_graph"),  # the tag is all after the rule
+        ("rollout/mem0/part", "(shared)"),
         ("rollout/mem0x_user_001", "(shared)"),  # a prefix must end at "_"
         ("stage0/user_001", "(shared)"),
         ("no-slash", "(shared)"),
