@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import GenericAlias
 from typing import Any, Literal
 
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
+from memprobe.agents.registry import CostPriors, Settings, declare
 from pydantic import BaseModel, Field, create_model
 
+from memprobe.config import WriterSettings
 from memprobe.protocol.prompts import prompt_path, render
 from memprobe.protocol.records import write_atomic
 
@@ -57,13 +60,16 @@ class Evolution(BaseModel):
 
 def evolution_schema(n: int) -> type[Evolution]:
     """Neighbour numbers constrained to 1..n, so a reply cannot name a note it was not shown."""
-    number = Literal[tuple(range(1, n + 1))]
+    # Types built at run time: list[number] and list[update], as pydantic reads them.
+    number: Any = Literal[tuple(range(1, n + 1))]
     update = create_model("NeighbourUpdate", __base__=NeighbourUpdate, neighbour=(number, ...))
+    links: Any = GenericAlias(list, number)
+    updates: Any = GenericAlias(list, update)
     return create_model(
         "Evolution",
         __base__=Evolution,
-        links=(list[number], Field(default_factory=list, max_length=n)),
-        neighbour_updates=(list[update], Field(default_factory=list, max_length=n)),
+        links=(links, Field(default_factory=list, max_length=n)),
+        neighbour_updates=(updates, Field(default_factory=list, max_length=n)),
     )
 
 
@@ -83,11 +89,29 @@ def _bullets(values: list[str]) -> str:
     return ", ".join(values) if values else "(none)"
 
 
-class AMem(MemorySystem):
-    name = "amem"
-    searchable = True
-    llm_writer = True
+class AMemSettings(Settings):
+    """``system_settings.amem``: its write path's model (the release wrote at 1.0)."""
 
+    writer: WriterSettings = Field(default_factory=WriterSettings)
+
+
+@declare(
+    "amem",
+    searchable=True,
+    llm_writer=True,
+    embeds=True,
+    prompts=("amem_analyze", "amem_evolve"),
+    settings=AMemSettings,
+    priors=CostPriors(
+        table5_m=(126.82, 9.04),
+        turns_per_user=77.6,
+        writer_calls_per_write=2.0,  # analyze + evolve
+        first_write_saves=1.0,
+        one_item_per_write=True,
+        attribution={"dump_all": 610, "retrieve": 886},
+    ),
+)
+class AMem(MemorySystem):
     def reset(self, user_id: str) -> None:
         super().reset(user_id)
         self.notes: list[dict[str, Any]] = []
@@ -140,6 +164,7 @@ class AMem(MemorySystem):
     def _evolve(
         self, note: dict[str, Any], neighbours: list[dict[str, Any]], step: int, where: str
     ) -> None:
+        assert self.writer is not None, "add_note checked it"
         listing = "\n".join(
             f"{i}. content: {n['content']}\n   context: {n['context']}\n"
             f"   keywords: {_bullets(n['keywords'])}\n   tags: {_bullets(n['tags'])}"

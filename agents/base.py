@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from memprobe.agents.registry import SystemSpec
 
 from memprobe.config import Config
 from memprobe.llm.client import LLM
-from memprobe.protocol.prompts import prompt_path, render
+from memprobe.protocol.prompts import dialogue, prompt_path, render
 
 HistoryTurn = dict[str, str]  # {"agent": reply, "user": user message}
 
@@ -22,8 +24,7 @@ def agent_input(task: str, history: list[HistoryTurn]) -> str:
     """What the assistant is asked at one turn: the task, then the transcript so far."""
     if not history:
         return task
-    lines = "\n".join(f"Agent: {h['agent']}\nUser: {h['user']}" for h in history)
-    return f"{task}\n\n[Conversation so far]\n{lines}"
+    return f"{task}\n\n[Conversation so far]\n{dialogue((h['agent'], h['user']) for h in history)}"
 
 
 def latest_user_message(task: str, history: list[HistoryTurn]) -> str:
@@ -33,11 +34,8 @@ def latest_user_message(task: str, history: list[HistoryTurn]) -> str:
 class MemorySystem(ABC):
     """One user's assistant with its memory. One instance per user; ``reset`` empties it."""
 
-    name: str = ""
-    searchable: bool = True
-    gpu: bool = False
-    llm_writer: bool = False
-    embeds: bool = False  # uses memprobe.serving.embeddings: the run's embedding server serves it
+    # The system's declaration (agents/registry.py ``declare``): name, search, resources, ...
+    spec: ClassVar[SystemSpec]
     remembers: bool = True  # a memory system: its scaffold asks to tailor help to the person
 
     def __init__(
@@ -70,6 +68,10 @@ class MemorySystem(ABC):
             return
         for key, value in own.model_dump(exclude_none=True).items():
             setattr(self.writer, key, value)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
     # -- lifecycle ------------------------------------------------------------------------
     def reset(self, user_id: str) -> None:

@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem
+from memprobe.agents.registry import CostPriors, declare
 
 from memprobe.protocol.records import write_atomic
 from memprobe.serving import embeddings
@@ -19,9 +21,19 @@ from memprobe.serving import embeddings
 STORE_FILE = "notes.json"
 
 
+@declare(
+    "longctx_full",
+    searchable=True,
+    embeds=True,
+    reads=("compat.longctx_drop_final_reply",),
+    priors=CostPriors(
+        table5_m=(238.12, 4.82),
+        turns_per_user=77.7,
+        attribution={"dump_all": 569, "retrieve": 958},
+    ),
+)
 class LongContext(MemorySystem):
-    name = "longctx_full"
-    searchable = True
+    _matrix: np.ndarray | None = None  # the notes' embeddings, computed at the first search
 
     def reset(self, user_id: str) -> None:
         super().reset(user_id)
@@ -71,7 +83,7 @@ class LongContext(MemorySystem):
     def search(self, query: str, k: int) -> list[dict[str, Any]]:
         if not self.notes:
             return []
-        if getattr(self, "_matrix", None) is None or len(self._matrix) != len(self.notes):
+        if self._matrix is None or len(self._matrix) != len(self.notes):
             self._matrix = embeddings.encode([n["content"] for n in self.notes])
         qvec = embeddings.encode([query])[0]
         return [{**self.notes[i], "score": s} for i, s in embeddings.top_k(qvec, self._matrix, k)]

@@ -1,6 +1,6 @@
 """mem0: the real ``mem0ai`` library (pinned), with a fully local configuration by default.
 
-Settings live in ``system_settings.mem0`` (memprobe/config.py ``Mem0Settings``).
+Settings live in ``system_settings.mem0`` (``Mem0Settings`` below).
 
 - LLM: mem0's extraction calls are routed through our ``writer`` client (same endpoint config,
   response cache, usage ledger and re-asks as every other role), with this system's writer
@@ -35,8 +35,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
+from memprobe.agents.registry import CostPriors, Settings, declare
 from pydantic import BaseModel, Field
 
+from memprobe.config import WriterSettings
 from memprobe.llm.client import LLM
 
 RECALL_K = 5
@@ -119,11 +121,35 @@ def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-class Mem0(MemorySystem):
-    name = "mem0"
-    searchable = True
-    llm_writer = True
+class Mem0Settings(Settings):
+    """``system_settings.mem0``: its extraction model, embedder and search.
 
+    ``embedder: minilm`` is the offline default; ``openai`` is the release's
+    text-embedding-3-small through the writer's endpoint and key. ``hybrid_search`` adds mem0's
+    BM25 and entity boost; it is off by default because their models download at run time.
+    """
+
+    writer: WriterSettings = Field(default_factory=WriterSettings)
+    embedder: Literal["minilm", "openai"] = "minilm"
+    embedder_model: str = "text-embedding-3-small"
+    embedder_dims: int = Field(default=1536, ge=1, description="for embedder openai")
+    hybrid_search: bool = False
+
+
+@declare(
+    "mem0",
+    searchable=True,
+    llm_writer=True,
+    settings=Mem0Settings,
+    priors=CostPriors(
+        table5_m=(88.16, 3.99),
+        turns_per_user=76.3,
+        writer_calls_per_write=1.0,  # one extraction
+        writer_in_table5=False,  # gpt-4o-mini in the release
+        attribution={"dump_all": 596, "retrieve": 1047},
+    ),
+)
+class Mem0(MemorySystem):
     def reset(self, user_id: str) -> None:
         super().reset(user_id)
         self._close()

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
+from memprobe.agents.registry import CostPriors, Resources, declare
 
 from memprobe.llm.client import LLM
 from memprobe.protocol.prompts import render
@@ -146,7 +147,8 @@ class VectorStore:
             if ids:
                 arrays[col] = np.stack([self.vectors[col][i] for i in ids])
         tmp = directory / f".{VECTORS_FILE}.tmp.npz"
-        np.savez(tmp, **arrays)
+        # numpy's stub lets **arrays fill its allow_pickle: bool parameter
+        np.savez(tmp, **arrays)  # type: ignore[arg-type]
         tmp.replace(directory / VECTORS_FILE)
 
     def load(self, directory: Path, items: dict[str, dict[str, dict[str, Any]]]) -> None:
@@ -192,12 +194,27 @@ def memt_client(config, writer: LLM | None) -> LLM:
     return llm
 
 
+# Its settings are the top-level ``memt`` block (memprobe/config.py ``MemT``): the served
+# policy model is run infrastructure as much as system behaviour.
+@declare(
+    "memt",
+    searchable=True,
+    llm_writer=True,
+    embeds=True,
+    prompts=("memt_formation", "memt_update", "memt_retrieve"),
+    reads=("memt", "compat.memt_discovery_order"),
+    resources=Resources(gpus=1, served_model=True, settings_block="memt"),
+    priors=CostPriors(
+        table5_m=(120.91, 3.77),  # the gpt-5.4-mini side only
+        turns_per_user=78.7,
+        writer_calls_per_write=1.0,  # one formation; updates and ReAct steps: ledger only
+        writer_in_table5=False,  # Mem-T-4B's local calls
+        writer_tokens_known=False,
+        probe_calls_per_query=6.0,  # the ReAct step budget per query (upper bound)
+        attribution={"dump_all": 1349, "retrieve": 1026},
+    ),
+)
 class MemT(MemorySystem):
-    name = "memt"
-    searchable = True
-    gpu = True
-    llm_writer = True
-
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.settings = self.config.memt

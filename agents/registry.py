@@ -1,7 +1,12 @@
-"""Which memory systems exist, and what the DAG needs to know about them at load time.
+"""Which memory systems exist, and everything the run needs to know about each one.
 
-This module must stay import-light (no torch, no mem0): the Snakefile reads it to build the
-DAG. The system classes are imported only inside jobs, by :func:`create`.
+A system is declared once, on its own class, with :func:`declare`: its name, what it can do
+(search, embedding, an LLM write path), its prompt files, its settings model (validated under
+``system_settings.<name>``), the resources its jobs need and its cost priors for
+``memprobe estimate``. The built-ins are the classes in :data:`BUILTIN`; a plugin is a class
+(or its module) named by an entry point of the ``memprobe.systems`` group. Both load on first
+use: their modules stay light at import time (no torch, no mem0), so the Snakefile can read
+them to build the DAG.
 """
 
 from __future__ import annotations
@@ -9,24 +14,85 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
 
 ENTRY_POINT_GROUP = "memprobe.systems"
+# The built-in systems, "module:Class"; each class carries its own declaration. (The order is
+# the paper's Table 5: estimate's priors average over it.)
+BUILTIN: tuple[str, ...] = (
+    "memprobe.agents.nomem:NoMemory",
+    "memprobe.agents.amem:AMem",
+    "memprobe.agents.longctx:LongContext",
+    "memprobe.agents.mem0:Mem0",
+    "memprobe.agents.memt:MemT",
+)
+REPO_PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
 
 
-@dataclass(frozen=True)
-class SystemSpec:
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+
+class Settings(BaseModel):
+    """Base of a system's settings model: unknown keys and non-finite numbers are errors."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Resources(_Frozen):
+    """What one system's rollout and probe jobs need beyond an ordinary job.
+
+    ``settings_block`` names the top-level config block that holds the placement of a GPU
+    system (``gpu_model``, ``cpus_per_gpu``) and the name of its served model (``model``).
+    """
+
+    gpus: int = Field(default=0, ge=0)
+    served_model: bool = False  # its write path calls a model its own jobs serve (Mem-T-4B)
+    settings_block: str | None = None
+
+
+class CostPriors(_Frozen):
+    """The paper's budget for one system, from which ``memprobe estimate`` predicts a run.
+
+    ``table5_m``: the system's Table 5 row (millions of prompt and completion tokens over the
+    paper's 50 users); ``turns_per_user``: the release's turns per user (T); ``attribution``:
+    the release's attribution S1+S2 calls per mode over 50 users.
+    """
+
+    table5_m: tuple[float, float]
+    turns_per_user: float = Field(gt=0)
+    writer_calls_per_write: float = Field(default=0.0, ge=0)
+    first_write_saves: float = Field(default=0.0, ge=0)  # A-Mem: the first note evolves with none
+    writer_in_table5: bool = True  # False: the write side ran on another model (not counted)
+    writer_tokens_known: bool = True  # False: no paper table counts the write side's tokens
+    probe_calls_per_query: float = Field(default=0.0, ge=0)  # a searched store that calls a model
+    empty_store: bool = False  # stores nothing: slot-fill over it makes no call
+    # Each write stores one item (A-Mem's notes), so a finished store counts its writes and the
+    # audit can check its write side exactly; otherwise the audit reports it as unknown.
+    one_item_per_write: bool = False
+    attribution: dict[str, int] = Field(default_factory=dict)
+
+
+class SystemSpec(_Frozen):
     name: str
     target: str  # "module:Class"
     searchable: bool  # has search(): retrieve mode applies
-    gpu: bool = False  # rollout/probe jobs need a GPU (memt)
-    llm_writer: bool = False  # its write path calls an LLM
+    llm_writer: bool = False  # its write path calls an LLM (the writer role)
     embeds: bool = False  # calls memprobe.serving.embeddings (the run's embedding server serves it)
-    prompts: tuple[str, ...] = ()  # its own prompt files (prompts/<name>.md), rollout inputs
+    prompts: tuple[str, ...] = ()  # its own prompt files (<prompt_dir>/<name>.md), rollout inputs
+    # Where its prompt files are: a folder beside its module (a plugin ships its own), or None
+    # for the repository's prompts/ (the built-ins).
+    prompt_dir: str | None = None
+    settings: type[BaseModel] | None = None  # validated under system_settings.<name>
+    reads: tuple[str, ...] = ()  # other config keys its code reads (its jobs rerun on them)
+    resources: Resources = Field(default_factory=Resources)
+    priors: CostPriors | None = None  # None: the estimate reports its calls as unknown
 
     @property
     def module(self) -> str:
@@ -39,6 +105,21 @@ class SystemSpec:
         except ValueError as err:
             raise ValueError(f"system {self.name!r}: {err}") from None
 
+    def prompt_files(self) -> dict[str, str]:
+        """Its prompt files by name, relative to the working directory (rule inputs)."""
+        if self.prompt_dir is None:
+            folder = REPO_PROMPTS
+        else:
+            folder = Path(_origin(self.module)).parent / self.prompt_dir
+        return {p: os.path.relpath(folder / f"{p}.md") for p in self.prompts}
+
+
+def _origin(module: str) -> str:
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"module {module} not importable")
+    return spec.origin
+
 
 def module_file(module: str) -> str:
     """A module's file relative to the working directory, for rule inputs.
@@ -46,64 +127,66 @@ def module_file(module: str) -> str:
     Relative even outside it (``../``): a storage provider (profiles/kubernetes) maps every
     input into its prefix, and an absolute path there would become prefix + absolute path.
     """
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        raise ValueError(f"module {module} not importable")
-    return os.path.relpath(Path(spec.origin).resolve())
+    return os.path.relpath(Path(_origin(module)).resolve())
 
 
-BUILTIN: dict[str, SystemSpec] = {
-    s.name: s
-    for s in (
-        SystemSpec("nomem", "memprobe.agents.nomem:NoMemory", searchable=False),
-        SystemSpec(
-            "longctx_full", "memprobe.agents.longctx:LongContext", searchable=True, embeds=True
-        ),
-        SystemSpec(
-            "amem",
-            "memprobe.agents.amem:AMem",
-            searchable=True,
-            llm_writer=True,
-            embeds=True,
-            prompts=("amem_analyze", "amem_evolve"),
-        ),
-        SystemSpec("mem0", "memprobe.agents.mem0:Mem0", searchable=True, llm_writer=True),
-        SystemSpec(
-            "memt",
-            "memprobe.agents.memt:MemT",
-            searchable=True,
-            gpu=True,
-            llm_writer=True,
-            embeds=True,
-            prompts=("memt_formation", "memt_update", "memt_retrieve"),
-        ),
-    )
-}
+C = TypeVar("C", bound=type)
 
 
-@cache
-def _plugins() -> dict[str, SystemSpec]:
-    found: dict[str, SystemSpec] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        cls = ep.load()
-        found[ep.name] = SystemSpec(
-            ep.name,
-            ep.value,
-            searchable=bool(getattr(cls, "searchable", True)),
-            gpu=bool(getattr(cls, "gpu", False)),
-            llm_writer=bool(getattr(cls, "llm_writer", False)),
-            embeds=bool(getattr(cls, "embeds", False)),
-            prompts=tuple(getattr(cls, "prompt_files", ())),
+def declare(name: str, **fields: Any) -> Callable[[C], C]:
+    """Class decorator: the system's one declaration, kept on the class as ``spec``."""
+
+    def wrap(cls: C) -> C:
+        cls.spec = SystemSpec(  # type: ignore[attr-defined]
+            name=name, target=f"{cls.__module__}:{cls.__qualname__}", **fields
         )
+        return cls
+
+    return wrap
+
+
+class RegistryError(ValueError):
+    """A plugin that cannot be registered (one line)."""
+
+
+def _load(target: str, where: str) -> SystemSpec:
+    module, _, attr = target.partition(":")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as err:
+        raise RegistryError(f"{where}: cannot import {module} ({err})") from None
+    found = getattr(getattr(mod, attr, None) if attr else mod, "spec", None)
+    if not isinstance(found, SystemSpec):
+        raise RegistryError(f"{where}: {target} carries no declaration (decorate it with declare)")
     return found
 
 
+@cache
 def specs() -> dict[str, SystemSpec]:
-    return {**_plugins(), **BUILTIN}
+    """Every system, built-ins first; loaded once, on first use."""
+    out: dict[str, SystemSpec] = {}
+    for target in BUILTIN:
+        s = _load(target, "built-in system")
+        out[s.name] = s
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        where = f"entry point {ep.name!r} ({ENTRY_POINT_GROUP}, {ep.value})"
+        if ep.name in out:
+            raise RegistryError(f"{where}: {ep.name!r} is a built-in system's name; rename it")
+        s = _load(ep.value, where)
+        if s.name != ep.name:
+            raise RegistryError(f"{where}: its class declares the name {s.name!r}")
+        out[s.name] = s
+    return out
 
 
 def system_names() -> list[str]:
     return sorted(specs())
+
+
+def builtin(name: str) -> bool:
+    """One of the paper's systems (the paper's priors are theirs, not a plugin's)."""
+    s = specs().get(name)
+    return s is not None and s.target in BUILTIN
 
 
 def spec(name: str) -> SystemSpec:
@@ -115,7 +198,7 @@ def spec(name: str) -> SystemSpec:
         ) from None
 
 
-def create(name: str, **kwargs: Any):
-    """Instantiate a system by name (imports its module only now)."""
+def create(name: str, **kwargs: Any) -> Any:
+    """Instantiate a system by name."""
     module, cls = spec(name).target.split(":", 1)
     return getattr(importlib.import_module(module), cls)(**kwargs)

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from memprobe import CATEGORIES  # noqa: E402
 from memprobe.config import load_config  # noqa: E402
 from memprobe.report import estimate  # noqa: E402
-from memprobe.report.jobdag import Dag, critical_path  # noqa: E402
+from memprobe.report.jobdag import Dag, critical_path, job_counts  # noqa: E402
 
 PARTS = ("Snakefile", "rules", "scripts", "prompts", "config", "profiles", "envs")
 BIN = Path(sys.executable).parent
@@ -106,16 +106,7 @@ def snakemake(wd: Path, *args: str, check: bool = True) -> subprocess.CompletedP
 # -- rerun precision ------------------------------------------------------------------------
 def scheduled(wd: Path, cfg: str) -> Counter:
     proc = snakemake(wd, TARGET, "-n", "--cores", "1", "--configfile", cfg)
-    lines = (proc.stdout + proc.stderr).splitlines()
-    counts: Counter = Counter()
-    if "Job stats:" in lines:
-        for line in lines[lines.index("Job stats:") + 3 :]:
-            parts = line.split()
-            if len(parts) != 2 or not parts[1].isdigit():
-                break
-            if parts[0] != "total":
-                counts[parts[0]] = int(parts[1])
-    return counts
+    return Counter(job_counts(proc.stdout + proc.stderr))
 
 
 def rerun_precision(wd: Path, cfg: str, dag: Dag) -> list[tuple[str, Counter, Counter]]:
@@ -348,7 +339,7 @@ def main() -> None:
         "|---|---|---:|---:|---:|---:|---:|---:|",
         *[
             f"| {a.system} | {a.user} | {a.protocol} | {a.ledger} | {a.reasks} | {a.invalid} "
-            f"| {a.unexplained} | {100 * a.excess:.1f}% |"
+            f"| {a.unexplained} | {'-' if a.excess is None else f'{100 * a.excess:.1f}%'} |"
             for a in audit
         ],
         "",

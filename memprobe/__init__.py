@@ -2,11 +2,6 @@
 
 __version__ = "0.1.0"
 
-CATEGORIES: tuple[str, ...] = (
-    "skill_memory",
-    "knowledge_memory",
-    "episodic_memory",
-    "self_model",
-    "assistance_preference",
-)
-MODES: tuple[str, ...] = ("dump_all", "retrieve")
+from memprobe.vocabulary import CATEGORIES, MODES  # noqa: E402  the package's short names
+
+__all__ = ["CATEGORIES", "MODES", "__version__"]

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from memprobe.protocol.records import Memories, RecordError, load
 
@@ -127,6 +128,13 @@ def _audit_sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def _job(args: argparse.Namespace) -> int:
+    from memprobe.workflow import job
+
+    job.run(job.build(args.rule, job.parse_wildcards(args.wildcards), args.configfile))
+    return 0
+
+
 def estimate_latency() -> float:
     from memprobe.report.estimate import ASSUMED_LATENCY_S
 
@@ -137,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memprobe", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     # every option's help ends with its default
-    defaults = {"formatter_class": _Help}
+    defaults: dict[str, Any] = {"formatter_class": _Help}
 
     s = sub.add_parser("search", help="top-k search over a memories.json dump", **defaults)
     s.add_argument(
@@ -208,6 +216,18 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--name", required=True, help="the sample's folder: results/audit/NAME")
     a.add_argument("--results", default="results", help="the run's results dir")
     a.set_defaults(fn=_audit_sample)
+
+    j = sub.add_parser(
+        "job",
+        help="run one job of the workflow by hand, on its real files (inputs must exist)",
+        **defaults,
+    )
+    j.add_argument("rule", help="the rule, e.g. judge")
+    j.add_argument("wildcards", nargs="*", help="the job's wildcards, e.g. user=user_001")
+    j.add_argument(
+        "--configfile", nargs="+", default=[], help="config file(s), as given to snakemake"
+    )
+    j.set_defaults(fn=_job)
 
     args = parser.parse_args(argv)
     try:

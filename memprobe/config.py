@@ -8,36 +8,23 @@ names the offending key and what was expected.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializeAsAny,
     ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
 
-from memprobe import CATEGORIES, MODES
-
-Role = Literal[
-    "generator",
-    "task_writer",
-    "critic",
-    "editor",
-    "simulator",
-    "assistant",
-    "writer",
-    "preference",
-    "slotfill",
-    "judge",
-    "oracle",
-    "disclosure",
-]
-ROLES: tuple[str, ...] = Role.__args__  # type: ignore[attr-defined]
+from memprobe.vocabulary import CATEGORIES, MODES, ROLES, Category, Mode, Role
 
 # Sampling temperatures per role: the release's (docs/release-format.md §4) except "writer",
 # whose temperature belongs to each system (``system_settings.<system>.writer``: A-Mem ran at
@@ -64,7 +51,7 @@ DEFAULT_TEMPERATURE: dict[str, float] = {
 PAPER_PROTOCOL: dict[str, Any] = {
     "n_users": 50,
     "dims_per_category": dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True)),
-    "modes": ["dump_all", "retrieve"],
+    "modes": list(MODES),
     "k": 5,
     "max_turns": 25,
     "bank.pool_sample": None,
@@ -287,30 +274,26 @@ class WriterSettings(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
 
 
-class AMemSettings(_Strict):
-    writer: WriterSettings = Field(default_factory=WriterSettings)
-
-
-class Mem0Settings(_Strict):
-    """mem0's extraction model, embedder and search (agents/mem0.py).
-
-    ``embedder: minilm`` is the offline default; ``openai`` is the release's
-    text-embedding-3-small through the writer's endpoint and key. ``hybrid_search`` adds mem0's
-    BM25 and entity boost; it is off by default because their models download at run time.
-    """
-
-    writer: WriterSettings = Field(default_factory=WriterSettings)
-    embedder: Literal["minilm", "openai"] = "minilm"
-    embedder_model: str = "text-embedding-3-small"
-    embedder_dims: int = Field(default=1536, ge=1, description="for embedder openai")
-    hybrid_search: bool = False
-
-
 class SystemSettings(_Strict):
-    """Per-system settings (``system_settings.<system>``); memt keeps its own ``memt`` block."""
+    """``system_settings``: one block per system that declares a settings model
+    (agents/registry.py), validated by that model; memt keeps its own ``memt`` block."""
 
-    amem: AMemSettings = Field(default_factory=AMemSettings)
-    mem0: Mem0Settings = Field(default_factory=Mem0Settings)
+    if TYPE_CHECKING:  # the fields are the registered systems' (system_settings_model)
+
+        def __getattr__(self, name: str) -> Any: ...
+
+
+@cache
+def system_settings_model() -> type[SystemSettings]:
+    """The ``system_settings`` model of the systems registered in this environment."""
+    from memprobe.agents.registry import specs
+
+    fields: dict[str, Any] = {
+        name: (s.settings, Field(default_factory=s.settings))
+        for name, s in specs().items()
+        if s.settings is not None
+    }
+    return create_model("SystemSettings", __base__=SystemSettings, **fields)
 
 
 _SYSTEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -339,7 +322,7 @@ class Release(_Strict):
     tasks_dir: str = "benchmark_data/CustomTasksPooledFinal"
 
 
-def _default_dims() -> dict[str, int]:
+def _default_dims() -> dict[Any, int]:  # keys: the categories (the field's Literal)
     return dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True))
 
 
@@ -351,18 +334,9 @@ class Config(_Strict):
     # Top-level alias of users.release_dir, so `--config release_dir=PATH` works.
     release_dir: str | None = None
     release: Release = Field(default_factory=Release)
-    dims_per_category: dict[
-        Literal[
-            "skill_memory",
-            "knowledge_memory",
-            "episodic_memory",
-            "self_model",
-            "assistance_preference",
-        ],
-        int,
-    ] = Field(default_factory=_default_dims)
+    dims_per_category: dict[Category, int] = Field(default_factory=_default_dims)
     systems: list[str] = Field(min_length=1)
-    modes: list[Literal["dump_all", "retrieve"]] = Field(default_factory=lambda: list(MODES))
+    modes: list[Mode] = Field(default_factory=lambda: list(MODES))
 
     @field_validator("modes")
     @classmethod
@@ -379,7 +353,9 @@ class Config(_Strict):
     slotfill: SlotFill = Field(default_factory=SlotFill)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     memt: MemT = Field(default_factory=MemT)
-    system_settings: SystemSettings = Field(default_factory=SystemSettings)
+    system_settings: SerializeAsAny[SystemSettings] = Field(
+        default_factory=dict, validate_default=True
+    )
     # A config that names a protocol must hold every key of it (config/paper.yaml).
     protocol: Literal["paper"] | None = None
     llm: LLMSettings
@@ -412,6 +388,12 @@ class Config(_Strict):
         if len(set(v)) != len(v):
             raise ValueError("a system is listed twice")
         return v
+
+    @field_validator("system_settings", mode="before")
+    @classmethod
+    def _own_settings(cls, v: Any) -> SystemSettings:
+        # Each system's block is checked by its own model (a plugin's too), under its own key.
+        return system_settings_model().model_validate(v)
 
     @model_validator(mode="before")
     @classmethod
@@ -538,8 +520,20 @@ def _format_error(err: ValidationError) -> str:
     return f"{loc}: {msg}" if loc else msg
 
 
+def _systems_registered() -> None:
+    """Load the systems (built-ins and plugins) first: a plugin that cannot register is its
+    own one-line error, not blamed on a config file."""
+    from memprobe.agents.registry import RegistryError, specs
+
+    try:
+        specs()
+    except RegistryError as err:
+        raise ConfigError(str(err)) from None
+
+
 def load_config(raw: dict[str, Any], source: str = "config") -> Config:
     """Validate Snakemake's merged config dict; raise ConfigError with one line."""
+    _systems_registered()
     try:
         return Config.model_validate(raw)
     except ValidationError as err:
@@ -583,6 +577,7 @@ def load_layers(layers: list[tuple[str, dict[str, Any]]]) -> Config:
     An error names the layer that set the offending key (a ``--config`` typo is blamed on
     ``--config``, not on config/config.yaml); a missing key or a cross-key rule names them all.
     """
+    _systems_registered()
     raw: dict[str, Any] = {}
     for _, layer in layers:
         raw = merge(raw, layer)

@@ -1,7 +1,10 @@
 # Config validation, run-wide names and path helpers shared by every rule file.
 import os
 import re
+import shlex
 import sys
+
+from snakemake.settings.types import DeploymentMethod
 
 from memprobe.workflow import config_slices
 from memprobe.serving import embed_service
@@ -10,6 +13,7 @@ from memprobe.workflow import shell_job
 from memprobe.protocol import taxonomy
 from memprobe.agents import registry
 from memprobe.config import ConfigError, check_yaml_keys, load_layers, read_config_file
+from memprobe.vocabulary import MODES
 
 
 def config_layers():
@@ -84,10 +88,19 @@ def script_job(**params):
     )
 
 
+# Jobs run on the interpreter that runs Snakemake (a venv need not be activated), or under
+# --software-deployment-method conda on the `python` of the rule's declared environment.
+PYTHON = (
+    "python"
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+    else shlex.quote(sys.executable).replace("{", "{{").replace("}", "}}")
+)
+
+
 def run_script(rule, script=None):
     """The shell command: scripts/<script, else the rule name>.py with the job's JSON."""
     logs = "{log[0]:q} {log.usage:q}"
-    return f"python scripts/{script or rule}.py {rule} {logs} {{params.job:q}}"
+    return f"{PYTHON} scripts/{script or rule}.py {rule} {logs} {{params.job:q}}"
 
 
 R = CFG.results_dir
@@ -138,7 +151,7 @@ else:
 wildcard_constraints:
     user=r"user_\d\d\d+",
     system="|".join(map(re.escape, SYSTEMS)),
-    mode="dump_all|retrieve",
+    mode="|".join(MODES),
     k=r"\d+",
 
 
@@ -153,47 +166,59 @@ def agent_module(wildcards):
 
 def agent_prompts(wildcards):
     """The system's own prompt files as ``<name>_prompt`` inputs (editing one reruns its jobs)."""
-    return {f"{p}_prompt": prompt(p) for p in registry.spec(wildcards.system).prompts}
+    files = registry.spec(wildcards.system).prompt_files()
+    return {f"{p}_prompt": path for p, path in files.items()}
 
 
-# GPU placement (memt): only the rollout/probe jobs of a system flagged `gpu` in the registry
-# ask for a GPU. For every other job these callables return None, which drops the resource,
-# so neither the SLURM nor the Kubernetes plugin sees a GPU request (both react to the mere
-# presence of `gpu`/`gpu_model`). gpu_model/cpus_per_gpu: config memt.* (docs/cluster.md).
+# GPU placement: only the rollout/probe jobs of a system whose declaration asks for GPUs
+# (agents/registry.py Resources; memt) ask for one. For every other job these callables
+# return None, which drops the resource, so neither the SLURM nor the Kubernetes plugin sees a
+# GPU request (both react to the mere presence of `gpu`/`gpu_model`). gpu_model/cpus_per_gpu:
+# the system's settings block (memt.*, docs/cluster.md).
+def _resources(wildcards):
+    return registry.spec(wildcards.system).resources
+
+
 def _gpu_system(wildcards):
-    return registry.spec(wildcards.system).gpu
+    return _resources(wildcards).gpus > 0
+
+
+def _placement(wildcards, key):
+    block = _resources(wildcards).settings_block
+    return getattr(getattr(CFG, block), key, None) if block else None
 
 
 def gpu_count(wildcards):
-    return 1 if _gpu_system(wildcards) else None
+    return _resources(wildcards).gpus or None
 
 
 def gpu_model(wildcards):
-    return CFG.memt.gpu_model if _gpu_system(wildcards) else None
+    return _placement(wildcards, "gpu_model") if _gpu_system(wildcards) else None
 
 
 def cpus_per_gpu(wildcards):
-    return CFG.memt.cpus_per_gpu if _gpu_system(wildcards) else None
+    return _placement(wildcards, "cpus_per_gpu") if _gpu_system(wildcards) else None
 
 
-# memt's rollout and probe jobs also serve Mem-T-4B (vLLM's host memory, ~500 Mem-T calls per
-# rollout): only they get the large memory and the long runtime. Snakemake needs a number for
+# The rollout and probe jobs of a system that serves its own model (Resources.served_model;
+# memt: Mem-T-4B, vLLM's host memory, ~500 Mem-T calls per rollout) get the large memory and the long runtime. Snakemake needs a number for
 # every job of a rule that sets mem_mb/runtime, so the other systems' rollout/probe jobs get
 # the ordinary job's size here (the profiles' default-resources hold the same for other rules).
-JOB_SIZE = {"gpu": (16000, 720), "cpu": (4000, 120)}  # mem_mb, runtime in minutes
+# served model? -> (mem_mb, runtime in minutes)
+JOB_SIZE = {True: (16000, 720), False: (4000, 120)}
 
 
 def job_mem_mb(wildcards):
-    return JOB_SIZE["gpu" if _gpu_system(wildcards) else "cpu"][0]
+    return JOB_SIZE[_resources(wildcards).served_model][0]
 
 
 def job_runtime(wildcards):
-    return JOB_SIZE["gpu" if _gpu_system(wildcards) else "cpu"][1]
+    return JOB_SIZE[_resources(wildcards).served_model][1]
 
 
 def probe_llm_slots(wildcards):
-    """A GPU system's search calls its served model, so its probe takes an LLM slot."""
-    return 1 if _gpu_system(wildcards) else 0
+    """A system whose search calls its served model takes an LLM slot in its probe."""
+    return 1 if _resources(wildcards).served_model else 0
 
 
 def slotfill_memory(wildcards):

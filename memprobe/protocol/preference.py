@@ -6,7 +6,8 @@ reruns a rollout. Like the release, the judge sees the original task and one rep
 
 from __future__ import annotations
 
-from typing import Literal
+from types import GenericAlias
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
@@ -27,15 +28,19 @@ class PrefReply(BaseModel):
 
 def reply_schema(n: int) -> type[PrefReply]:
     """The reply schema for n preferences: idx in 1..n and exactly n entries."""
-    item = create_model("PrefItem", __base__=PrefItem, idx=(Literal[tuple(range(1, n + 1))], ...))
+    idx: Any = Literal[tuple(range(1, n + 1))]  # a type built at run time
+    item = create_model("PrefItem", __base__=PrefItem, idx=(idx, ...))
+    per_pref: Any = GenericAlias(list, item)
     return create_model(
-        "PrefReply", __base__=PrefReply, per_pref=(list[item], Field(min_length=n, max_length=n))
+        "PrefReply",
+        __base__=PrefReply,
+        per_pref=(per_pref, Field(min_length=n, max_length=n)),
     )
 
 
 def turn_score(scores: list[PrefScore]) -> float | None:
     nums = [s.score for s in scores if s.score != "na"]
-    return sum(nums) / len(nums) if nums else None  # type: ignore[arg-type]
+    return sum(nums) / len(nums) if nums else None
 
 
 def pooled_d(episodes: list[PrefEpisode]) -> float | None:

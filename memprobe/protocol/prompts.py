@@ -7,6 +7,7 @@ are ``$name`` (``string.Template``), so JSON braces in a prompt need no escaping
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from string import Template
 
@@ -40,3 +41,8 @@ def render(path: str | os.PathLike[str], **values: object) -> list[dict[str, str
     messages = [{"role": "system", "content": sys_text}] if sys_text else []
     messages.append({"role": "user", "content": user_text})
     return messages
+
+
+def dialogue(turns: Iterable[tuple[str, str]]) -> str:
+    """A conversation as prompts show it: ``Agent: ...`` then ``User: ...`` per turn."""
+    return "\n".join(f"Agent: {agent}\nUser: {user}" for agent, user in turns)

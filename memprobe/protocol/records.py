@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from memprobe import CATEGORIES
+from memprobe.vocabulary import CATEGORIES, EndReason, FeedbackType
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -122,15 +122,6 @@ class Tasks(Record):
 
 
 # -- rollout -----------------------------------------------------------------------------
-FeedbackType = Literal[
-    "correction",
-    "add_context",
-    "too_deep",
-    "too_shallow",
-    "followup",
-    "expose_gap",
-    "satisfied",
-]
 
 
 class Turn(Record):
@@ -147,7 +138,7 @@ class Episode(Record):
     index: int
     task: str
     target_dimension: str
-    end_reason: Literal["satisfied", "max_turns"]
+    end_reason: EndReason
     turns: list[Turn]
 
 
@@ -225,13 +216,18 @@ class SlotFillEntry(Record):
     called: bool = True
 
 
-class SlotFill(Record):
+class UserRun(Record):
+    """One user's store as scored in one mode: what a slot-fill and its judge record share."""
+
     user_id: str
     system: str
     mode: str
     overflow: bool = False
     # "flag": overflowing dims were not scored (the paper's dagger); "chunked": scored by chunks.
     overflow_strategy: Literal["flag", "chunked"] | None = None
+
+
+class SlotFill(UserRun):
     memory_tokens: int = 0
     entries: list[SlotFillEntry]
 
@@ -248,14 +244,9 @@ class JudgeEntry(Record):
     scoring_mode: str
 
 
-class Judge(Record):
+class Judge(UserRun):
     """Per-user recovery scores; ``flagged`` cells get the tables' dagger."""
 
-    user_id: str
-    system: str
-    mode: str
-    overflow: bool = False
-    overflow_strategy: Literal["flag", "chunked"] | None = None
     per_category: dict[str, float | None]
     overall: float
     details: list[JudgeEntry]
@@ -343,13 +334,17 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise RecordError(f"{path}: cannot read ({err.strerror or err})") from None
 
 
+def first_error(err: ValidationError, top: str = "(top level)") -> str:
+    """Pydantic's first error as one line: ``dotted.key: message`` (``top`` for the root)."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or top
+    return f"{loc}: {first['msg'].removeprefix('Value error, ')}"
+
+
 def load(path: str | os.PathLike[str], model: type[T]) -> T:
     """Read and validate one artifact; errors name the file and the offending key."""
     raw = read_json(path)
     try:
         return model.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        msg = first["msg"].removeprefix("Value error, ")
-        raise RecordError(f"{path}: {loc}: {msg}") from None
+        raise RecordError(f"{path}: {first_error(err)}") from None

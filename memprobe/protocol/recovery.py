@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memprobe import CATEGORIES
 from memprobe.llm.client import LLM
 from memprobe.protocol.prompts import render
 from memprobe.protocol.records import (
@@ -28,7 +27,9 @@ from memprobe.protocol.records import (
     SlotFill,
     SlotFillEntry,
 )
+from memprobe.protocol.rubric import RUBRIC, Level
 from memprobe.protocol.taxonomy import retrieve_query
+from memprobe.vocabulary import CATEGORIES
 
 log = logging.getLogger("memprobe")
 
@@ -46,7 +47,7 @@ class JudgeReply(BaseModel):
     # The reason first, and required: a grammar-constrained local model writes the fields in
     # schema order, so it compares the values before it commits to a score (issue 18).
     reason: str = Field(max_length=500)
-    score: Literal[0.0, 0.25, 0.5, 0.75, 1.0]
+    score: Level
 
 
 def serialize(items: list[dict[str, Any]]) -> str:
@@ -193,7 +194,7 @@ def slotfill_user(
         return chunked(e, items, where)
 
     def chunked(e, items, where) -> SlotFillEntry:
-        found = []
+        found: list[dict[str, Any]] = []
         for i, part in enumerate(chunk_items(items, budget)):
             r = ask(e.category, e.dimension, serialize(part), f"{where}, chunk {i + 1}")
             if not is_unknown(r.label):
@@ -250,8 +251,17 @@ def ask_judge(
     llm: LLM, prompt: str, *, dimension: str, explanation: str, truth: str, label: str, where: str
 ) -> JudgeReply:
     """One judge call: the judge rule and the calibration ask exactly this way."""
+    messages = render(
+        prompt,
+        scale=RUBRIC.scale_text(),
+        levels=RUBRIC.levels_text(),
+        dimension=dimension,
+        explanation=explanation,
+        truth=truth,
+        label=label,
+    )
     return llm.json(
-        render(prompt, dimension=dimension, explanation=explanation, truth=truth, label=label),
+        messages,
         JudgeReply,
         where=where,
     )
@@ -309,9 +319,13 @@ def judge_user(
             else None
         )
         if kind:
-            score, reason = 0.0, f"label is a {kind}: scored as 'unknown' (no call)"
+            score, reason = (
+                RUBRIC.unknown_score,
+                f"label is a {kind}: scored as 'unknown' (no call)",
+            )
         elif is_unknown(s.label) and not judge_unknown:
-            score, reason = 0.0, "label is 'unknown': 0 by the rubric (no call)"
+            score = RUBRIC.unknown_score
+            reason = f"label is 'unknown': {score:g} by the rubric (no call)"
         else:
             r = ask_judge(
                 llm,
@@ -336,7 +350,11 @@ def judge_user(
             scoring_mode=slotfill.mode,
         )
 
-    details = llm.map(one, slotfill.entries)
+    return judge_record(slotfill, llm.map(one, slotfill.entries))
+
+
+def judge_record(slotfill: SlotFill, details: list[JudgeEntry]) -> Judge:
+    """The judge record of a slot-fill: its scored entries and their category means."""
     per, overall = category_means(details)
     return Judge(
         user_id=slotfill.user_id,

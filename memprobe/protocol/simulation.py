@@ -8,29 +8,28 @@ instance is built (and reset) per user, so nothing crosses users.
 from __future__ import annotations
 
 import logging
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from memprobe.agents.base import HistoryTurn, MemorySystem
 from memprobe.llm.client import LLM
-from memprobe.protocol.prompts import render
-from memprobe.protocol.records import Bank, Episode, Episodes, Persona, Tasks, Turn
+from memprobe.protocol.prompts import dialogue, render
+from memprobe.protocol.records import (
+    Bank,
+    Episode,
+    Episodes,
+    Persona,
+    Tasks,
+    Turn,
+)
 from memprobe.protocol.users import bank_block, persona_block
+from memprobe.vocabulary import EndReason, FeedbackType
 
 log = logging.getLogger("memprobe")
 
 
 class SimulatorReply(BaseModel):
-    feedback_type: Literal[
-        "correction",
-        "add_context",
-        "too_deep",
-        "too_shallow",
-        "followup",
-        "expose_gap",
-        "satisfied",
-    ]
+    feedback_type: FeedbackType
     text: str = Field(min_length=1, max_length=1500)
 
 
@@ -44,7 +43,7 @@ def recent_own(history: list[HistoryTurn]) -> str:
 def transcript_text(history: list[HistoryTurn]) -> str:
     if not history:
         return "(no prior turns)"
-    return "\n".join(f"Agent: {h['agent']}\nUser: {h['user']}" for h in history)
+    return dialogue((h["agent"], h["user"]) for h in history)
 
 
 def simulate_user(
@@ -84,7 +83,7 @@ def run_episode(
 ) -> Episode:
     history: list[HistoryTurn] = []
     turns: list[Turn] = []
-    end_reason: Literal["satisfied", "max_turns"] = "max_turns"
+    end_reason: EndReason = "max_turns"
     for turn in range(1, max_turns + 1):
         where = f"user {persona.user_id}, system {system.name}, episode {index}, turn {turn}"
         reply = system.respond(index, task, history)

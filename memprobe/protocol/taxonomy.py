@@ -9,9 +9,10 @@ from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
-from memprobe import CATEGORIES
 from memprobe.protocol.prompts import PROMPT_DIR
+from memprobe.vocabulary import CATEGORIES
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL_FILE = ROOT / "config" / "dimension_pool.yaml"
@@ -128,7 +129,7 @@ def _loc(raw, loc: tuple) -> str:
     return ".".join(parts)
 
 
-def _msg(error: dict) -> str:
+def _msg(error: ErrorDetails) -> str:
     msg = error["msg"].removeprefix("Value error, ")
     if error["type"] == "too_short" and error["loc"][-1] == "dimensions":
         msg = f"at least {MIN_DIMS_PER_CATEGORY} dimensions are required ({msg})"

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import random
 import re
-from typing import Annotated, Literal
+from types import GenericAlias
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, WithJsonSchema, create_model
 
-from memprobe import CATEGORIES
 from memprobe.llm.client import LLM
 from memprobe.protocol.prompts import PROMPT_DIR, render
 from memprobe.protocol.records import (
@@ -26,6 +25,7 @@ from memprobe.protocol.records import (
     Tasks,
 )
 from memprobe.protocol.taxonomy import Dimension, Pool, check_counts, load_guides
+from memprobe.vocabulary import CATEGORIES
 
 log = logging.getLogger("memprobe")
 
@@ -167,7 +167,8 @@ def make_persona(seed: int, user_id: str, llm: LLM, prompt: str) -> Persona:
         values_orientation=attrs["values_orientation"],
         n_stories=n_stories,
     )
-    story = llm.json(messages, narrative_schema(n_stories), where=f"user {user_id}, persona")
+    # A model built at run time (narrative_schema): its fields are known to pydantic only.
+    story: Any = llm.json(messages, narrative_schema(n_stories), where=f"user {user_id}, persona")
     return Persona(
         **attrs,
         values=story.values.strip(),
@@ -206,9 +207,10 @@ def bank_schema(names: list[str], n: int) -> type[BaseModel]:
         short=(short, ...),
         explanation=(str, Field(min_length=1, max_length=800)),
     )
+    dims: Any = GenericAlias(list, entry)  # list[entry], of a model built at run time
     return create_model(
         "BankReply",
-        dims=(list[entry], Field(json_schema_extra={"minItems": n, "maxItems": n})),
+        dims=(dims, Field(json_schema_extra={"minItems": n, "maxItems": n})),
     )
 
 
@@ -300,13 +302,15 @@ def make_bank(
             earlier=earlier or "(none yet)",
             pool=pool_text,
         )
-        schema = bank_schema(names, n)
-        reply = llm.json(
+
+        def check(r: Any, names: list[str] = names, n: int = n, cat: str = cat, axes=axes) -> None:
+            check_bank_dims([d.model_dump() for d in r.dims], names, n, cat, axes)
+
+        # bank_schema's model is built at run time: its fields are known to pydantic only.
+        reply: Any = llm.json(
             messages,
-            schema,
-            check=lambda r, names=names, n=n, cat=cat, axes=axes: check_bank_dims(
-                [d.model_dump() for d in r.dims], names, n, cat, axes
-            ),
+            bank_schema(names, n),
+            check=check,
             where=f"user {persona.user_id}, bank {cat}",
         )
         entries += [
@@ -422,7 +426,7 @@ def make_task(
     text, rationale = draft.task.strip(), draft.rationale.strip()
     verdicts: list[CriticVerdict] = []
     revisions: list[str] = []
-    status = "neutral"
+    status: Literal["neutral", "fishing_budget_spent"] = "neutral"
     while True:
         # The critic is blind: it sees the category and the request, never the target.
         crit = llms["critic"].json(
@@ -524,10 +528,6 @@ def check_tasks_match_bank(tasks: Tasks, bank: Bank, source: str) -> None:
                 f"{source}: tasks[{i}].target_dimension is {t.target_dimension!r}, "
                 f"bank order expects {e.dimension!r}"
             )
-
-
-def dump_for_prompt(obj) -> str:
-    return json.dumps(obj, ensure_ascii=False, indent=1)
 
 
 def bank_block(bank: Bank) -> str:

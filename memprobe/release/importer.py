@@ -27,7 +27,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memprobe import CATEGORIES
 from memprobe.config import Config
 from memprobe.protocol.records import (
     Attribution,
@@ -54,11 +53,15 @@ from memprobe.protocol.records import (
     Task,
     Tasks,
     Turn,
+    first_error,
     read_json,
 )
 from memprobe.protocol.records import Judge as JudgeRecord
-from memprobe.protocol.recovery import category_means, store_overflows
+from memprobe.protocol.records import load as load_record
+from memprobe.protocol.recovery import judge_record, store_overflows
+from memprobe.protocol.rubric import Level
 from memprobe.protocol.taxonomy import retrieve_query
+from memprobe.vocabulary import CATEGORIES
 
 DEFAULT_RUN_SUFFIX = "_pooled_50"
 # The paper's "memt" is the release's memt_memonly runner (docs/release-format.md §1).
@@ -151,7 +154,7 @@ class RawDetail(_Raw):
     ground_truth: str
     predicted: str
     slot_fill_reason: str = ""
-    score: float
+    score: Level  # a level of our rubric: a release score off the scale is refused
     judge_reason: str = ""
     scoring_mode: str
     retrieved_memories: list[dict[str, Any]] | None = None
@@ -178,16 +181,6 @@ class RawAttributionDetail(RawDetail):
 class RawAttribution(_Raw):
     user_id: str
     details: list[RawAttributionDetail]
-
-
-def _load(path: str | os.PathLike[str], model: type[BaseModel]) -> Any:
-    raw = read_json(path)
-    try:
-        return model.model_validate(raw)
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise RecordError(f"{path}: {loc}: {first['msg']}") from None
 
 
 # -- layout ------------------------------------------------------------------------------
@@ -298,7 +291,7 @@ def check_layout(cfg: Config) -> None:
 # -- users -------------------------------------------------------------------------------
 @cache
 def _bank_file(path: str) -> dict[str, RawUser]:
-    parsed: RawBankFile = _load(path, RawBankFile)
+    parsed: RawBankFile = load_record(path, RawBankFile)
     return {u.user_id: u for u in parsed.users}
 
 
@@ -368,7 +361,7 @@ def persona(path: str | os.PathLike[str], user: str) -> Persona:
 
 
 def tasks(path: str | os.PathLike[str], user: str, bank_: Bank) -> Tasks:
-    raw: RawTaskFile = _load(path, RawTaskFile)
+    raw: RawTaskFile = load_record(path, RawTaskFile)
     if raw.user_id != user:
         raise RecordError(f"{path}: user_id is {raw.user_id!r}, expected {user!r}")
     result = Tasks(
@@ -398,7 +391,7 @@ def episodes(lay: Layout, system: str, user: str, tasks_: Tasks) -> Episodes:
     eps = []
     for t in tasks_.tasks:
         path = lay.history(system, user, t.index)
-        raw: RawEpisode = _load(path, RawEpisode)
+        raw: RawEpisode = load_record(path, RawEpisode)
         try:
             eps.append(
                 Episode(
@@ -418,9 +411,7 @@ def episodes(lay: Layout, system: str, user: str, tasks_: Tasks) -> Episodes:
                 )
             )
         except ValidationError as err:
-            first = err.errors()[0]
-            loc = ".".join(map(str, first["loc"]))
-            raise RecordError(f"{path}: {loc}: {first['msg']}") from None
+            raise RecordError(f"{path}: {first_error(err)}") from None
     return Episodes(user_id=user, system=system, episodes=eps)
 
 
@@ -428,11 +419,11 @@ def preference(lay: Layout, system: str, user: str, tasks_: Tasks) -> Preference
     """D from the transcripts' per-turn scores; per-pref detail from pref_judge when present."""
     out = []
     for t in tasks_.tasks:
-        raw: RawEpisode = _load(lay.history(system, user, t.index), RawEpisode)
+        raw: RawEpisode = load_record(lay.history(system, user, t.index), RawEpisode)
         judged = lay.pref_judge(system, user, t.index)
         per_pref: dict[int, list[PrefScore]] = {}
         if judged.is_file():
-            pj: RawPrefJudge = _load(judged, RawPrefJudge)
+            pj: RawPrefJudge = load_record(judged, RawPrefJudge)
             for pt in pj.turns:
                 per_pref[pt.turn] = [
                     PrefScore(idx=p.idx, score=p.score, reason=p.reason)  # type: ignore[arg-type]
@@ -454,7 +445,7 @@ def preference(lay: Layout, system: str, user: str, tasks_: Tasks) -> Preference
 
 def memories(lay: Layout, system: str, user: str) -> Memories:
     path = lay.memories(system, user)
-    raw: RawMemories = _load(path, RawMemories)
+    raw: RawMemories = load_record(path, RawMemories)
     if raw.num_memories != len(raw.memories):
         raise RecordError(
             f"{path}: num_memories is {raw.num_memories} but memories has {len(raw.memories)}"
@@ -478,36 +469,22 @@ def scores(
     is our ``overflow: flag`` outcome (the paper's dagger).
     """
     path = lay.recon_judge(system, mode, user)
-    raw: RawReconJudge = _load(path, RawReconJudge)
+    raw: RawReconJudge = load_record(path, RawReconJudge)
     order = [e.dimension for e in bank_.entries]
     got = [d.dimension for d in raw.details]
     if got != order:
         raise RecordError(f"{path}: details: dimensions {got} do not follow the bank {order}")
     over, tokens = False, 0
+    budget = lay.cfg.slotfill.context_tokens
+    assert budget is not None, "set when the config loads (config.py)"
     if mode == "dump_all":
-        over, tokens = store_overflows(store.memories, lay.cfg.slotfill.context_tokens)
-    strategy = "flag" if over else None
-    details = [
-        JudgeEntry(
-            category=d.category,
-            dimension=d.dimension,
-            explanation=d.explanation,
-            ground_truth=d.ground_truth,
-            predicted=d.predicted,
-            slot_fill_reason=d.slot_fill_reason,
-            score=d.score,
-            judge_reason=d.judge_reason,
-            scoring_mode=d.scoring_mode,
-        )
-        for d in raw.details
-    ]
-    per, overall = category_means(details)
+        over, tokens = store_overflows(store.memories, budget)
     slot = SlotFill(
         user_id=user,
         system=system,
         mode=mode,
         overflow=over,
-        overflow_strategy=strategy,  # type: ignore[arg-type]
+        overflow_strategy="flag" if over else None,
         memory_tokens=tokens,
         entries=[
             SlotFillEntry(
@@ -519,23 +496,16 @@ def scores(
             for d in raw.details
         ],
     )
-    judge = JudgeRecord(
-        user_id=user,
-        system=system,
-        mode=mode,
-        overflow=over,
-        overflow_strategy=strategy,  # type: ignore[arg-type]
-        per_category=per,
-        overall=overall,
-        details=details,
-    )
-    return slot, judge
+    entries = [
+        JudgeEntry(**d.model_dump(include=set(JudgeEntry.model_fields))) for d in raw.details
+    ]
+    return slot, judge_record(slot, entries)
 
 
 def retrieved(lay: Layout, system: str, user: str, k: int, guides: dict[str, str]) -> Retrieved:
     """The recorded top-k items per query: the ground truth of the release's retrieve mode."""
     path = lay.recon_judge(system, "retrieve", user)
-    raw: RawReconJudge = _load(path, RawReconJudge)
+    raw: RawReconJudge = load_record(path, RawReconJudge)
     queries = []
     for i, d in enumerate(raw.details):
         if d.retrieved_memories is None:
@@ -553,7 +523,7 @@ def retrieved(lay: Layout, system: str, user: str, k: int, guides: dict[str, str
 
 def attribution(lay: Layout, system: str, mode: str, user: str) -> Attribution:
     path = lay.attribution(system, mode, user)
-    raw: RawAttribution = _load(path, RawAttribution)
+    raw: RawAttribution = load_record(path, RawAttribution)
     try:
         details = [
             AttributionEntry(
@@ -585,8 +555,7 @@ def oracle(lay: Layout, user: str) -> Oracle:
     try:
         verdicts = {dim: OracleVerdict.model_validate(v) for dim, v in raw.items()}
     except ValidationError as err:
-        first = err.errors()[0]
-        raise RecordError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        raise RecordError(f"{path}: {first_error(err)}") from None
     return Oracle(user_id=user, verdicts=verdicts)
 
 

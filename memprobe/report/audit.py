@@ -20,13 +20,14 @@ import random
 import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
 from pydantic import BaseModel
 
 from memprobe.protocol import records
-from memprobe.protocol.records import Attribution, Bank, Episodes, FeedbackType
+from memprobe.protocol.records import Attribution, Bank, Episodes
 from memprobe.report import inspect_site
+from memprobe.vocabulary import FEEDBACK_TYPES
 
 LabelType = Literal["feedback", "attribution"]
 # The attribution labels an LLM stage decides (memprobe/protocol/attribution.py).
@@ -37,7 +38,7 @@ LLM_ATTRIBUTION_LABELS = (
     "simulator_too_strict",
 )
 LABELS: dict[str, tuple[str, ...]] = {
-    "feedback": get_args(FeedbackType),
+    "feedback": FEEDBACK_TYPES,
     "attribution": LLM_ATTRIBUTION_LABELS,
 }
 SHEET_COLUMNS = ["item_id", "label_type", "llm_label", "verdict", "human_label"]
@@ -72,7 +73,10 @@ class AuditSample(BaseModel):
 def _item(key: str, label: str, system: str, user: str, category: str, context) -> AuditItem:
     """An item; its id starts with its label type (``feedback:...``, ``attribution:...``)."""
     where = {"system": system, "user": user, "category": category, "context": context}
-    return AuditItem(id=key, label_type=key.split(":", 1)[0], llm_label=label, **where)
+    label_type = key.split(":", 1)[0]  # validated as a LabelType
+    return AuditItem.model_validate(
+        {"id": key, "label_type": label_type, "llm_label": label, **where}
+    )
 
 
 def _turn_items(root: Path, system: str, user: str, bank: Bank) -> list[AuditItem]:
@@ -193,7 +197,7 @@ def sample(results_dir: str | Path, n: int, seed: int, name: str) -> Path:
 
 
 # -- reading sheets and agreement --------------------------------------------------------
-def read_sheet(path: str | Path, sample_: AuditSample) -> list[tuple[str, str, str]]:
+def read_sheet(path: str | Path, sample_: AuditSample) -> list[tuple[LabelType, str, str]]:
     """(label_type, llm_label, human_label) per marked row; unmarked rows are skipped."""
     items = {it.id: it for it in sample_.items}
     out = []
@@ -258,8 +262,8 @@ def agreement_rows(sheets: list[str | Path], seed: int = 0) -> list[dict]:
                 f"{sheet}: no items.json next to it (a sheet lives in its sample's folder)"
             )
         sample_ = records.load(items, AuditSample)
-        for label_type, llm, human in read_sheet(sheet, sample_):
-            by_type[label_type].append((llm, human))
+        for kind, llm, human in read_sheet(sheet, sample_):
+            by_type[kind].append((llm, human))
     rows = []
     for label_type, pairs in by_type.items():
         kappa = cohen_kappa(pairs)

@@ -22,7 +22,6 @@ against the ledger's rows; every extra row must be a re-ask or a re-sampled inva
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from collections import defaultdict
@@ -31,66 +30,31 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from memprobe.agents import registry
+from memprobe.agents.registry import CostPriors, SystemSpec
 from memprobe.config import Config, role_settings
+from memprobe.llm import ledger
+from memprobe.vocabulary import MODES
 
-# Paper Table 5 (millions of gpt-5.4-mini tokens over 50 users; upper bounds, non-auditable):
-# per system the episode loop + write side + dump_all/retrieve scoring; attribution apart.
-PAPER_TABLE5: dict[str, tuple[float, float]] = {
-    "nomem": (61.05, 6.07),
-    "amem": (126.82, 9.04),
-    "longctx_full": (238.12, 4.82),
-    "mem0": (88.16, 3.99),
-    "memt": (120.91, 3.77),  # gpt-5.4-mini side only
-}
+# Each system's own budget (its Table 5 row, the release's turns, write-side and attribution
+# calls) is its declaration's cost priors (agents/*.py, ``CostPriors``); a system without them
+# is counted from the protocol with its tokens reported as unknown.
 PAPER_ATTRIBUTION: tuple[float, float] = (25.47, 1.70)
 PAPER_USERS = 50
 # Paper Table 6: the one-time generation of the 50 users (persona, bank, tasks, critic, editor).
 PAPER_TABLE6: tuple[float, float, float] = (1721, 17.04, 0.17)  # calls, prompt M, completion M
-# The release's call budget (docs/release-format.md): turns per user (T) and attribution S1+S2
-# calls per run (50 users).
-RELEASE_TURNS_PER_USER = {
-    "nomem": 74.1,
-    "amem": 77.6,
-    "longctx_full": 77.7,
-    "mem0": 76.3,
-    "memt": 78.7,
-}
-RELEASE_ATTRIBUTION = {
-    "amem/dump_all": 610,
-    "amem/retrieve": 886,
-    "longctx_full/dump_all": 569,
-    "longctx_full/retrieve": 958,
-    "mem0/dump_all": 596,
-    "mem0/retrieve": 1047,
-    "memt/dump_all": 1349,
-    "memt/retrieve": 1026,
-    "nomem/dump_all": 1544,
-}
 RELEASE_DIMS = 31
 RELEASE_ORACLE_CALLS = PAPER_USERS * RELEASE_DIMS  # Stage 0: once per user and dim, shared
-# gpt-5.4-mini calls per user behind each Table 5 row: 3T in the episode loop (reply, simulator,
-# preference), A-Mem's 2N-1 write calls (N = T + 31 notes), 31 slot-fill + 31 judge per mode.
-# mem0's extractions ran on gpt-4o-mini and Mem-T's on Mem-T-4B: neither is in Table 5.
-RELEASE_CALLS_PER_USER = {
-    s: 3 * t
-    + (2 * (t + RELEASE_DIMS) - 1 if s == "amem" else 0)
-    + 2 * RELEASE_DIMS * (1 if s == "nomem" else 2)
-    for s, t in RELEASE_TURNS_PER_USER.items()
-}
 # User generation at the release's settings: a persona, one bank call per category, one writer
 # and one critic call per task (one critic pass, edits rare). Table 6 reports 1,721 calls for
 # 50 users, fewer than these 68 per user: its call count is not comparable, its tokens are.
 RELEASE_USER_CALLS = 1 + 5 + 2 * RELEASE_DIMS
 # Roles whose calls Table 5 counts in a system's row (gpt-5.4-mini).
 TABLE5_ROLES = ("assistant", "simulator", "preference", "writer", "slotfill", "judge")
-# What the paper's tables leave out, so no prior can be derived: Mem-T-4B's local calls.
-NO_PRIOR = {("memt", "writer")}
-# Write-side calls per write (one write per turn and one per episode end), release priors:
-# A-Mem analyze + evolve; mem0 one extraction; Mem-T one formation (its updates and ReAct
-# steps are data-dependent: only a ledger knows them).
-WRITER_CALLS_PER_WRITE = {"amem": 2.0, "mem0": 1.0, "memt": 1.0}
-MEMT_REACT_STEPS = 6  # the step budget per probe query (upper bound)
-USER_ROLES = ("generator", "task_writer", "critic", "editor", "oracle")
+# The one-time user generation (Table 6).
+GENERATION_ROLES = ("generator", "task_writer", "critic", "editor")
+# Turns per user assumed for a system without priors (its tokens are reported as unknown).
+UNKNOWN_TURNS_PER_USER = 75.0
 CALIBRATION_ANCHORS = Path(__file__).resolve().parents[2] / "config" / "judge_calibration.yaml"
 _TAG = re.compile(r"^(?:(?P<system>.+?)_)?(?P<user>user_\d{3,})(?:_(?P<rest>.+))?$")
 
@@ -130,6 +94,25 @@ class Price(BaseModel):
 
 
 # -- rates --------------------------------------------------------------------------------
+def system_priors(system: str) -> CostPriors | None:
+    """A system's declared cost priors (None: none declared, or a name only in imported runs)."""
+    return registry.specs()[system].priors if system in registry.specs() else None
+
+
+def release_calls_per_user(spec: SystemSpec, p: CostPriors) -> float:
+    """gpt-5.4-mini calls per user behind a Table 5 row: 3T in the episode loop (reply,
+    simulator, preference), the write side where Table 5 counts it (A-Mem: 2N-1, N = T + 31
+    notes), 31 slot-fill + 31 judge per mode (retrieve: a searchable system only)."""
+    t = p.turns_per_user
+    w = p.writer_calls_per_write
+    writes = w * (t + RELEASE_DIMS) - p.first_write_saves if p.writer_in_table5 and w else 0
+    return 3 * t + writes + 2 * RELEASE_DIMS * (2 if spec.searchable else 1)
+
+
+def _paper_table5() -> dict[str, tuple[float, float]]:
+    return {s: x.priors.table5_m for s, x in registry.specs().items() if x.priors}
+
+
 def prior_tokens() -> dict[str, tuple[float, float]]:
     """The paper's mean (prompt, completion) tokens per call, keyed "role/system" or "role".
 
@@ -137,16 +120,22 @@ def prior_tokens() -> dict[str, tuple[float, float]]:
     Table 6 over its calls; Stage 0/1/2: the attribution row over S0 + the S1/S2 calls.
     """
     out: dict[str, tuple[float, float]] = {}
-    for s, (p, c) in PAPER_TABLE5.items():
-        n = RELEASE_CALLS_PER_USER[s] * PAPER_USERS
+    released = 0
+    for s, spec in registry.specs().items():
+        if (pr := spec.priors) is None:
+            continue
+        p, c = pr.table5_m
+        n = release_calls_per_user(spec, pr) * PAPER_USERS
         for role in TABLE5_ROLES:
-            if (s, role) not in NO_PRIOR:
+            if role != "writer" or pr.writer_tokens_known:
                 out[f"{role}/{s}"] = (p * 1e6 / n, c * 1e6 / n)
+        if registry.builtin(s):  # the paper's release ran the built-ins only
+            released += sum(pr.attribution.values())
     _, p, c = PAPER_TABLE6
     n = RELEASE_USER_CALLS * PAPER_USERS
-    for role in USER_ROLES[:-1]:  # the generation roles (Table 6); the oracle is below
+    for role in GENERATION_ROLES:
         out[role] = (p * 1e6 / n, c * 1e6 / n)
-    n = RELEASE_ORACLE_CALLS + sum(RELEASE_ATTRIBUTION.values())
+    n = RELEASE_ORACLE_CALLS + released
     for role in ("oracle", "disclosure"):
         out[role] = (PAPER_ATTRIBUTION[0] * 1e6 / n, PAPER_ATTRIBUTION[1] * 1e6 / n)
     return out
@@ -159,15 +148,17 @@ def priors(cfg: Config) -> Rates:
         "per call = paper Table 5 (users: Table 6) / the release's calls behind them"
     )
     for s in cfg.systems:
-        r.turns_per_episode[s] = RELEASE_TURNS_PER_USER.get(s, 75.0) / RELEASE_DIMS
-        r.writer_calls_per_write[s] = WRITER_CALLS_PER_WRITE.get(s, 0.0)
-        r.probe_calls_per_query[s] = float(MEMT_REACT_STEPS) if s == "memt" else 0.0
+        p = system_priors(s)
+        r.turns_per_episode[s] = (p.turns_per_user if p else UNKNOWN_TURNS_PER_USER) / RELEASE_DIMS
+        r.writer_calls_per_write[s] = p.writer_calls_per_write if p else 0.0
+        r.probe_calls_per_query[s] = p.probe_calls_per_query if p else 0.0
         for m in cfg.modes:
             key = f"{s}/{m}"
-            # nomem stores nothing: slot-fill over an empty store makes no call (and so no judge).
-            r.slotfill_share[key] = 0.0 if s == "nomem" else 1.0
+            # A system that stores nothing (nomem): slot-fill over an empty store makes no call
+            # (and so no judge).
+            r.slotfill_share[key] = 0.0 if p and p.empty_store else 1.0
             r.judge_share[key] = r.slotfill_share[key]
-            released = RELEASE_ATTRIBUTION.get(key)
+            released = p.attribution.get(m) if p else None
             r.disclosure_per_dim[key] = (
                 released / PAPER_USERS / RELEASE_DIMS if released is not None else 2.0
             )
@@ -176,16 +167,15 @@ def priors(cfg: Config) -> Rates:
 
 def read_ledger(results: Path) -> list[dict[str, str]]:
     rows: list[dict[str, str]] = []
-    for f in sorted((results / "usage").rglob("*.csv")):
-        with open(f, newline="", encoding="utf-8") as fh:
-            for row in csv.DictReader(fh):
-                rule, _, tag = row.get("job", "").partition("/")
-                m = _TAG.match(tag)
-                row["rule"] = rule or f.parent.name
-                row["system"] = (m.group("system") or "") if m else ""
-                row["user"] = m.group("user") if m else ""
-                row["mode"] = (m.group("rest") or "") if m else ""
-                rows.append(row)
+    for f in ledger.run_files(results):
+        for row in ledger.read_rows([f]):
+            rule, _, tag = row.get("job", "").partition("/")
+            m = _TAG.match(tag)
+            row["rule"] = rule or f.parent.name
+            row["system"] = (m.group("system") or "") if m else ""
+            row["user"] = m.group("user") if m else ""
+            row["mode"] = (m.group("rest") or "") if m else ""
+            rows.append(row)
     return rows
 
 
@@ -221,7 +211,7 @@ def observed(results: Path, cfg: Config) -> Rates | None:
         n_queries = sum(len(_load_json(p)["queries"]) for p in probes)
         if n_queries:
             r.probe_calls_per_query[s] = len(pw) / n_queries
-        for m in ("dump_all", "retrieve"):
+        for m in MODES:
             fills = [
                 e
                 for p in results.glob(f"{s}/*/{m}/slotfill.json")
@@ -273,8 +263,6 @@ def protocol_calls(cfg: Config, rates: Rates) -> dict[tuple[str, str], float]:
         ("(per user)", "editor"): d * (rounds - 1),
         ("(per user)", "oracle"): d,
     }
-    from memprobe.agents import registry
-
     for s in cfg.systems:
         t = min(rates.turns_per_episode.get(s, 2.5), cfg.max_turns) * d
         calls[(s, "assistant")] = t
@@ -282,8 +270,8 @@ def protocol_calls(cfg: Config, rates: Rates) -> dict[tuple[str, str], float]:
         calls[(s, "preference")] = t if prefs else 0
         writes = t + d  # one write per turn and one for each episode's final user message
         w = writes * rates.writer_calls_per_write.get(s, 0.0)
-        if s == "amem" and w:
-            w -= 1  # the first note has no neighbour to evolve with
+        if w and (p := system_priors(s)):
+            w -= p.first_write_saves  # A-Mem: the first note has no neighbour to evolve with
         modes = [m for m in cfg.modes if m == "dump_all" or registry.spec(s).searchable]
         if "retrieve" in modes:
             w += d * rates.probe_calls_per_query.get(s, 0.0) * len(cfg.ks)
@@ -305,7 +293,9 @@ def _tokens_per_call(
 ) -> tuple[tuple[float, float] | None, str]:
     """The ledger's rate for this role and system, else the paper's, else the role's mean."""
     prior = prior_tokens()
-    if (system, role) in NO_PRIOR and f"{role}/{system}" not in rates.tokens:
+    own = system_priors(system)
+    unknown_writer = role == "writer" and own is not None and not own.writer_tokens_known
+    if unknown_writer and f"{role}/{system}" not in rates.tokens:
         return None, "unknown: no ledger, and the paper does not count these calls"
     shared = system == "(per user)"  # user-level roles: the ledger keys them by role alone
     for key, table, name in (
@@ -320,9 +310,11 @@ def _tokens_per_call(
 
 
 def line_model(cfg: Config, system: str, role: str) -> str:
-    """The model that serves a role (memt's write side is its own served Mem-T model)."""
-    if system == "memt" and role == "writer":
-        return cfg.memt.model
+    """The model that serves a role (a system that serves its own model writes with it:
+    memt's Mem-T, named in its settings block)."""
+    res = registry.specs()[system].resources if system in registry.specs() else None
+    if role == "writer" and res and res.served_model and res.settings_block:
+        return getattr(cfg, res.settings_block).model
     return role_settings(cfg, role)["model"]
 
 
@@ -351,7 +343,11 @@ def predict(cfg: Config, rates: Rates) -> list[Line]:
 
         n = len(calibration.load_anchors(CALIBRATION_ANCHORS).items)
         line = _line(cfg, rates, "(per run)", "judge", n / cfg.n_users)
-        judged = [v for k, v in prior_tokens().items() if k.startswith("judge/")]
+        judged = [
+            v
+            for k, v in prior_tokens().items()
+            if k.startswith("judge/") and registry.builtin(k.split("/", 1)[1])
+        ]
         if line.prompt_tokens is None and judged:  # no ledger: the judge's mean prior
             p, c = (sum(v[i] for v in judged) / len(judged) for i in (0, 1))
             line = line.model_copy(
@@ -365,9 +361,11 @@ def predict(cfg: Config, rates: Rates) -> list[Line]:
     return out
 
 
-# Lines of a system that its Table 5 row does not count: mem0's extractions (gpt-4o-mini there)
-# and Mem-T-4B's local calls; attribution has its own row.
-NOT_IN_TABLE5 = {("mem0", "writer"), ("memt", "writer")}
+def in_table5(system: str, role: str) -> bool:
+    """Whether a system's Table 5 row counts this role's calls: not its write side where that
+    ran on another model (mem0: gpt-4o-mini, memt: Mem-T-4B); attribution has its own row."""
+    p = system_priors(system)
+    return role != "disclosure" and not (role == "writer" and p and not p.writer_in_table5)
 
 
 def _sum(lines: list[Line], field: str) -> float | None:
@@ -378,14 +376,7 @@ def _sum(lines: list[Line], field: str) -> float | None:
 def table5_compare(cfg: Config, lines: list[Line]) -> list[dict[str, Any]]:
     """Predicted tokens per system, scaled to the paper's 50 users, next to paper Table 5."""
     scale = PAPER_USERS / cfg.n_users
-    groups = {
-        s: [
-            x
-            for x in lines
-            if x.system == s and x.role != "disclosure" and (s, x.role) not in NOT_IN_TABLE5
-        ]
-        for s in cfg.systems
-    }
+    groups = {s: [x for x in lines if x.system == s and in_table5(s, x.role)] for s in cfg.systems}
     groups["attribution"] = [x for x in lines if x.role in ("oracle", "disclosure")]
     groups["users"] = [x for x in lines if x.system == "(per user)" and x.role != "oracle"]
     rows = []
@@ -393,7 +384,7 @@ def table5_compare(cfg: Config, lines: list[Line]) -> list[dict[str, Any]]:
         p, c = _sum(mine, "prompt_tokens"), _sum(mine, "completion_tokens")
         total = None if p is None or c is None else (p + c) * scale / 1e6
         paper = {"attribution": PAPER_ATTRIBUTION, "users": PAPER_TABLE6[1:]}.get(
-            name, PAPER_TABLE5.get(name)
+            name, _paper_table5().get(name)
         )
         ptotal = sum(paper) if paper else None
         rows.append(
@@ -411,32 +402,39 @@ def table5_compare(cfg: Config, lines: list[Line]) -> list[dict[str, Any]]:
 class AuditRow(BaseModel):
     system: str
     user: str
-    protocol: int  # calls the protocol requires given what happened
+    # calls the protocol requires given what happened (None: unknown for this system)
+    protocol: int | None
     ledger: int  # rows in the ledger (paid + cached)
     reasks: int  # re-asks with feedback after an invalid reply
     invalid: int  # paid replies thrown away and re-sampled
-    unexplained: int  # ledger - protocol - reasks - invalid (0 when every extra is explained)
+    # ledger - protocol - reasks - invalid (0 when every extra is explained; None: unknown)
+    unexplained: int | None
 
     @property
-    def excess(self) -> float:
+    def excess(self) -> float | None:
+        if self.protocol is None:
+            return None
         return (self.ledger - self.protocol) / self.protocol if self.protocol else 0.0
 
 
 def required_calls(results: Path, system: str, user: str, cfg: Config) -> int | None:
     """Calls of one user x system the protocol requires, from its artifacts.
 
-    None when the system's write path is data-dependent beyond its artifacts (mem0, memt).
+    None (reported as unknown) when its write path is data-dependent beyond its artifacts
+    (mem0, memt) or it declares no priors.
     """
+    spec = registry.specs().get(system)
+    p = spec.priors if spec else None
+    if spec is None or (spec.llm_writer and not (p and p.one_item_per_write)):
+        return None
     base = results / system / user
     eps = _load_json(base / "episodes.json")["episodes"]
     turns = sum(len(e["turns"]) for e in eps)
     prefs = cfg.dims_per_category["assistance_preference"]
     n = 2 * turns + (turns if prefs else 0)
-    if system == "amem":
+    if spec.llm_writer and p:
         notes = len(_load_json(base / "memories.json")["memories"])
-        n += max(2 * notes - 1, 0)
-    elif system not in ("nomem", "longctx_full"):
-        return None
+        n += int(max(p.writer_calls_per_write * notes - p.first_write_saves, 0))
     for mode_dir in sorted(p for p in base.iterdir() if (p / "slotfill.json").exists()):
         fills = _load_json(mode_dir / "slotfill.json")["entries"]
         n += sum(bool(e.get("called", True)) for e in fills)
@@ -461,9 +459,7 @@ def audit(results: Path, cfg: Config) -> list[AuditRow]:
             by[(x["system"], x["user"])].append(x)
     out = []
     for (system, user), xs in sorted(by.items()):
-        need = required_calls(results, system, user, cfg)
-        if need is None:
-            continue
+        need = required_calls(results, system, user, cfg)  # None: unknown, still listed
         reasks = sum(x.get("reask", "0") not in ("", "0") for x in xs)
         # paid for and asked again at once (issue 16 added empty and cut replies)
         invalid = sum(x.get("status", "ok") in ("invalid", "empty", "cut") for x in xs)
@@ -475,7 +471,7 @@ def audit(results: Path, cfg: Config) -> list[AuditRow]:
                 ledger=len(xs),
                 reasks=reasks,
                 invalid=invalid,
-                unexplained=len(xs) - need - reasks - invalid,
+                unexplained=None if need is None else len(xs) - need - reasks - invalid,
             )
         )
     return out
@@ -487,6 +483,8 @@ def load_prices(path: str) -> dict[str, Price]:
     import yaml
     from pydantic import ValidationError
 
+    from memprobe.protocol.records import first_error
+
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as err:
@@ -496,9 +494,7 @@ def load_prices(path: str) -> dict[str, Price]:
     try:
         return {str(m): Price.model_validate(v) for m, v in raw.items()}
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise ValueError(f"--prices {path}: {loc or 'a model'}: {first['msg']}") from None
+        raise ValueError(f"--prices {path}: {first_error(err, 'a model')}") from None
 
 
 def money(lines: list[Line], prices: dict[str, Price]) -> tuple[float, list[str]]:
@@ -602,6 +598,13 @@ def report(
         f"{', '.join(cfg.systems)}, modes {', '.join(cfg.modes)}, k {cfg.ks}, "
         f"max_turns {cfg.max_turns}",
         f"rates: {rates.source}",
+    ]
+    if blind := [s for s in cfg.systems if system_priors(s) is None]:
+        out.append(
+            f"no cost priors: {', '.join(blind)} (turns assumed {UNKNOWN_TURNS_PER_USER:g} per "
+            "user, no write-side calls counted; tokens unknown unless a ledger has them)"
+        )
+    out += [
         "",
         f"{'system':<14}{'role':<12}{'calls/user':>11}{'calls':>10}"
         f"{'prompt tok':>14}{'compl. tok':>12}  tokens from",

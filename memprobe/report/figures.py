@@ -17,8 +17,8 @@ matplotlib.use("Agg")  # files only, never a display
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from memprobe import CATEGORIES, MODES  # noqa: E402
 from memprobe.protocol.records import Attribution, Judge  # noqa: E402
+from memprobe.protocol.rubric import RUBRIC  # noqa: E402
 from memprobe.report.tables import (  # noqa: E402
     COUNT_COLUMNS,
     DAGGER,
@@ -27,6 +27,7 @@ from memprobe.report.tables import (  # noqa: E402
     flagged_pairs,
     mean_std,
 )
+from memprobe.vocabulary import CATEGORIES, MODES  # noqa: E402
 
 
 def _save(fig, path: str | os.PathLike[str]) -> None:
@@ -59,7 +60,7 @@ def category_b(judges: list[Judge], systems: list[str], path) -> None:
         ax.bar(xs, means, width, yerr=stds, capsize=2, label=_label(s, m, flagged))
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(CATEGORIES))])
     ax.set_xticklabels([SHORT[c] for c in CATEGORIES])
-    ax.set_ylim(0, 1)
+    ax.set_ylim(*RUBRIC.score_range)
     ax.set_ylabel("B (mean over users)")
     ax.set_title("Recovery by category, system and mode")
     ax.legend(fontsize=7, ncol=2)
@@ -74,9 +75,9 @@ def dump_vs_retrieve(judges: list[Judge], systems: list[str], path) -> None:
         users = sorted(u for u in dump if u in retr)
         if users:
             ax.scatter([dump[u] for u in users], [retr[u] for u in users], label=s, s=18)
-    ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
+    ax.plot(RUBRIC.score_range, RUBRIC.score_range, color="grey", linewidth=0.8)
+    ax.set_xlim(*RUBRIC.score_range)
+    ax.set_ylim(*RUBRIC.score_range)
     ax.set_xlabel("B dump_all (per user)")
     ax.set_ylabel("B retrieve (per user)")
     ax.set_title("Full store vs top-k, per user")
@@ -86,7 +87,7 @@ def dump_vs_retrieve(judges: list[Judge], systems: list[str], path) -> None:
 
 
 def attribution_bars(attributions: list[Attribution], systems: list[str], path) -> None:
-    bars = [
+    bars: list[tuple[str, str]] = [
         (s, m)
         for s in systems
         for m in MODES

@@ -226,7 +226,7 @@ def build(
 ) -> list[dict]:
     """Write the whole site into ``out_dir`` (replaced); returns B per system and mode."""
     root, out = Path(results_dir), Path(out_dir)
-    pairs = [tuple(p) for p in pairs]
+    pairs = [(s, m) for s, m in pairs]  # lists, from a job's JSON params
     if out.exists():
         shutil.rmtree(out)
     (out / "cases").mkdir(parents=True)
@@ -244,16 +244,12 @@ def build(
                 html_page(title, data, "case.js", "../"), encoding="utf-8"
             )
             rows.append(index_row(user, i, files, pairs, labels))
-    index = {
-        "pairs": [list(p) for p in pairs],
-        "labels": labels,
-        "summary": summary(judges),
-        "rows": rows,
-    }
+    b_scores = summary(judges)
+    index = {"pairs": [list(p) for p in pairs], "labels": labels, "summary": b_scores, "rows": rows}
     (out / "index.html").write_text(
         html_page("MemProbe case inspector", index, "index.js", ""), encoding="utf-8"
     )
-    return index["summary"]
+    return b_scores
 
 
 def write_entry(path: str | Path, summary_rows: list[dict]) -> None:

@@ -12,6 +12,21 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 
+def job_counts(output: str) -> dict[str, int]:
+    """Jobs per rule from the "Job stats:" table Snakemake prints (a dry run's plan)."""
+    lines = output.splitlines()
+    counts: dict[str, int] = {}
+    if "Job stats:" not in lines:
+        return counts
+    for line in lines[lines.index("Job stats:") + 3 :]:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        if parts[0] != "total":
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
 class Dag:
     """Jobs of a finished run from ``--detailed-summary``: id = (rule, log file)."""
 
@@ -89,7 +104,8 @@ def busy_time(rows: list[dict]) -> float:
         for r in rows
         if float(r["latency_s"]) > 0
     )
-    total, cur_s, cur_e = 0.0, None, None
+    total, cur_s = 0.0, 0.0
+    cur_e: float | None = None
     for s, e in spans:
         if cur_e is None or s > cur_e:
             if cur_e is not None:
@@ -114,10 +130,10 @@ def critical_path(dag: Dag, ledger: list[dict]) -> tuple[float, list[tuple[str, 
         p = max(ps, key=lambda x: best[x], default=None)
         best[j] = weight[j] + (best[p] if p else 0.0)
         via[j] = p
-    end = max(best, key=best.get)
+    end = max(best, key=best.__getitem__)
     chain = []
-    j: str | None = end
-    while j:
-        chain.append((j, weight[j]))
-        j = via[j]
+    node: str | None = end
+    while node:
+        chain.append((node, weight[node]))
+        node = via[node]
     return best[end], chain[::-1]

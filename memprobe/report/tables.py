@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pandas as pd
 
-from memprobe import CATEGORIES, MODES
 from memprobe.protocol.records import Attribution, Episodes, Judge, Memories, Preference
+from memprobe.vocabulary import CATEGORIES, MODES
 
 TABLE2_COLUMNS = [
     "system",
@@ -87,7 +87,7 @@ def table2(
             "C_mean": _cell(c_mean),
             "C_std": _cell(c_std),
         }
-        for mode in ("dump_all", "retrieve"):
+        for mode in MODES:
             b_mean, b_std = mean_std(
                 j.overall for j in judges if j.system == system and j.mode == mode
             )
@@ -213,20 +213,26 @@ def _by_pair(judges: Iterable[Judge]) -> dict[tuple[str, str], list[Judge]]:
     return out
 
 
+def _pair_rows(
+    systems: list[str], modes: list[str], pairs: list[tuple[str, str]], judges: Iterable[Judge]
+) -> Iterator[tuple[dict[str, Any], list[Judge]]]:
+    """A row per system and mode (in table order) and its judges (none for a pair not run)."""
+    by = _by_pair(judges)
+    for s in systems:
+        for m in modes:
+            yield {"system": s, "mode": m}, by.get((s, m), []) if (s, m) in pairs else []
+
+
 # -- Table 3: B per category -------------------------------------------------------------
 def table3(
     systems: list[str], modes: list[str], pairs: list[tuple[str, str]], judges: list[Judge]
 ) -> pd.DataFrame:
-    by = _by_pair(judges)
     rows = []
-    for s in systems:
-        for m in modes:
-            row: dict[str, Any] = {"system": s, "mode": m}
-            js = by.get((s, m), []) if (s, m) in pairs else []
-            for c in CATEGORIES:
-                mean, std = mean_std(j.per_category.get(c) for j in js)
-                row[f"{SHORT[c]}_mean"], row[f"{SHORT[c]}_std"] = _cell(mean), _cell(std)
-            rows.append(row)
+    for row, js in _pair_rows(systems, modes, pairs, judges):
+        for c in CATEGORIES:
+            mean, std = mean_std(j.per_category.get(c) for j in js)
+            row[f"{SHORT[c]}_mean"], row[f"{SHORT[c]}_std"] = _cell(mean), _cell(std)
+        rows.append(row)
     return _frame(rows, TABLE3_COLUMNS)
 
 
@@ -374,22 +380,19 @@ def table2_ci(
     seed: int,
     n_boot: int = N_BOOT,
 ) -> pd.DataFrame:
-    by = _by_pair(judges)
     rows = []
-    for s in systems:
-        for m in modes:
-            row: dict[str, Any] = {"system": s, "mode": m}
-            vals = [j.overall for j in by.get((s, m), [])] if (s, m) in pairs else []
-            if vals:
-                low, high = bootstrap_ci(vals, seed, n_boot)
-                row |= {
-                    "B_mean": _cell(statistics.fmean(vals)),
-                    "ci_low": _cell(low),
-                    "ci_high": _cell(high),
-                    "n_users": len(vals),
-                    "n_boot": n_boot,
-                }
-            rows.append(row)
+    for row, js in _pair_rows(systems, modes, pairs, judges):
+        vals = [j.overall for j in js]
+        if vals:
+            low, high = bootstrap_ci(vals, seed, n_boot)
+            row |= {
+                "B_mean": _cell(statistics.fmean(vals)),
+                "ci_low": _cell(low),
+                "ci_high": _cell(high),
+                "n_users": len(vals),
+                "n_boot": n_boot,
+            }
+        rows.append(row)
     return _frame(rows, CI_COLUMNS, ints=["n_users", "n_boot"])
 
 

@@ -28,44 +28,17 @@ import secrets
 import subprocess
 import sys
 import threading
-import urllib.request
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from memprobe.serving import served_process
+
+# The client half lives apart, so that embeddings (which this server runs) never imports it.
+from memprobe.serving.embed_client import TOKEN_ENV, TOKEN_HEADER, URL_ENV, Unreachable
+from memprobe.serving.embed_client import encode_remote as encode_remote
 from memprobe.serving.json_http import QuietJSONHandler
 
-URL_ENV = "MEMPROBE_EMBED_URL"
-TOKEN_ENV = "MEMPROBE_EMBED_TOKEN"
-TOKEN_HEADER = "X-Memprobe-Token"
 log = logging.getLogger("memprobe")
-
-
-class Unreachable(RuntimeError):
-    """No usable embedding server: the caller encodes in-process."""
-
-
-# -- client ---------------------------------------------------------------------------------
-def encode_remote(texts: list[str], path: str | None, timeout_s: float = 600.0):
-    """Vectors from the run's server, or :class:`Unreachable`."""
-    import numpy as np
-
-    url, token = os.environ.get(URL_ENV), os.environ.get(TOKEN_ENV)
-    if not url or not token:
-        raise Unreachable("no embedding server in this environment")
-    body = json.dumps({"texts": texts, "path": path}).encode("utf-8")
-    req = urllib.request.Request(
-        f"{url}/encode",
-        data=body,
-        headers={"Content-Type": "application/json", TOKEN_HEADER: token},
-    )
-    try:
-        with served_process.open_direct(req, timeout=timeout_s) as resp:
-            reply = json.loads(resp.read())
-        vecs = np.frombuffer(base64.b64decode(reply["data"]), dtype=np.float32)
-        return vecs.reshape(int(reply["rows"]), int(reply["dim"])).copy()
-    except (OSError, ValueError, KeyError) as err:  # refused, reset, HTTP error, bad body
-        raise Unreachable(f"embedding server at {url}: {err}") from None
 
 
 # -- server ---------------------------------------------------------------------------------

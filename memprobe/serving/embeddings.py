@@ -40,19 +40,20 @@ def load_model(path: str | None = None):
 def encode(texts: list[str], path: str | None = None) -> np.ndarray:
     """Normalised float32 embeddings, one row per text.
 
-    From the run's embedding server when the Snakefile started one (memprobe.serving.embed_service:
-    the model is loaded once per run, not once per job), else from a model loaded here.
+    From the run's embedding server when the Snakefile started one (memprobe/serving/
+    embed_service.py: the model is loaded once per run, not once per job), else from a model
+    loaded here.
     """
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
     global _in_process
     if not _in_process:
-        from memprobe.serving import embed_service
+        from memprobe.serving import embed_client
 
         try:
-            return embed_service.encode_remote(texts, path)
-        except embed_service.Unreachable as err:
-            if os.environ.get(embed_service.URL_ENV):
+            return embed_client.encode_remote(texts, path)
+        except embed_client.Unreachable as err:
+            if os.environ.get(embed_client.URL_ENV):
                 log.warning("memprobe: %s; loading the embedding model in this job", err)
             _in_process = True  # one try per job: the fallback holds the model from here on
     return encode_local(texts, path)

@@ -25,7 +25,6 @@ import os
 import re
 import secrets
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -192,7 +191,7 @@ def resolve_model(local: LocalModel) -> ResolvedModel:
 
 
 # -- the server process --------------------------------------------------------------------
-class Server:
+class Server(served_process.ServedProcess):
     """One ``python -m memprobe.serving.local_server serve`` child; ``start()`` returns when
     healthy.
 
@@ -206,7 +205,6 @@ class Server:
         self.key = secrets.token_urlsafe(24)
         self.base_url = ""
         self.log_path = Path(log_path)
-        self.proc: subprocess.Popen | None = None
 
     def command(self, ready_fd: int) -> list[str]:
         return [
@@ -229,63 +227,42 @@ class Server:
         ]
 
     def start(self) -> str:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = served_process.child_env(OMP_WAIT_POLICY="PASSIVE", **{KEY_CHILD_ENV: self.key})
         read_fd, write_fd = os.pipe()
         try:
-            with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(
-                    self.command(write_fd),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env=env,
-                    pass_fds=(write_fd,),
-                    preexec_fn=served_process.die_with_parent,
-                )
+            self.launch(self.command(write_fd), env, pass_fds=(write_fd,))
         finally:
             os.close(write_fd)
-        try:
-            self._wait_healthy(read_fd)
-        except BaseException:
-            self.stop()
-            raise
+        self.ready_or_stopped(lambda: self._wait_healthy(read_fd))
         return self.base_url
 
     def _wait_healthy(self, read_fd: int) -> None:
         timeout = self.local.startup_timeout_s
         t0 = time.monotonic()
+        assert self.proc is not None, "start() launches the server first"
         try:
             address = served_process.read_address(self.proc, read_fd, timeout)
-            self.base_url = f"{address}/v1"
-            left = max(timeout - (time.monotonic() - t0), 1.0)
-            served_process.wait_healthy(self.proc, self.base_url, left, poll_s=0.5)
-            served_process.prove_ours(self.base_url, self.key)
-        except served_process.NotOurs as err:
-            raise LocalModelError(f"llm.local: {err}") from None
         except served_process.NotHealthy as err:
-            if err.exit_code is not None:
-                raise LocalModelError(
-                    f"llm.local: the llama.cpp server exited with status {err.exit_code} while "
-                    f"loading {self.model.path.name} (log: {self.log_path})"
-                ) from None
-            raise LocalModelError(
-                f"llm.local.startup_timeout_s: the llama.cpp server was not healthy after "
-                f"{self.local.startup_timeout_s:.0f}s (log: {self.log_path})"
-            ) from None
+            raise self.unhealthy(err, timeout) from None
+        self.base_url = f"{address}/v1"
+        self.healthy_and_ours(max(timeout - (time.monotonic() - t0), 1.0), poll_s=0.5)
 
-    def stop(self, grace_s: float = 20.0) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        except ProcessLookupError:
-            pass
+    error = LocalModelError
+
+    def not_ours(self, err: served_process.NotOurs) -> str:
+        return f"llm.local: {err}"
+
+    def exited(self, status: int) -> str:
+        return (
+            f"llm.local: the llama.cpp server exited with status {status} while loading "
+            f"{self.model.path.name} (log: {self.log_path})"
+        )
+
+    def timed_out(self, timeout_s: float) -> str:
+        return (
+            f"llm.local.startup_timeout_s: the llama.cpp server was not healthy after "
+            f"{self.local.startup_timeout_s:.0f}s (log: {self.log_path})"  # the whole budget
+        )
 
 
 # -- the run's server (Snakefile hooks) -----------------------------------------------------
@@ -351,17 +328,11 @@ def stop_for_run(cfg: Config) -> None:
 
 
 def config_from_files(paths: list[str]) -> Config:
-    """Merge config files as Snakemake does (later files win key by key) and validate."""
-    import yaml
-    from snakemake.utils import update_config
-
-    from memprobe.config import check_yaml_keys, load_config
+    """Layer config files as Snakemake does (later files win key by key) and validate."""
+    from memprobe.config import check_yaml_keys, load_layers, read_config_file
 
     check_yaml_keys(paths)
-    raw: dict = {}
-    for path in paths:
-        update_config(raw, yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {})
-    return load_config(raw, source=" + ".join(paths))
+    return load_layers([(path, read_config_file(path)) for path in paths])
 
 
 def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") -> None:

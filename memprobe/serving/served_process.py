@@ -14,6 +14,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from pathlib import Path
 
 # Loopback requests never go through HTTP(S)_PROXY: a proxy would see the run's key and
 # prompts, or (without NO_PROXY) make every health check time out.
@@ -126,3 +128,74 @@ def read_address(proc: subprocess.Popen, fd: int, timeout_s: float) -> str:
     finally:
         os.close(fd)
     return data.split(b"\n", 1)[0].decode("ascii").strip()
+
+
+class ServedProcess:
+    """A model server in its own process group, logging to ``log_path``: ``launch`` starts
+    it, ``stop`` ends the whole group (servers spawn workers), politely first."""
+
+    log_path: Path
+    proc: subprocess.Popen | None = None
+    grace_s = 20.0  # SIGTERM, then SIGKILL after this long
+
+    def launch(self, cmd: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = ()) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                pass_fds=pass_fds,
+                preexec_fn=die_with_parent,
+            )
+
+    # -- what a failed start says, per server (one line naming the config key to look at)
+    error: type[Exception] = RuntimeError
+    base_url = ""
+    key = ""
+
+    def not_ours(self, err: NotOurs) -> str:
+        return str(err)
+
+    def exited(self, status: int) -> str:
+        return f"the server exited with status {status} (log: {self.log_path})"
+
+    def timed_out(self, timeout_s: float) -> str:
+        return f"the server was not healthy after {timeout_s:.0f}s (log: {self.log_path})"
+
+    def healthy_and_ours(self, timeout_s: float, poll_s: float) -> None:
+        """Wait for ``base_url``'s health check, then prove the server holds our ``key``."""
+        try:
+            wait_healthy(self.proc, self.base_url, timeout_s, poll_s)
+            prove_ours(self.base_url, self.key)
+        except NotOurs as err:
+            raise self.error(self.not_ours(err)) from None
+        except NotHealthy as err:
+            raise self.unhealthy(err, timeout_s) from None
+
+    def unhealthy(self, err: NotHealthy, timeout_s: float) -> Exception:
+        code = err.exit_code
+        return self.error(self.exited(code) if code is not None else self.timed_out(timeout_s))
+
+    def ready_or_stopped(self, wait: Callable[[], None]) -> None:
+        """Run ``wait`` (health checks); on any failure or interrupt the server is stopped."""
+        try:
+            wait()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self, grace_s: float | None = None) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=self.grace_s if grace_s is None else grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            pass

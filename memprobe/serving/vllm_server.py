@@ -19,8 +19,6 @@ import hashlib
 import json
 import os
 import secrets
-import signal
-import subprocess
 from pathlib import Path
 
 from memprobe.config import MemT
@@ -56,8 +54,10 @@ def serve_command(m: MemT, port: int) -> list[str]:
     ]
 
 
-class Server:
+class Server(served_process.ServedProcess):
     """One ``vllm serve`` process: ``start()`` returns once healthy, ``stop()`` ends it."""
+
+    grace_s = 30.0
 
     def __init__(self, m: MemT, log_path: str | os.PathLike[str], poll_s: float = 1.0) -> None:
         self.settings = m
@@ -67,65 +67,37 @@ class Server:
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = Path(log_path)
         self.poll_s = poll_s
-        self.proc: subprocess.Popen | None = None
 
     def start(self) -> str:
         cmd = serve_command(self.settings, self.port)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            try:
-                self.proc = subprocess.Popen(
-                    cmd,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env=served_process.child_env(VLLM_API_KEY=self.key),
-                    preexec_fn=served_process.die_with_parent,
-                )
-            except FileNotFoundError:
-                raise VllmError(
-                    f"memt.vllm_bin: {cmd[0]!r} not found (build envs/vllm.yaml and point "
-                    "memt.vllm_bin at its bin/vllm)"
-                ) from None
         try:
-            self.wait_healthy()
-        except BaseException:
-            self.stop()
-            raise
+            self.launch(cmd, served_process.child_env(VLLM_API_KEY=self.key))
+        except FileNotFoundError:
+            raise VllmError(
+                f"memt.vllm_bin: {cmd[0]!r} not found (build envs/vllm.yaml and point "
+                "memt.vllm_bin at its bin/vllm)"
+            ) from None
+        self.ready_or_stopped(self.wait_healthy)
         return self.base_url
 
     def wait_healthy(self) -> None:
-        try:
-            served_process.wait_healthy(
-                self.proc, self.base_url, self.settings.startup_timeout_s, self.poll_s
-            )
-            served_process.prove_ours(self.base_url, self.key)
-        except served_process.NotOurs as err:
-            raise VllmError(f"memt.port: {err} (log: {self.log_path})") from None
-        except served_process.NotHealthy as err:
-            if err.exit_code is not None:
-                raise VllmError(
-                    f"vllm serve exited with status {err.exit_code} before it was healthy "
-                    f"(log: {self.log_path})"
-                ) from None
-            raise VllmError(
-                f"vllm serve not healthy at {health_url(self.base_url)} after "
-                f"{self.settings.startup_timeout_s:.0f}s (memt.startup_timeout_s; "
-                f"log: {self.log_path})"
-            ) from None
+        self.healthy_and_ours(self.settings.startup_timeout_s, self.poll_s)
 
-    def stop(self, grace_s: float = 30.0) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)  # vLLM spawns workers: end the whole group
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        except ProcessLookupError:
-            pass
+    error = VllmError
+
+    def not_ours(self, err: served_process.NotOurs) -> str:
+        return f"memt.port: {err} (log: {self.log_path})"
+
+    def exited(self, status: int) -> str:
+        return (
+            f"vllm serve exited with status {status} before it was healthy (log: {self.log_path})"
+        )
+
+    def timed_out(self, timeout_s: float) -> str:
+        return (
+            f"vllm serve not healthy at {health_url(self.base_url)} after {timeout_s:.0f}s "
+            f"(memt.startup_timeout_s; log: {self.log_path})"
+        )
 
 
 _server: Server | None = None

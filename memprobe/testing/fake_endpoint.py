@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from memprobe.testing.background import serve_until_interrupted
 from memprobe.testing.fake_responder import completion_body, fake_content, request_digest
 
 FAULT_KINDS = (
@@ -275,8 +276,9 @@ def make_server(
             self._send(200, completion_body(body, content))
 
     server = ThreadingHTTPServer((host, port), Handler)
-    server.faults = faults  # type: ignore[attr-defined]  (tests may swap it on a live server)
-    server.latency = latency  # type: ignore[attr-defined]  (seconds slept per completion)
+    # Attributes the handler reads off its server; tests may swap faults on a live server.
+    server.faults = faults  # type: ignore[attr-defined]
+    server.latency = latency  # type: ignore[attr-defined]
     server.auth_seen = set()  # type: ignore[attr-defined]
     server.gate = None  # type: ignore[attr-defined]  (a Gate: tests hold requests after N)
     return server
@@ -289,11 +291,4 @@ def serve(
     faults: Faults | None = None,
     latency: float = 0.0,
 ) -> None:
-    server = make_server(host, port, script, faults, latency)
-    print(f"fake endpoint on http://{host}:{server.server_address[1]}/v1", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve_until_interrupted(make_server(host, port, script, faults, latency), "fake endpoint")

@@ -19,11 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 from http.server import ThreadingHTTPServer
 from typing import Any
 
 from memprobe.serving.json_http import QuietJSONHandler
+from memprobe.testing.background import Background, serve_until_interrupted
 from memprobe.testing.fake_responder import completion_body
 
 MALFORMED = '<tool_call>{"name": "create_fact", "arguments": {"content": </tool_call>'
@@ -151,29 +151,14 @@ def make_server(
     return ThreadingHTTPServer((host, port), Handler)
 
 
-class StandIn:
+class StandIn(Background):
     """The stand-in on a background thread (for tests): ``.base_url``, ``.close()``."""
 
     def __init__(self) -> None:
-        self.server = make_server()
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(make_server())
 
 
 def serve(host: str, port: int) -> None:
-    server = make_server(host, port, os.environ.get("VLLM_API_KEY"))
-    print(f"Mem-T stand-in on http://{host}:{server.server_address[1]}/v1", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve_until_interrupted(
+        make_server(host, port, os.environ.get("VLLM_API_KEY")), "Mem-T stand-in"
+    )

@@ -10,8 +10,9 @@ value of the changed entry. One param per entry, each a one-key dict, so the rea
 - ``roles``: the LLM roles the jobs call. A role's entry is its identity as the response cache
   keys it (backend, endpoint, model, temperature, max_tokens); the seed joins every LLM rule.
 - ``per_mode``: keys read only by the jobs of one access mode.
-- ``system``: the memory system's own settings (rollout, probe): ``SYSTEM_KEYS``, its
-  ``system_settings.<system>`` block and, for a system that writes with an LLM, the writer role.
+- ``system``: the memory system's own settings (rollout, probe): the keys its declaration
+  ``reads`` (agents/registry.py), its ``system_settings.<system>`` block and, for a system that
+  writes with an LLM, the writer role.
 - ``modules``: the memprobe modules holding the rule's logic, declared as inputs (docs/currency.md
   says why inputs and not a version number).
 
@@ -43,8 +44,12 @@ class Slice:
     modules: tuple[str, ...] = ()
 
 
+# protocol.rubric: the judge's scale and unknown policy, attribution's threshold, the figures'
+# axes and the imported scores' levels; editing it reruns the jobs that read it.
 _JUDGE = Slice(
-    keys=("compat.judge_unknown_labels", "judge"), roles=("judge",), modules=("protocol.recovery",)
+    keys=("compat.judge_unknown_labels", "judge"),
+    roles=("judge",),
+    modules=("protocol.recovery", "protocol.rubric"),
 )
 
 SLICES: dict[str, Slice] = {
@@ -81,30 +86,25 @@ SLICES: dict[str, Slice] = {
     "attribution": Slice(
         roles=("disclosure",),
         per_mode={"retrieve": ("compat.retrieve_attribution_empty_transcript",)},
-        modules=("protocol.attribution",),
+        modules=("protocol.attribution", "protocol.rubric"),
     ),
     "slotfill_sweep": Slice(
         roles=("slotfill",), modules=("protocol.recovery", "protocol.taxonomy")
     ),
     "judge_sweep": _JUDGE,
     "judge_calibration": Slice(
-        keys=("judge",), roles=("judge",), modules=("protocol.calibration",)
+        keys=("judge",), roles=("judge",), modules=("protocol.calibration", "protocol.rubric")
     ),
     "tables": Slice(
-        keys=("seed",), modules=("report.tables", "report.figures")
+        keys=("seed",), modules=("report.tables", "report.figures", "protocol.rubric")
     ),  # seed: bootstrap CIs
     "import_users": Slice(keys=("dims_per_category",), modules=("release.importer",)),
-    "import_runs": Slice(keys=("slotfill",), modules=("release.importer",)),
+    "import_runs": Slice(keys=("slotfill",), modules=("release.importer", "protocol.rubric")),
     "import_retrieved": Slice(modules=("release.importer",)),
     "inspect": Slice(modules=("report.inspect_site",)),
     "audit_agreement": Slice(modules=("report.audit",)),  # its seed is a param of the rule already
 }
 
-# Keys a memory system's own code reads (agents/*.py), beyond system_settings.<system>.
-SYSTEM_KEYS: dict[str, tuple[str, ...]] = {
-    "longctx_full": ("compat.longctx_drop_final_reply",),
-    "memt": ("memt", "compat.memt_discovery_order"),
-}
 SYSTEM_SECTION = "system_settings"
 
 # How and how fast a job runs, never what it writes: a reply replayed from the cache is the same
@@ -239,9 +239,11 @@ class Slicer:
     def system(self, name: str) -> dict[str, Any]:
         """One system's own settings, merged into one dict (one param per rule)."""
         out: dict[str, Any] = {}
-        for key in (*SYSTEM_KEYS.get(name, ()), f"{SYSTEM_SECTION}.{name}"):
+        # Keys its own code reads (its declaration's ``reads``), then system_settings.<name>.
+        spec = registry.spec(name)
+        for key in (*spec.reads, f"{SYSTEM_SECTION}.{name}"):
             out |= self.entry(key) or {}
-        if registry.spec(name).llm_writer:
+        if spec.llm_writer:
             out |= self.role("writer")
         return out
 

@@ -1,8 +1,8 @@
 """What every Snakemake script shares: config, logging, LLM clients, clean failures.
 
-A script is ``glue.run(main, snakemake)``: known errors (bad config, bad input file, an LLM
-that never answered validly) become one line on stderr and in the job log, exit status 1, and
-Snakemake removes the job's outputs, so no partial artifact survives.
+A script ends with ``glue.run(main)``; ``main`` gets a ``Job``. Known errors (bad config, bad
+input file, an LLM that never answered validly) become one line on stderr and in the job log,
+exit status 1, and Snakemake removes the job's outputs, so no partial artifact survives.
 """
 
 from __future__ import annotations
@@ -15,13 +15,16 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memprobe.config import Config, ConfigError, load_config
 from memprobe.llm.client import LLM, LLMError, client_for
 from memprobe.protocol.prompts import PromptError
 from memprobe.protocol.records import RecordError
 from memprobe.protocol.taxonomy import TaxonomyError
+
+if TYPE_CHECKING:
+    from memprobe.agents.base import MemorySystem
 
 KNOWN_ERRORS = (ConfigError, LLMError, RecordError, PromptError, TaxonomyError, ValueError)
 log = logging.getLogger("memprobe")
@@ -55,6 +58,20 @@ class Job:
         if self.pending_ledger is None:
             raise ConfigError(f"rule {self.rule}: calls an LLM but declares no `usage` log")
         return client_for(role, self.cfg, ledger_path=self.pending_ledger, job=self.name)
+
+    def memory_system(self, workdir: Path) -> MemorySystem:
+        """The job's memory system (its ``system`` wildcard), its LLM roles and prompt files."""
+        from memprobe.agents import registry
+
+        name = self.wildcards.system
+        return registry.create(
+            name,
+            config=self.cfg,
+            assistant=self.llm("assistant"),
+            writer=self.llm("writer") if registry.spec(name).llm_writer else None,
+            prompts=prompt_inputs(self),
+            workdir=workdir,
+        )
 
     @property
     def signature(self) -> str:
@@ -93,11 +110,11 @@ class Job:
 
     def finish(self) -> None:
         """The job succeeded: its pending calls become its declared ledger."""
-        if self.ledger_path is not None and self.pending_ledger.exists():
-            last = self.last_ledger
-            shutil.copyfile(self.pending_ledger, last)
+        pending, last = self.pending_ledger, self.last_ledger
+        if self.ledger_path and pending and last and pending.exists():
+            shutil.copyfile(pending, last)
             last.with_name(last.name + ".sig").write_text(self.signature)
-            os.replace(self.pending_ledger, self.ledger_path)
+            os.replace(pending, self.ledger_path)
 
 
 def prompt_inputs(job: Job) -> dict[str, str]:
@@ -126,8 +143,9 @@ def setup_logging(logfile: str | None) -> None:
 
 
 def run(main: Callable[[Job], None]) -> None:
-    """Run a script's ``main``: under ``script:`` Snakemake injected ``snakemake`` into the
-    script's globals; under ``shell:`` the job comes on the command line (memprobe/shell_job)."""
+    """Run a script's ``main``: under ``script:`` Snakemake (or ``memprobe job``'s mock) put
+    ``snakemake`` in the script's globals; under ``shell:`` the job comes on the command line
+    (memprobe/workflow/shell_job.py)."""
     smk = sys.modules["__main__"].__dict__.get("snakemake")
     if smk is None:
         from memprobe.workflow.shell_job import SpecJob

@@ -5,14 +5,20 @@ script through its source cache while building the DAG (about 1 ms a job, 20% of
 DAG's build time) and every job then imports Snakemake to unpickle its ``snakemake`` object.
 A ``shell:`` job costs neither. The rule hands the script what ``script:`` would have:
 
-- ``params: job=shell_job_spec(...)`` (rules/common.smk) renders the named inputs, outputs,
+- ``params: job=script_job(...)`` (rules/common.smk) renders the named inputs, outputs,
   wildcards and the rule's own params as compact JSON;
 - the config is the run's Snakemake config, written once per distinct config to
   ``.snakemake/memprobe/config-<sha>.json`` at DAG load and named by ``MEMPROBE_CONFIG_FILE``
   in the environment that jobs inherit: not a param, so a config edit (say
   ``llm.concurrency``) does not make every job look stale. What a rule's jobs read of it is
   a param of the rule instead (memprobe/workflow/config_slices.py), so they rerun when that changes;
-- the command line is ``RULE LOG USAGE JOB_JSON``: the job's log and its usage ledger.
+- the command line (``run_script`` in rules/common.smk) is ``PYTHON scripts/<rule>.py RULE LOG
+  USAGE JOB_JSON``: the job's log and its usage ledger, run by the interpreter that runs
+  Snakemake (no venv to activate), or the rule's conda environment's under ``--sdm conda``.
+  No secret is ever part of it: keys stay in the environment.
+
+``memprobe job RULE WILDCARD=VALUE ...`` (memprobe/workflow/job.py) runs the same command line
+in-process, by hand.
 
 ``SpecJob`` offers the attributes of the ``snakemake`` object that ``glue.Job`` reads, so a
 script runs the same under either directive.
@@ -43,7 +49,7 @@ class Named(list):
         except KeyError:
             raise AttributeError(name) from None
 
-    def __getitem__(self, key):  # type: ignore[override]
+    def __getitem__(self, key):
         if isinstance(key, str):
             return self._names[key]
         return super().__getitem__(key)

@@ -60,6 +60,7 @@ def make_system(base_url: str, tmp_path) -> AMem:
     return system
 
 
+@pytest.mark.torch
 def test_scripted_evolution_links_and_updates_neighbour_in_dump_and_search(scripted, tmp_path):
     system = make_system(scripted.base_url, tmp_path)
     system.end_turn(1, TASK, [])  # turn 1 writes the task
@@ -107,6 +108,7 @@ def test_scripted_evolution_links_and_updates_neighbour_in_dump_and_search(scrip
     ]
 
 
+@pytest.mark.torch
 def test_unscripted_notes_are_schema_valid_and_recall_uses_tags(endpoint, tmp_path):
     system = make_system(endpoint.base_url, tmp_path)
     system.end_turn(1, TASK, [])

@@ -80,6 +80,7 @@ def make_system(base_url: str, tmp_path: Path, workdir: Path | None):
     return system
 
 
+@pytest.mark.torch
 def test_search_after_load_equals_search_before_save(no_network, endpoint, tmp_path):
     live = tmp_path / "run" / "store"
     system = make_system(endpoint.base_url, tmp_path, live)
@@ -126,6 +127,7 @@ def test_search_after_load_equals_search_before_save(no_network, endpoint, tmp_p
     assert meta["adds"] == len(MESSAGES)
 
 
+@pytest.mark.torch
 def test_users_do_not_share_a_store(no_network, endpoint, tmp_path):
     # Both systems keep the same user id, so mem0's user filter cannot hide a shared store:
     # only separate stores keep b from reading a's items.

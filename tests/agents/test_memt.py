@@ -99,6 +99,7 @@ def test_parse_tool_calls_keeps_good_calls_and_counts_bad_ones():
 
 
 # -- the system against the stand-in ------------------------------------------------------
+@pytest.mark.torch
 def test_memt_forms_all_collections_and_search_ranks_k_distinct(standin, tmp_path):
     cfg = memt_config(standin.base_url)
     agent = make_agent(cfg, tmp_path)
@@ -138,6 +139,7 @@ def test_memt_forms_all_collections_and_search_ranks_k_distinct(standin, tmp_pat
     assert again.search("What does the user grow on the balcony?", k) == items
 
 
+@pytest.mark.torch
 def test_compat_discovery_order_returns_release_order_without_scores(standin, tmp_path):
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
     raw["memt"] = {"endpoint": standin.base_url}
@@ -150,6 +152,7 @@ def test_compat_discovery_order_returns_release_order_without_scores(standin, tm
     assert items[0]["category"] == "facts"
 
 
+@pytest.mark.torch
 def test_react_loop_stops_at_the_step_budget_and_never_crashes(tmp_path):
     cfg = memt_config("http://127.0.0.1:9/v1", max_tool_steps=4)
     agent = make_agent(cfg, tmp_path)
@@ -161,6 +164,7 @@ def test_react_loop_stops_at_the_step_budget_and_never_crashes(tmp_path):
     assert agent.stats["malformed_tool_calls"] == 3
 
 
+@pytest.mark.torch
 def test_update_ops_apply_and_bad_ids_are_counted(tmp_path):
     cfg = memt_config("http://127.0.0.1:9/v1")
     agent = make_agent(cfg, tmp_path)

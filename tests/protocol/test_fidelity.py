@@ -183,6 +183,7 @@ def test_oracle_and_stage2_see_short_and_explanation(scripted, tmp_path):
     assert '"category": "A" | "B"' in user_text(stage2)  # it is the Stage 2 request
 
 
+@pytest.mark.torch
 def test_memt_turn_order_is_retrieve_reply_write(endpoint, tmp_path):
     from memprobe.agents.memt import MemT
 
@@ -228,6 +229,7 @@ def writer_system(cls, name: str, base_url: str, tmp_path: Path, writer: dict):
     return cfg, system
 
 
+@pytest.mark.torch
 def test_mem0_extraction_goes_to_its_configured_model(endpoint, tmp_path):
     from memprobe.agents.mem0 import Mem0
 
@@ -390,6 +392,7 @@ def test_store_over_the_served_context_is_flagged_without_a_request(
 
 
 # -- must show 5: search on the release's dump ---------------------------------------------
+@pytest.mark.torch
 def test_search_accepts_a_release_format_dump(tmp_path):
     dump = tmp_path / "memories.json"
     notes = ["[Task 1] plan a kayak trip", "User: I get seasick", "Agent: try the bay"]

@@ -320,6 +320,7 @@ def test_persona_narrative_follows_the_attributes(scripted, tmp_path):
 
 
 # -- through the workflow ----------------------------------------------------------------
+@pytest.mark.workflow
 def test_workflow_rerun_of_users_replays_the_cache(endpoint, workflow_factory):
     wf = workflow_factory(tiny_config(endpoint.base_url, n_users=1))
     target = "results/users/user_001/tasks.json"
@@ -343,6 +344,7 @@ def test_workflow_rerun_of_users_replays_the_cache(endpoint, workflow_factory):
         assert set(after[len(before[p]) :] if carried else after) == {"true"}
 
 
+@pytest.mark.workflow
 def test_a_bad_pool_stops_the_dag_in_one_line(endpoint, workflow_factory):
     wf = workflow_factory(tiny_config(endpoint.base_url))
     pool = wf.root / "config" / "dimension_pool.yaml"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from memprobe.llm import ledger
 from tests.conftest import Endpoint, Workflow, tiny_config
 
 SENTINEL = "sk-SENTINEL-7f3a9c1e5b2d4680"
@@ -61,11 +61,7 @@ def artifacts(root: Path) -> dict[str, bytes]:
 
 
 def ledger_rows(root: Path) -> list[dict]:
-    rows = []
-    for f in sorted((root / "results" / "usage").rglob("*.csv")):
-        with open(f, newline="") as fh:
-            rows += list(csv.DictReader(fh))
-    return rows
+    return ledger.read_rows(ledger.run_files(root / "results"))
 
 
 def stray_temp_files(root: Path) -> list[str]:

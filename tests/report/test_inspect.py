@@ -91,6 +91,7 @@ def test_page_json_cannot_end_its_script_element():
     assert json.loads(text) == {"x": "</script><script>alert(1)</script><!-- &"}
 
 
+@pytest.mark.workflow
 def test_one_page_per_case_and_the_index_holds_no_transcript(release_wf):
     site = release_wf.root / "results" / "inspect"
     assert len(list((site / "cases").glob("*.html"))) == len(USERS) * DIMS

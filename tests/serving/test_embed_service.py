@@ -10,6 +10,8 @@ import pytest
 
 from memprobe.serving import embed_service, embeddings
 
+pytestmark = pytest.mark.torch  # the server and the fallback load sentence-transformers
+
 TEXTS = ["I review every pull request before lunch.", "She prefers short answers.", "ok"]
 
 

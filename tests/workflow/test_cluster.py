@@ -60,8 +60,8 @@ def test_profiles_request_gpus_only_through_the_rules():
     assert k8s["executor"] == "kubernetes"
     assert k8s["default-resources"]["gpu_manufacturer"] == "nvidia"
     assert "gpu" not in k8s["default-resources"]
-    assert registry.spec("memt").gpu and not any(
-        registry.spec(s).gpu for s in registry.system_names() if s != "memt"
+    assert registry.spec("memt").resources.gpus and not any(
+        registry.spec(s).resources.gpus for s in registry.system_names() if s != "memt"
     )
 
 

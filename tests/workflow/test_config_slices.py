@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from memprobe.agents import registry
 from pydantic import BaseModel
 
 from memprobe.config import Config, load_config
@@ -39,7 +40,7 @@ def sliced_keys() -> set[str]:
     keys = {cs.LLM_RULE_SEED, cs.SYSTEM_SECTION}
     for s in cs.SLICES.values():
         keys |= set(s.keys) | {k for ks in s.per_mode.values() for k in ks}
-    return keys | {k for ks in cs.SYSTEM_KEYS.values() for k in ks}
+    return keys | {k for s in registry.specs().values() for k in s.reads}
 
 
 def test_every_config_key_is_in_a_slice_or_runtime_or_shape():

@@ -11,7 +11,6 @@ jobs behind the current artifacts.
 from __future__ import annotations
 
 import copy
-import csv
 import json
 import os
 import shutil
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from memprobe.llm import ledger
 from memprobe.report import tables
 from memprobe.report.jobdag import Dag, job_key
 from tests.conftest import ROOT, Endpoint, Workflow, tiny_config
@@ -260,12 +260,7 @@ def test_the_paper_config_schedules_the_finished_users_banks(finished):
 
 
 def ledger_rows(paths) -> list[dict]:
-    rows: list[dict] = []
-    for p in paths:
-        if p.exists():
-            with open(p, newline="") as fh:
-                rows += list(csv.DictReader(fh))
-    return rows
+    return ledger.read_rows(paths)
 
 
 def test_table5_counts_only_the_calls_behind_the_current_artifacts(finished, tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from memprobe.config import load_config
+from memprobe.llm import ledger
 from memprobe.report import estimate
 from memprobe.report.tables import TABLE2_COLUMNS
 from tests.conftest import tiny_config
@@ -20,11 +21,7 @@ USERS = ("user_001", "user_002")
 
 
 def ledger_rows(root: Path) -> list[dict]:
-    rows = []
-    for f in sorted((root / "results" / "usage").rglob("*.csv")):
-        with open(f, newline="") as fh:
-            rows += list(csv.DictReader(fh))
-    return rows
+    return ledger.read_rows(ledger.run_files(root / "results"))
 
 
 def expected_artifacts(results: Path) -> list[Path]:

@@ -1,0 +1,111 @@
+"""Run one job of the workflow by hand: ``memprobe job judge user=user_001 system=... mode=...``.
+
+Snakemake builds the job (its files, params and log, exactly as a run would, from the same
+Snakefile and config files) but does not run it: the rule's script runs in this process,
+under a debugger if you like (``python -m pdb -m memprobe.cli job ...``), on the job's real
+input files, and writes the job's real output and usage ledger through ``glue.run`` as under
+Snakemake. A ``shell:`` rule's script gets the very command line Snakemake would give it
+(memprobe/workflow/shell_job.py); a ``script:`` rule's script gets the job's ``snakemake``
+object. Inputs are never built here: a missing one is a one-line error (run Snakemake first).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import runpy
+import shlex
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+SCRIPT = re.compile(r"(?:^|\s)(scripts/\S+\.py)(?:\s|$)")
+
+
+class JobError(ValueError):
+    pass
+
+
+def parse_wildcards(pairs: list[str]) -> dict[str, str]:
+    bad = [p for p in pairs if not p.partition("=")[0] or "=" not in p]
+    if bad:
+        raise JobError(f"{bad[0]!r}: expected WILDCARD=VALUE, e.g. user=user_001")
+    return dict(p.split("=", 1) for p in pairs)
+
+
+def build(
+    rule: str, wildcards: dict[str, str], configfiles: list[str], snakefile: str = "Snakefile"
+) -> Any:
+    """The Snakemake job of ``rule`` with these wildcards, from a DAG built as a run would."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.io import apply_wildcards
+    from snakemake.settings.types import (
+        ConfigSettings,
+        DAGSettings,
+        OutputSettings,
+        Quietness,
+        ResourceSettings,
+        StorageSettings,
+    )
+
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+        workflow_api = api.workflow(
+            resource_settings=ResourceSettings(cores=1),
+            config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles]),
+            storage_settings=StorageSettings(),
+            snakefile=Path(snakefile),
+        )
+        workflow = workflow_api._workflow
+        names = sorted(r.name for r in workflow.rules)
+        if rule not in names:
+            raise JobError(f"rule {rule!r}: no such rule (rules: {', '.join(names)})")
+        declared = workflow.get_rule(rule).wildcard_names
+        if set(wildcards) != declared:
+            want = " ".join(f"{w}=..." for w in sorted(declared)) or "no wildcards"
+            raise JobError(f"rule {rule}: expected {want}, got {sorted(wildcards) or 'none'}")
+        target = apply_wildcards(workflow.get_rule(rule).output[0], wildcards)
+        workflow_api.dag(DAGSettings(targets={target}, forcetargets=True))
+        workflow._prepare_dag(
+            forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True
+        )
+        workflow._build_dag()
+        for job in workflow.dag.jobs:
+            if job.rule.name == rule and dict(job.wildcards) == wildcards:
+                job.smk_config = workflow.config
+                return job
+    raise JobError(f"rule {rule} {wildcards}: Snakemake built no such job")
+
+
+def run(job: Any) -> None:
+    """Run the job's script in this process, as Snakemake would have run it."""
+    missing = [str(f) for f in job.input if not os.path.exists(f)]
+    if missing:
+        raise JobError(f"job {job}: input {missing[0]} is missing (build it with snakemake)")
+    rule = job.rule
+    if rule.shellcmd:
+        argv = shlex.split(job.shellcmd)
+        match = SCRIPT.search(job.shellcmd)
+        if not match:
+            raise JobError(f"rule {rule.name}: its shell command runs no scripts/*.py")
+        argv = argv[argv.index(match.group(1)) :]
+        script, init = argv[0], {}
+    elif rule.script:
+        script = str(Path(rule.basedir.get_path_or_uri(secret_free=True)) / rule.script)
+        argv = [script]
+        init = {"snakemake": mock(job)}
+    else:
+        raise JobError(f"rule {rule.name}: runs no script")
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        runpy.run_path(script, init_globals=init, run_name="__main__")
+    finally:
+        sys.argv = saved
+
+
+def mock(job: Any) -> SimpleNamespace:
+    """What Snakemake's ``script:`` directive hands a script as ``snakemake``."""
+    same = ("input", "output", "params", "wildcards", "log", "threads", "resources")
+    attrs = {a: getattr(job, a) for a in same}
+    return SimpleNamespace(config=job.smk_config, rule=job.rule.name, **attrs)
