@@ -9,6 +9,7 @@ import pytest
 from memprobe.protocol import recovery, taxonomy
 from memprobe.protocol.prompts import prompt_path
 from memprobe.protocol.records import Bank, BankEntry, Retrieved, RetrievedQuery
+from memprobe.protocol.rubric import RUBRIC
 from tests.recording_llm import RecordingLLM
 
 BANK = Bank(
@@ -481,3 +482,12 @@ def test_a_reduce_that_says_unknown_is_unknown():
     out = slotfill(store(40, 400), RecordingLLM(answer), context_tokens=2000, overflow="chunked")
     assert [e.label for e in out.entries] == ["unknown", "unknown"]
     assert not recovery.is_unknown("X") and recovery.is_unknown("unknown...")
+
+
+def test_the_judge_prompt_shows_the_rubric_scale_and_levels():
+    out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "LABEL-XYZ", "reason": ""}))
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "r"})
+    recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    text = judge_llm.prompt_text(0)
+    assert RUBRIC.scale_text() in text and RUBRIC.levels_text() in text
+    assert "None" not in text
