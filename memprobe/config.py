@@ -408,6 +408,13 @@ class Config(_Strict):
     def _release_needs_dir(self) -> Config:
         if self.release.import_runs and self.users.source != "release":
             raise ValueError("release.import_runs: needs users.source: release")
+        if self.release.import_runs and len(self.ks) > 1:
+            # The sweep's rules probe and score our own stores; imported runs bring only the
+            # release's scored retrievals (DAG build would stop on their missing judge files).
+            raise ValueError(
+                f"k: a top-k sweep (k: {self.k}) needs runs of our own; "
+                "release.import_runs imports scored runs only: set one k"
+            )
         if self.users.source == "release" and not self.users.release_dir:
             raise ValueError(
                 "users.release_dir: required when users.source is 'release' "

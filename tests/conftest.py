@@ -183,7 +183,13 @@ class Workflow:
     def scheduled(self, *args: str) -> dict[str, int]:
         """Job counts per rule of a dry run (``snakemake -n``)."""
         proc = self.run(*args, "-n")
-        return job_counts(proc.stdout + proc.stderr)
+        out = proc.stdout + proc.stderr
+        counts = job_counts(out)
+        # "nothing scheduled" only when Snakemake says so: output we cannot parse is a
+        # failure, never an empty schedule.
+        if not counts and not any(ln.startswith("Nothing to be done") for ln in out.splitlines()):
+            raise AssertionError(f"no job stats in the dry run:\n{out[-2000:]}")
+        return counts
 
 
 @pytest.fixture

@@ -9,10 +9,15 @@ class RecordingLLM:
     def __init__(self, answer) -> None:
         self.answer = answer  # (messages, schema) -> dict
         self.requests: list[list[dict[str, str]]] = []
+        self.wheres: list[str] = []  # what each call names in its error lines
 
     def json(self, messages, schema, *, check=None, sample=0, where=""):
         self.requests.append(messages)
-        return schema.model_validate(self.answer(messages, schema))
+        self.wheres.append(where)
+        reply = schema.model_validate(self.answer(messages, schema))
+        if check is not None:  # the real client re-asks, then fails loudly
+            check(reply)
+        return reply
 
     def map(self, fn, items):
         return [fn(x) for x in items]

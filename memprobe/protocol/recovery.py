@@ -88,11 +88,40 @@ def probe(system, bank: Bank, guides: dict[str, str], k: int, user_id: str) -> R
 
 
 # -- slot-fill ---------------------------------------------------------------------------
+def split_item(item: dict[str, Any], budget_tokens: int) -> list[dict[str, Any]]:
+    """One item whose own serialization is over the budget, as consecutive parts that each fit:
+    its JSON text cut into pieces, so no word of it is dropped (a truncation would be)."""
+    text = json.dumps(item, ensure_ascii=False)
+    parts: list[dict[str, Any]] = []
+    start = 0
+    while start < len(text):
+        size = len(text) - start
+        # Shrink until the part fits: escaping makes a piece's serialized length vary.
+        while (
+            size > 1
+            and count_tokens(serialize([_part(len(parts), text[start : start + size])]))
+            > budget_tokens
+        ):
+            size = size * 3 // 4
+        parts.append(_part(len(parts), text[start : start + size]))
+        start += size
+    return parts
+
+
+def _part(i: int, text: str) -> dict[str, Any]:
+    return {"split_item_part": i + 1, "text": text}
+
+
 def chunk_items(items: list[dict[str, Any]], budget_tokens: int) -> list[list[dict[str, Any]]]:
-    """Split the store into consecutive chunks whose serialization fits the budget."""
+    """Split the store into consecutive chunks whose serialization fits the budget; an item
+    over the budget on its own is split into parts first (``split_item``)."""
     chunks: list[list[dict[str, Any]]] = []
     cur: list[dict[str, Any]] = []
+    fitted: list[dict[str, Any]] = []
     for item in items:
+        over = count_tokens(serialize([item])) > budget_tokens
+        fitted.extend(split_item(item, budget_tokens) if over else [item])
+    for item in fitted:
         if cur and count_tokens(serialize([*cur, item])) > budget_tokens:
             chunks.append(cur)
             cur = []

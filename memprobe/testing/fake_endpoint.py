@@ -125,6 +125,28 @@ class Faults:
         return kind
 
 
+class Gate:
+    """Answer the first ``after`` completion requests, then hold every later one until
+    ``release`` is set, and hang up unanswered: a test's kill point that depends on how many
+    calls were paid, never on a clock. ``held`` is set once a request is being held."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+        self.admitted = 0
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def admit(self) -> bool:
+        with self._lock:
+            if self.admitted < self.after:
+                self.admitted += 1
+                return True
+        self.held.set()
+        self.release.wait()
+        return False
+
+
 class Script:
     """Replies pinned per json_schema name, consumed in order, or chosen by the request's text
     (a ``when``/``else`` rule, never consumed); then the generated ones."""
@@ -231,6 +253,10 @@ def make_server(
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(404, {"error": {"message": "not found"}})
                 return
+            gate = self.server.gate  # type: ignore[attr-defined]
+            if gate is not None and not gate.admit():
+                self.close_connection = True
+                return
             fmt = body.get("response_format") or {}
             name = (fmt.get("json_schema") or {}).get("name", "")
             # Which bearer tokens arrived: lets a test prove a sentinel key was really sent.
@@ -254,6 +280,7 @@ def make_server(
     server.faults = faults  # type: ignore[attr-defined]
     server.latency = latency  # type: ignore[attr-defined]
     server.auth_seen = set()  # type: ignore[attr-defined]
+    server.gate = None  # type: ignore[attr-defined]  (a Gate: tests hold requests after N)
     return server
 
 

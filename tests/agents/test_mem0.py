@@ -129,11 +129,17 @@ def test_search_after_load_equals_search_before_save(no_network, endpoint, tmp_p
 
 @pytest.mark.torch
 def test_users_do_not_share_a_store(no_network, endpoint, tmp_path):
+    # Both systems keep the same user id, so mem0's user filter cannot hide a shared store:
+    # only separate stores keep b from reading a's items.
     a = make_system(endpoint.base_url, tmp_path, tmp_path / "a" / "store")
     a.end_turn(1, MESSAGES[0], [])
-    assert a.get_all_memories()
-    a.save(tmp_path / "a" / "store")
+    a_items = a.get_all_memories()
+    assert a_items
     b = make_system(endpoint.base_url, tmp_path, tmp_path / "b" / "store")
-    b.reset("user_002")
-    assert b.get_all_memories() == []
+    assert b.user_id == a.user_id
+    assert b.get_all_memories() == [] and b.search(QUERIES[0], 5) == []
     assert b.recall(MESSAGES[0], []) == []
+    b.end_turn(1, MESSAGES[2], [])
+    b_items = b.get_all_memories()
+    assert b_items and not {i["content"] for i in b_items} & {i["content"] for i in a_items}
+    assert a.get_all_memories() == a_items  # b's write never reached a

@@ -120,6 +120,11 @@ def test_stage1_reads_the_real_transcript(mode):
         "relocation_event": "task_design_failure",  # Stage 0 says no: no Stage 1 call
         "verbosity_preference": "ok",  # score >= .75: no call at all
     }
+    memory = next(d for d in out.details if d.dimension == "critical_thinking_skill")
+    assert memory.ep_index == 1 and [s["stage"] for s in memory.stages] == [
+        "oracle",
+        "disclosure",
+    ]
     # Stage 1 for dim 1 and Stage 1 + 2 for dim 2: three requests, each with its transcript
     assert len(llm.requests) == 3
     stage1 = llm.prompt_text(0)
@@ -152,3 +157,124 @@ def test_oracle_is_shared_per_user_and_dimension():
     assert len(llm.requests) == len(DIMS)
     assert set(oracle.verdicts) == {d for _, d, _ in DIMS}
     assert not oracle.verdicts["relocation_event"].can_invite
+
+
+# -- Stage 2's "B" branch, the Stage 2 prompt, the 0.75 boundary, no targeted task ---------
+def judged(scores: dict[str, float], mode: str = "dump_all") -> Judge:
+    j = judge(mode)
+    details = [d.model_copy(update={"score": scores.get(d.dimension, d.score)}) for d in j.details]
+    return j.model_copy(update={"details": details})
+
+
+def test_stage2_b_is_simulator_too_strict_and_its_prompt_has_the_whole_case():
+    def b_answer(messages, schema):
+        if "disclosed" in schema.model_fields:
+            return {"disclosed": False, "evidence": "", "reason": "not said"}
+        return {"category": "B", "reason": "user vague", "evidence": "USER-REVEALED-2"}
+
+    llm = RecordingLLM(b_answer)
+    out = attribution.attribute_user(
+        judged({"critical_thinking_skill": 0.8}), BANK, TASKS, EPISODES, ORACLE, llm, PROMPTS
+    )
+    entry = next(d for d in out.details if d.dimension == "prudence_self_view")
+    assert entry.label == "simulator_too_strict" and entry.ep_index == 2
+    assert [s["stage"] for s in entry.stages] == ["oracle", "disclosure", "disclosure_subclass"]
+    assert entry.stages[2] == {
+        "stage": "disclosure_subclass",
+        "category": "B",
+        "reason": "user vague",
+        "evidence": "USER-REVEALED-2",
+    }
+    assert entry.stages[1]["reason"] == "not said"
+    assert len(llm.requests) == 2  # Stage 1 and Stage 2 for prudence_self_view only
+    stage2 = llm.prompt_text(1)
+    assert "TASK-TEXT-2" in stage2 and "AGENT-SAID-2" in stage2 and "USER-REVEALED-2" in stage2
+    assert "short prudence_self_view" in stage2 and "expl prudence_self_view" in stage2
+    assert "dimension: prudence_self_view" in stage2
+    where = "user user_001, system longctx_full, dump_all, prudence_self_view"
+    assert llm.wheres == [where, where]  # what a failed call's error line names
+    assert out.counts == {"ok": 2, "simulator_too_strict": 1, "task_design_failure": 1}
+
+
+def test_the_075_boundary_is_ok_and_just_below_is_attributed():
+    llm = RecordingLLM(answer)
+    out = attribution.attribute_user(
+        judged({"critical_thinking_skill": 0.75, "prudence_self_view": 0.74}),
+        BANK,
+        TASKS,
+        EPISODES,
+        ORACLE,
+        llm,
+        PROMPTS,
+    )
+    labels = {d.dimension: d.label for d in out.details}
+    assert labels["critical_thinking_skill"] == "ok"
+    assert labels["prudence_self_view"] == "agent_elicitation_failure"
+    ok = next(d for d in out.details if d.dimension == "critical_thinking_skill")
+    assert (ok.ep_index, ok.stages, ok.score) == (None, [], 0.75)
+
+
+def test_a_target_without_a_task_is_no_targeted_task_without_a_call():
+    tasks = Tasks(user_id="user_001", tasks=[t for t in TASKS.tasks if t.index != 1])
+    llm = RecordingLLM(answer)
+    out = attribution.attribute_user(
+        judged({"prudence_self_view": 1.0}), BANK, tasks, EPISODES, ORACLE, llm, PROMPTS
+    )
+    entry = next(d for d in out.details if d.dimension == "critical_thinking_skill")
+    assert (entry.label, entry.ep_index, entry.stages) == ("no_targeted_task", None, [])
+    assert llm.requests == []
+    oracle_llm = RecordingLLM(lambda m, s: {"can_invite": True, "reason": "r"})
+    oracle = attribution.run_oracle(BANK, tasks, oracle_llm, str(prompt_path("attribution_oracle")))
+    assert oracle.verdicts["critical_thinking_skill"] == OracleVerdict(
+        can_invite=False, reason="no targeted task"
+    )
+    assert len(oracle_llm.requests) == len(DIMS) - 1
+
+
+def test_stage0_no_records_the_oracle_stage_and_the_first_task_is_the_target():
+    # two tasks aim at relocation_event: the first one (index 3) is the target episode
+    extra = Task(
+        index=9,
+        task="LATER-TASK",
+        target_category="episodic_memory",
+        target_dimension="relocation_event",
+        target_short="x",
+    )
+    tasks = Tasks(user_id="user_001", tasks=[*TASKS.tasks, extra])
+    out = attribution.attribute_user(
+        judge("dump_all"), BANK, tasks, EPISODES, ORACLE, RecordingLLM(answer), PROMPTS
+    )
+    entry = next(d for d in out.details if d.dimension == "relocation_event")
+    assert entry.label == "task_design_failure" and entry.ep_index == 3
+    assert entry.stages == [{"stage": "oracle", "can_invite": False, "reason": "r"}]
+    oracle_llm = RecordingLLM(lambda m, s: {"can_invite": True, "reason": "r"})
+    attribution.run_oracle(BANK, tasks, oracle_llm, str(prompt_path("attribution_oracle")))
+    texts = [oracle_llm.prompt_text(i) for i in range(len(oracle_llm.requests))]
+    assert not any("LATER-TASK" in t for t in texts)
+    reloc = next(t for t in texts if "relocation_event" in t)
+    assert "TASK-TEXT-3" in reloc and "short relocation_event" in reloc
+    assert "dimension: relocation_event" in reloc
+    assert "user user_001, oracle relocation_event" in oracle_llm.wheres
+    assert "expl relocation_event" in reloc
+
+
+def test_a_missing_episode_reads_the_empty_transcript():
+    eps = Episodes(user_id="user_001", system="longctx_full", episodes=EPISODES.episodes[1:])
+    llm = RecordingLLM(answer)
+    attribution.attribute_user(judge("dump_all"), BANK, TASKS, eps, ORACLE, llm, PROMPTS)
+    stage1 = llm.prompt_text(0)
+    assert "TASK-TEXT-1" in stage1 and attribution.EMPTY_TRANSCRIPT in stage1
+
+
+def test_transcript_lines_alternate_agent_then_user():
+    ep = EPISODES.episodes[0].model_copy(
+        update={
+            "turns": [
+                Turn(turn=1, agent_response="a1", feedback_type="satisfied", user_text="u1"),
+                Turn(turn=2, agent_response="a2", feedback_type="satisfied", user_text="u2"),
+            ]
+        }
+    )
+    assert attribution.transcript_lines(ep) == "Agent: a1\nUser: u1\nAgent: a2\nUser: u2"
+    empty = ep.model_copy(update={"turns": []})
+    assert attribution.transcript_lines(empty) == attribution.EMPTY_TRANSCRIPT

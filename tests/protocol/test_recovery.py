@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memprobe.protocol import recovery, taxonomy
 from memprobe.protocol.prompts import prompt_path
-from memprobe.protocol.records import Bank, BankEntry
+from memprobe.protocol.records import Bank, BankEntry, Retrieved, RetrievedQuery
+from memprobe.protocol.rubric import RUBRIC
 from tests.recording_llm import RecordingLLM
 
 BANK = Bank(
@@ -33,11 +36,11 @@ def store(n: int, chars: int) -> list[dict]:
     return [{"content": f"note {i} " + "y" * chars} for i in range(n)]
 
 
-def slotfill(memories, llm, **kw):
+def slotfill(memories, llm, mode="dump_all", **kw):
     return recovery.slotfill_user(
         user_id="user_001",
         system="memt",
-        mode="dump_all",
+        mode=mode,
         bank=BANK,
         guides=GUIDES,
         llm=llm,
@@ -73,10 +76,11 @@ def test_overflow_flag_is_recorded_not_silently_scored():
     assert all(
         e.label == "unknown" and not e.called and "overflow" in e.reason for e in out.entries
     )
-    judge = recovery.judge_user(
-        out, BANK, RecordingLLM(lambda m, s: {"score": 1.0}), str(prompt_path("recovery_judge"))
-    )
+    judge_llm = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "would pay"})
+    judge = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
     assert judge.overflow and judge.flagged  # the tables' dagger
+    assert judge_llm.requests == []  # an unscored store costs the judge nothing either
+    assert [d.score for d in judge.details] == [0.0, 0.0] and judge.overall == 0.0
 
 
 def test_overflow_chunked_is_scored():
@@ -123,3 +127,367 @@ def test_store_overflows_threshold():
     over, tokens = recovery.store_overflows(store(1, 10), 2000)
     assert not over and tokens > 0
     assert recovery.store_overflows(store(40, 400), 2000)[0]
+
+
+# -- chunked overflow: every branch, and the budget held for every request ----------------
+def memory_block(text: str) -> str:
+    """The memory JSON of a rendered slot-fill prompt (between its two headings)."""
+    return text.split("MEMORY RECORDS", 1)[1].split("SLOT\ncategory", 1)[0]
+
+
+def chunk_answer(evidence: dict[str, str]):
+    """A slot-filler that reads only its own chunk: a label for each needle it sees, the
+    per-chunk labels joined in the reduce call (which is told apart by the JSON it reads)."""
+
+    def answer(messages, schema):
+        block = memory_block(messages[-1]["content"])
+        if '"label"' in block:  # the reduce step reads the per-chunk answers
+            labels = [x["label"] for x in json.loads(block)]
+            return {"label": " + ".join(labels), "reason": "reduced"}
+        hits = [label for needle, label in evidence.items() if needle in block]
+        return {"label": hits[0] if hits else "unknown", "reason": "r"}
+
+    return answer
+
+
+def test_chunked_reduce_joins_the_answers_of_several_chunks():
+    llm = RecordingLLM(chunk_answer({"note 2 ": "first", "note 37 ": "second"}))
+    out = slotfill(store(40, 400), llm, context_tokens=2000, overflow="chunked")
+    n_chunks = len(recovery.chunk_items(store(40, 400), recovery.memory_budget(2000)))
+    assert n_chunks >= 3
+    # per dimension: one call per chunk and one reduce call
+    assert len(llm.requests) == 2 * (n_chunks + 1)
+    assert [e.label for e in out.entries] == ["first + second"] * 2
+    assert all(e.reason == "reduced" and e.called for e in out.entries)
+
+
+def test_chunked_with_no_evidence_in_any_chunk_is_unknown_after_every_chunk_was_read():
+    llm = RecordingLLM(chunk_answer({}))
+    out = slotfill(store(40, 400), llm, context_tokens=2000, overflow="chunked")
+    n_chunks = len(recovery.chunk_items(store(40, 400), recovery.memory_budget(2000)))
+    assert len(llm.requests) == 2 * n_chunks  # no reduce call
+    assert all(
+        e.label == "unknown" and e.reason == "no chunk held evidence" and e.called
+        for e in out.entries
+    )
+
+
+def test_an_item_over_the_budget_on_its_own_is_split_into_parts_that_fit():
+    # One item of ~20,000 chars (~5,000 tokens) between two small ones, budget 1,200 tokens.
+    budget = recovery.memory_budget(2000)
+    big = {"content": "start " + "z" * 20_000 + " NEEDLE-AT-THE-END"}
+    items = [{"content": "small 0"}, big, {"content": "small 2"}]
+    chunks = recovery.chunk_items(items, budget)
+    assert all(recovery.count_tokens(recovery.serialize(c)) <= budget for c in chunks)
+    # nothing dropped: the parts' texts put back together are the item, in order
+    parts = [x for c in chunks for x in c if "split_item_part" in x]
+    assert [p["split_item_part"] for p in parts] == list(range(1, len(parts) + 1))
+    assert len(parts) >= 5
+    assert json.loads("".join(p["text"] for p in parts)) == big
+    assert chunks[0][0] == items[0] and chunks[-1][-1] == items[2]
+    # and the slot-filler is asked about every part, the needle included, within budget
+    llm = RecordingLLM(chunk_answer({"NEEDLE-AT-THE-END": "found it"}))
+    out = slotfill(items, llm, context_tokens=2000, overflow="chunked")
+    assert [e.label for e in out.entries] == ["found it"] * 2
+    for i in range(len(llm.requests)):
+        block = memory_block(llm.prompt_text(i))
+        assert recovery.count_tokens(block.strip()) <= budget
+
+
+def test_split_item_escapes_count_against_the_budget():
+    # quotes and newlines double when escaped: the parts must still fit
+    item = {"content": '"\n' * 3000}
+    parts = recovery.split_item(item, 300)
+    assert all(recovery.count_tokens(recovery.serialize([p])) <= 300 for p in parts)
+    assert json.loads("".join(p["text"] for p in parts)) == item
+
+
+def test_chunk_items_keeps_order_and_fills_each_chunk():
+    items = store(10, 100)  # ~115 chars each
+    one = recovery.count_tokens(recovery.serialize(items[:1]))
+    chunks = recovery.chunk_items(items, 3 * one)
+    assert [x for c in chunks for x in c] == items
+    assert all(recovery.count_tokens(recovery.serialize(c)) <= 3 * one for c in chunks)
+    # greedy: no chunk could have taken the next chunk's first item
+    for a, b in zip(chunks, chunks[1:], strict=False):
+        assert recovery.count_tokens(recovery.serialize([*a, b[0]])) > 3 * one
+    assert recovery.chunk_items([], 100) == []
+
+
+# -- retrieve mode: each dimension reads only its own top-k --------------------------------
+def retrieved(items_by_dim: dict[str, list[dict]]) -> Retrieved:
+    return Retrieved(
+        user_id="user_001",
+        system="memt",
+        k=2,
+        queries=[
+            RetrievedQuery(category=e.category, dimension=e.dimension, query="q", items=items)
+            for e in BANK.entries
+            for items in [items_by_dim.get(e.dimension, [])]
+        ],
+    )
+
+
+def slotfill_retrieve(llm, items_by_dim: dict[str, list[dict]], **kw):
+    return slotfill(None, llm, "retrieve", retrieved=retrieved(items_by_dim), **kw)
+
+
+def test_retrieve_mode_shows_each_dimension_only_its_own_items():
+    llm = RecordingLLM(
+        lambda m, s: {"label": "sees " + memory_block(m[-1]["content"]).strip()[-12:], "reason": ""}
+    )
+    out = slotfill_retrieve(
+        llm,
+        {
+            "critical_thinking_skill": [{"content": "ONLY-FOR-CRITICAL"}],
+            "verbosity_preference": [{"content": "ONLY-FOR-VERBOSITY"}],
+        },
+        context_tokens=2000,
+    )
+    assert len(llm.requests) == 2
+    first, second = llm.prompt_text(0), llm.prompt_text(1)
+    assert "ONLY-FOR-CRITICAL" in first and "ONLY-FOR-VERBOSITY" not in first
+    assert "ONLY-FOR-VERBOSITY" in second and "ONLY-FOR-CRITICAL" not in second
+    assert not out.overflow and out.memory_tokens == 0 and out.mode == "retrieve"
+    assert all(e.called for e in out.entries)
+
+
+def test_retrieve_mode_empty_retrieval_is_unknown_without_a_call():
+    llm = RecordingLLM(lambda m, s: {"label": "something", "reason": ""})
+    out = slotfill_retrieve(llm, {"verbosity_preference": [{"content": "likes lists"}]})
+    assert len(llm.requests) == 1 and "likes lists" in llm.prompt_text(0)
+    skill, verbosity = out.entries
+    assert (skill.label, skill.called, skill.reason) == ("unknown", False, "empty memory")
+    assert (verbosity.label, verbosity.called) == ("something", True)
+
+
+def test_a_label_that_says_unknown_in_any_spelling_is_unknown():
+    for said in ("Unknown.", "  unknown ", "", "UNKNOWN"):
+        llm = RecordingLLM(lambda m, s, said=said: {"label": said, "reason": "x"})
+        out = slotfill(store(1, 5), llm)
+        assert [e.label for e in out.entries] == ["unknown", "unknown"], said
+    out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "  terse  ", "reason": ""}))
+    assert [e.label for e in out.entries] == ["terse", "terse"]
+
+
+def test_judge_unknown_option_sends_unknown_labels_to_the_judge():
+    out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "unknown", "reason": ""}))
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.25, "reason": "lenient"})
+    judge = recovery.judge_user(
+        out, BANK, judge_llm, str(prompt_path("recovery_judge")), judge_unknown=True
+    )
+    assert len(judge_llm.requests) == 2
+    assert [d.score for d in judge.details] == [0.25, 0.25]
+    assert judge.details[0].judge_reason == "lenient"
+
+
+def test_category_means_hand_values():
+    def entry(c, s):
+        return recovery.JudgeEntry(
+            category=c,
+            dimension="d",
+            explanation="",
+            ground_truth="",
+            predicted="",
+            slot_fill_reason="",
+            score=s,
+            judge_reason="",
+            scoring_mode="dump_all",
+        )
+
+    per, overall = recovery.category_means(
+        [entry("skill_memory", 1.0), entry("skill_memory", 0.5), entry("self_model", 0.0)]
+    )
+    assert per["skill_memory"] == 0.75 and per["self_model"] == 0.0
+    assert per["episodic_memory"] is None and per["assistance_preference"] is None
+    assert overall == pytest.approx(0.375)  # (0.75 + 0.0) / 2 present categories
+    assert recovery.category_means([]) == (dict.fromkeys(per), 0.0)
+
+
+class SearchOnly:
+    """A memory system reduced to what retrieve mode's probe calls: its name and search."""
+
+    name = "memt"
+
+    def __init__(self) -> None:
+        self.searches: list[tuple[str, int]] = []
+
+    def search(self, query: str, k: int) -> list[dict]:
+        self.searches.append((query, k))
+        return [{"content": f"hit {i} for {query[:30]}"} for i in range(k)]
+
+
+def test_probe_asks_the_user_agnostic_query_per_dimension_with_k():
+    system = SearchOnly()
+    out = recovery.probe(system, BANK, GUIDES, 3, "user_007")
+    q_skill = taxonomy.retrieve_query("critical_thinking_skill", "skill_memory", GUIDES)
+    q_verb = taxonomy.retrieve_query("verbosity_preference", "assistance_preference", GUIDES)
+    assert q_skill.startswith("What best describes the user's critical thinking skill? ")
+    assert system.searches == [(q_skill, 3), (q_verb, 3)]
+    assert (out.user_id, out.system, out.k) == ("user_007", "memt", 3)
+    assert [(q.category, q.dimension, q.query) for q in out.queries] == [
+        ("skill_memory", "critical_thinking_skill", q_skill),
+        ("assistance_preference", "verbosity_preference", q_verb),
+    ]
+    assert out.queries[0].items == system.search(q_skill, 3)
+    for text in (q_skill, q_verb):  # the probe never names the user's value
+        assert "Checks sources twice" not in text and "SECRET" not in text
+
+
+def test_token_estimate_budget_and_the_overflow_boundary():
+    assert [recovery.count_tokens("x" * n) for n in (0, 1, 4, 5, 8, 9)] == [0, 1, 1, 2, 2, 3]
+    assert recovery.memory_budget(2000) == 2000 - 600 - 200
+    assert recovery.serialize([{"a": "é"}]) == '[\n  {\n    "a": "é"\n  }\n]'
+    # a store of exactly the budget fits; one token more overflows
+    budget = recovery.memory_budget(2000)
+    for extra, over in ((0, False), (1, True)):
+        pad = 4 * (budget + extra) - len(recovery.serialize([{"c": ""}]))
+        items = [{"c": "y" * pad}]
+        assert recovery.count_tokens(recovery.serialize(items)) == budget + extra
+        assert recovery.store_overflows(items, 2000) == (over, budget + extra)
+        out = slotfill(items, RecordingLLM(lambda m, s: {"label": "x", "reason": ""}))
+        assert slotfill(items, RecordingLLM(evidence_answer), context_tokens=2000).overflow is over
+        assert not out.overflow  # the default 128k context
+
+
+def test_every_call_names_user_system_mode_and_dimension():
+    llm = RecordingLLM(chunk_answer({"note 2 ": "first", "note 37 ": "second"}))
+    slotfill(store(40, 400), llm, context_tokens=2000, overflow="chunked")
+    base = "user user_001, system memt, dump_all, critical_thinking_skill"
+    n = len(recovery.chunk_items(store(40, 400), recovery.memory_budget(2000)))
+    assert llm.wheres[: n + 1] == [f"{base}, chunk {i}" for i in range(1, n + 1)] + [
+        f"{base}, reduce"
+    ]
+    out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "twice", "reason": ""}))
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": ""})
+    judged = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    assert judge_llm.wheres == [base, "user user_001, system memt, dump_all, verbosity_preference"]
+    assert (judged.user_id, judged.system, judged.mode) == ("user_001", "memt", "dump_all")
+    d = judged.details[0]
+    assert (d.predicted, d.ground_truth, d.explanation, d.scoring_mode) == (
+        "twice",
+        "Checks sources twice",
+        "SECRET-EXPLANATION",
+        "dump_all",
+    )
+
+
+def test_split_item_parts_are_the_items_own_json_and_as_large_as_fit():
+    item = {"content": "café " + "z" * 9000 + " end"}
+    budget = 600
+    parts = recovery.split_item(item, budget)
+    text = json.dumps(item, ensure_ascii=False)  # "é" stays one character, never \u00e9
+    assert "".join(p["text"] for p in parts) == text
+    assert all(p["text"] for p in parts) and len(parts) >= 3
+    for i, p in enumerate(parts):
+        assert recovery.count_tokens(recovery.serialize([p])) <= budget
+        if i < len(parts) - 1:  # shrinking by 3/4 at a time: a third longer would not fit
+            start = text.index(p["text"], sum(len(q["text"]) for q in parts[:i]))
+            longer = {**p, "text": text[start : start + len(p["text"]) * 4 // 3 + 1]}
+            assert recovery.count_tokens(recovery.serialize([longer])) > budget
+
+
+def test_split_item_at_exactly_the_budget_is_one_part_and_a_tiny_budget_still_ends():
+    for n in range(100, 200):
+        item = {"c": "x" * n}
+        one = recovery.count_tokens(recovery.serialize([recovery._part(0, json.dumps(item))]))
+        if (4 * one - 3) == len(recovery.serialize([recovery._part(0, json.dumps(item))])):
+            break  # the serialization is exactly `one` tokens long, no slack
+    assert recovery.split_item(item, one) == [recovery._part(0, json.dumps(item))]
+    assert len(recovery.split_item(item, one - 1)) == 2
+    # a budget below one character's part: one-character parts, and the loop ends
+    assert [p["text"] for p in recovery.split_item({"c": "ab"}, 1)] == list('{"c": "ab"}')
+
+
+def test_chunks_and_stores_of_exactly_the_budget_fit():
+    a, b = {"content": "alpha " * 20}, {"content": "beta " * 30}
+    both = recovery.count_tokens(recovery.serialize([a, b]))
+    assert recovery.chunk_items([a, b], both) == [[a, b]]
+    assert recovery.chunk_items([a, b], both - 1) == [[a], [b]]
+    alone = recovery.count_tokens(recovery.serialize([a]))
+    assert recovery.chunk_items([a], alone) == [[a]]  # not split
+    # the default context is 128,000 tokens
+    budget = recovery.memory_budget(128_000)
+    pad = 4 * (budget + 1) - len(recovery.serialize([{"c": ""}]))
+    out = slotfill([{"c": "y" * pad}], RecordingLLM(lambda m, s: {"label": "x", "reason": ""}))
+    assert out.overflow and out.memory_tokens == budget + 1
+
+
+def test_judge_prompt_has_the_dimension_and_the_label_and_reasons_are_recorded():
+    out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "LABEL-XYZ", "reason": ""}))
+    out.entries[1] = out.entries[1].model_copy(update={"label": "unknown"})
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "half"})
+    judged = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    text = judge_llm.prompt_text(0)
+    assert "LABEL-XYZ" in text and "critical_thinking_skill" in text
+    assert [d.judge_reason for d in judged.details] == [
+        "half",
+        "label is 'unknown': 0 by the rubric (no call)",
+    ]
+
+
+def test_degenerate_labels_are_unknown_only_with_the_option_and_the_axis_counts():
+    axis = "How carefully does the user weigh evidence?"
+    out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": axis, "reason": ""}))
+    axes = {"critical_thinking_skill": axis, "verbosity_preference": "How long?"}
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "r"})
+    prompt = str(prompt_path("recovery_judge"))
+    judged = recovery.judge_user(out, BANK, judge_llm, prompt, degenerate_axes=axes)
+    # the skill label is its own axis question: unknown, no call; the preference label is not
+    assert [d.score for d in judged.details] == [0.0, 0.5] and len(judge_llm.requests) == 1
+    assert (
+        judged.details[0].judge_reason == "label is a axis_question: scored as 'unknown' (no call)"
+    )
+    plain = recovery.judge_user(
+        out, BANK, RecordingLLM(lambda m, s: {"score": 0.5, "reason": ""}), prompt
+    )
+    assert [d.score for d in plain.details] == [0.5, 0.5]
+
+
+def test_every_slotfill_prompt_names_its_slot_and_the_where(caplog):
+    dims = {e.dimension: e.category for e in BANK.entries}
+
+    def check_prompts(llm):
+        for msgs, where in zip(llm.requests, llm.wheres, strict=True):
+            dim = next(d for d in dims if f", {d}" in where)
+            text = msgs[-1]["content"]
+            assert f"dimension: {dim}" in text and f"category: {dims[dim]}" in text
+            assert GUIDES[dims[dim]] in text
+
+    plain = RecordingLLM(lambda m, s: {"label": "x", "reason": ""})
+    out = slotfill(store(2, 10), plain)
+    check_prompts(plain)
+    assert plain.wheres == [
+        "user user_001, system memt, dump_all, critical_thinking_skill",
+        "user user_001, system memt, dump_all, verbosity_preference",
+    ]
+    assert out.overflow_strategy is None and not out.overflow
+    chunked = RecordingLLM(chunk_answer({"note 2 ": "first", "note 37 ": "second"}))
+    with caplog.at_level("WARNING", logger="memprobe"):
+        out = slotfill(store(40, 400), chunked, context_tokens=2000, overflow="chunked")
+    check_prompts(chunked)
+    assert caplog.messages == [
+        f"slotfill memt user_001: store ~{out.memory_tokens} tokens exceeds the 2000-token "
+        "context (chunked)"
+    ]
+
+
+def test_a_reduce_that_says_unknown_is_unknown():
+    def answer(messages, schema):
+        block = memory_block(messages[-1]["content"])
+        if '"label"' in block:
+            return {"label": " Unknown. ", "reason": "conflicting"}
+        return chunk_answer({"note 2 ": "first", "note 37 ": "second"})(messages, schema)
+
+    out = slotfill(store(40, 400), RecordingLLM(answer), context_tokens=2000, overflow="chunked")
+    assert [e.label for e in out.entries] == ["unknown", "unknown"]
+    assert not recovery.is_unknown("X") and recovery.is_unknown("unknown...")
+
+
+def test_the_judge_prompt_shows_the_rubric_scale_and_levels():
+    out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "LABEL-XYZ", "reason": ""}))
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "r"})
+    recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    text = judge_llm.prompt_text(0)
+    assert RUBRIC.scale_text() in text and RUBRIC.levels_text() in text
+    assert "None" not in text

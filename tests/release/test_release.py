@@ -8,7 +8,9 @@ import shutil
 
 import pytest
 
+from memprobe.config import ConfigError
 from memprobe.protocol.records import RecordError
+from memprobe.protocol.taxonomy import load_guides, retrieve_query
 from memprobe.release import importer as release
 from tests.conftest import tiny_config
 from tests.release_fixture import FIXTURE, USERS, cfg_model, release_config
@@ -161,3 +163,68 @@ def test_release_users_with_our_systems(endpoint, workflow_factory):
     assert tasks["user_id"] == USERS[2]
     # the rollout of our systems is scheduled on the imported users
     assert wf.scheduled("results/longctx_full/user_003/episodes.json") == {"rollout": 1}
+
+
+def test_a_topk_sweep_over_imported_runs_is_one_config_error():
+    with pytest.raises(ConfigError, match=r"k: a top-k sweep \(k: \[5, 3\]\).*set one k"):
+        cfg_model(k=[5, 3])
+    assert cfg_model(k=5).ks == [5]
+
+
+@pytest.mark.workflow
+def test_a_topk_sweep_over_imported_runs_stops_the_dag_in_one_line(workflow_factory):
+    # Before the check, the DAG build stopped on the missing retrieve_k3 judge files.
+    wf = workflow_factory(release_config(k=[5, 3]))
+    proc = wf.run("tables", "-n", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "MissingInputException" not in out
+    lines = [line for line in out.splitlines() if line.startswith("memprobe:")]
+    assert len(lines) == 1 and "set one k" in lines[0], lines
+
+
+def test_import_retrieved_keeps_the_recorded_items_under_our_queries(tmp_path):
+    cfg = cfg_model()
+    lay = release.Layout(cfg)
+    guides = load_guides()
+    got = release.retrieved(lay, "longctx_full", "user_002", 5, guides)
+    bank = release.bank(lay.bank_file, "user_002", cfg.dims_per_category)
+    assert (got.user_id, got.system, got.k) == ("user_002", "longctx_full", 5)
+    assert [(q.category, q.dimension) for q in got.queries] == [
+        (e.category, e.dimension) for e in bank.entries
+    ]
+    for q in got.queries:
+        assert q.query == retrieve_query(q.dimension, q.category, guides)
+        assert q.items == [{"content": f"item about {q.dimension}", "score": 0.5}]
+    # a retrieve record without its items is named, with the entry
+    copy = tmp_path / "release"
+    shutil.copytree(FIXTURE, copy)
+    path = copy / "output/longctx_full_pooled_50_retrieve/recon_judge/user_002.json"
+    raw = json.loads(path.read_text())
+    del raw["details"][3]["retrieved_memories"]
+    path.write_text(json.dumps(raw))
+    with pytest.raises(RecordError, match=r"user_002.json: details.3.retrieved_memories: missing"):
+        release.retrieved(release.Layout(cfg_model(release_dir=str(copy))), "longctx_full",
+                          "user_002", 5, guides)  # fmt: skip
+
+
+def test_release_runs_maps_a_system_to_another_run_folder(tmp_path):
+    lay = release.Layout(cfg_model())
+    assert lay.run_id("memt") == "memt_memonly_pooled_50"  # the release's agent name
+    assert lay.run_id("longctx_full") == "longctx_full_pooled_50"
+    copy = tmp_path / "release"
+    shutil.copytree(FIXTURE, copy)
+    out = copy / "output"
+    for old in sorted(copy.rglob("longctx_full_pooled_50*"), reverse=True):
+        if old.is_dir():  # output/<run>, output/<run>_retrieve, memory/<run>, ...
+            old.rename(old.with_name(old.name.replace("longctx_full_pooled_50", "longctx_rerun_7")))
+    cfg = cfg_model(
+        release_dir=str(copy),
+        release={"import_runs": True, "runs": {"longctx_full": "longctx_rerun_7"}},
+    )
+    lay = release.Layout(cfg)
+    assert lay.output_dir("longctx_full", "dump_all") == out / "longctx_rerun_7"
+    assert lay.output_dir("longctx_full", "retrieve") == out / "longctx_rerun_7_retrieve"
+    mem = release.memories(lay, "longctx_full", "user_001")
+    assert mem.meta == {"source": "release", "run": "longctx_rerun_7"}
+    assert mem.memories == release.memories(release.Layout(cfg_model()), "longctx_full",
+                                            "user_001").memories  # fmt: skip

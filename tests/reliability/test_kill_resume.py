@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
-import time
 from collections import Counter
 
 import pytest
 
-from memprobe.testing.fake_endpoint import Faults
+from memprobe.testing.fake_endpoint import Faults, Gate
 from tests.conftest import SNAKEMAKE, Endpoint, Workflow
 from tests.reliability.conftest import (
     KEY_ENV,
@@ -31,18 +29,24 @@ pytestmark = pytest.mark.workflow
 
 
 def test_five_sigkills_and_resumes_give_the_clean_tables_and_pay_nothing_twice(clean_run, tmp_path):
+    # Each kill comes at a point set by paid calls, not by a clock: the endpoint answers the
+    # run's first `per_run` requests, then holds every later one and signals; the test waits
+    # for that signal (or the run's end, a failure) and kills the whole process group. Five
+    # runs pay at most 5/6 of the clean run's calls, so each one reaches its hold point.
+    per_run = max(1, clean_run.calls // 6)
     ep = Endpoint()
     root = tmp_path / "killed"
     root.mkdir()
     wf = Workflow(root, reliable_config(ep.base_url))
     env = {**os.environ, KEY_ENV: SENTINEL}
     base = ["--cores", "2", "--configfile", str(wf.config_path)]
-    rng = random.Random(8)
     kills = []
+    gate = None
     try:
         while len(kills) < 5:
             # A killed Snakemake leaves its lock behind; unlocking is the user's first step too.
             subprocess.run([SNAKEMAKE, "--unlock", *base], cwd=root, capture_output=True)
+            gate = ep.server.gate = Gate(per_run)
             proc = subprocess.Popen(
                 [SNAKEMAKE, TARGET, "--rerun-incomplete", *base],
                 cwd=root,
@@ -51,22 +55,25 @@ def test_five_sigkills_and_resumes_give_the_clean_tables_and_pay_nothing_twice(c
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,  # its own process group: the kill takes every job
             )
-            at = rng.uniform(4.0, max(8.0, clean_run.seconds / 6))
-            try:
-                proc.wait(timeout=at)
-                pytest.fail(f"the run finished before kill {len(kills) + 1} at {at:.1f}s")
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            while not gate.held.wait(0.1):
+                if proc.poll() is not None:
+                    pytest.fail(f"run {len(kills) + 1} ended ({proc.returncode}) before its hold")
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            gate.release.set()  # the held handlers hang up on a dead client
             cached = sum(1 for _ in (root / ".cache").rglob("*.json"))
-            kills.append((round(at, 1), cached))
-            time.sleep(0.2)
+            kills.append((gate.admitted, cached))
+        ep.server.gate = None
         subprocess.run([SNAKEMAKE, "--unlock", *base], cwd=root, capture_output=True)
         wf.run(TARGET, "--rerun-incomplete", env={KEY_ENV: SENTINEL})
     finally:
+        if gate is not None:
+            gate.release.set()
         ep.close()
-    print(f"kills (seconds into each run, cache entries after it): {kills}")
-    assert len({c for _, c in kills}) > 1, "every kill hit the same point"
+    print(f"kills (calls answered in the run, cache entries after it): {kills}")
+    assert [a for a, _ in kills] == [per_run] * 5
+    cached = [c for _, c in kills]
+    assert cached == sorted(cached) and cached[-1] > cached[0], "the kills did not move on"
 
     assert tables(root) == clean_run.tables
     assert artifacts(root) == clean_run.artifacts

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 import pytest
 
-from memprobe.protocol.records import Judge
+from memprobe.protocol.records import Judge, JudgeEntry
 from memprobe.release import importer as release
 from memprobe.report import tables
 from tests.release_fixture import SYSTEMS, USERS, cfg_model
@@ -110,6 +110,20 @@ def test_table3_hand_values(imported):
     r = row(df, system="memt", mode="dump_all")
     # skill 1, 0, 0 -> .333333 +- .57735
     assert close(r["skill_mean"], 0.333333) and close(r["skill_std"], 0.57735)
+    # retrieve rows. longctx skill per user (.5+.5)/2, (.5+0)/2, (1+.5)/2 = .5, .25, .75
+    # -> .5 +- .25; knowledge .75, .5, .75 -> .666667 +- .144338; episodic 0, 0, .25 ->
+    # .083333 +- .144338; self .5, .25, .75; preference 1, .75, .75 -> .833333 +- .144338
+    r = row(df, system="longctx_full", mode="retrieve")
+    assert close(r["skill_mean"], 0.5) and close(r["skill_std"], 0.25)
+    assert close(r["knowledge_mean"], 0.666667) and close(r["knowledge_std"], 0.144338)
+    assert close(r["episodic_mean"], 0.083333) and close(r["episodic_std"], 0.144338)
+    assert close(r["self_mean"], 0.5) and close(r["self_std"], 0.25)
+    assert close(r["preference_mean"], 0.833333) and close(r["preference_std"], 0.144338)
+    # memt retrieve: every category .5, .25, .75 per user -> .5 +- .25
+    r = row(df, system="memt", mode="retrieve")
+    assert all(
+        close(r[f"{c}_mean"], 0.5) and close(r[f"{c}_std"], 0.25) for c in tables.SHORT.values()
+    )
     empty = row(df, system="nomem", mode="retrieve")
     assert all(pd.isna(empty[c]) for c in tables.TABLE3_COLUMNS[2:])
 
@@ -235,7 +249,9 @@ def test_ci_paired_and_table5():
     ]
     ci = tables.table2_ci(["a", "b"], MODES, [("a", "dump_all"), ("b", "dump_all")], js, seed=1)
     a = row(ci, system="a", mode="dump_all")
-    assert close(a["B_mean"], 0.4) and 0.2 <= a["ci_low"] <= 0.4 <= a["ci_high"] <= 0.6
+    # (a percentile bootstrap of means always lies within [min, max]: the CI's width is
+    # checked where it can fail, test_bootstrap_ci_is_the_2_5_and_97_5_percentiles...)
+    assert close(a["B_mean"], 0.4) and a["ci_low"] < 0.4 < a["ci_high"]
     assert pd.isna(row(ci, system="a", mode="retrieve")["B_mean"])
     p = tables.paired(["a", "b"], MODES, js, seed=1)
     assert len(p) == 1 and close(p.iloc[0]["mean_diff"], 0.3)  # .1, .3, .5 -> .3
@@ -269,3 +285,319 @@ def test_ci_paired_and_table5():
     assert (lc["calls"], lc["paid_calls"], lc["total_tokens"]) == (2, 1, 15)
     assert lc["length_cut"] == 1  # a free-text reply cut at max_tokens is counted
     assert row(t5, system="(shared)", role="oracle")["prompt_tokens"] == 7
+
+
+# -- beyond the paper: every table a hand value, and CIs that can fail ---------------------
+def judge_of(system, user, overall, mode="dump_all", flag=False, details=(), per_category=None):
+    return Judge(
+        user_id=user,
+        system=system,
+        mode=mode,
+        overflow=flag,
+        overflow_strategy="flag" if flag else None,
+        per_category=dict(per_category or {}),
+        overall=overall,
+        details=list(details),
+    )
+
+
+def test_topk_sweep_hand_values():
+    by_k = {
+        1: [judge_of("memt", "u1", 0.2, "retrieve"), judge_of("memt", "u2", 0.4, "retrieve")],
+        5: [judge_of("memt", "u1", 0.5, "retrieve"), judge_of("amem", "u1", 0.9, "retrieve")],
+    }
+    df = tables.topk_sweep(["memt", "amem"], [1, 5, 10], by_k)
+    assert list(df.columns) == tables.TOPK_COLUMNS
+    assert list(zip(df.system, df.k, strict=True)) == [
+        ("memt", 1),
+        ("memt", 5),
+        ("memt", 10),
+        ("amem", 1),
+        ("amem", 5),
+        ("amem", 10),
+    ]
+    m1 = row(df, system="memt", k=1)
+    # .2, .4 -> .3 +- .141421 (sample std)
+    assert close(m1["B_mean"], 0.3) and close(m1["B_std"], 0.141421) and m1["n_users"] == 2
+    m5 = row(df, system="memt", k=5)
+    assert close(m5["B_mean"], 0.5) and pd.isna(m5["B_std"]) and m5["n_users"] == 1
+    m10 = row(df, system="memt", k=10)  # no run at k=10: empty, never 0
+    assert pd.isna(m10["B_mean"]) and pd.isna(m10["n_users"])
+    assert close(row(df, system="amem", k=5)["B_mean"], 0.9)
+    assert pd.isna(row(df, system="amem", k=1)["B_mean"])
+
+
+def test_gap_flags_mark_every_value_cell_of_a_flagged_system_only():
+    js = [
+        judge_of("memt", "u1", 0.5, flag=True),
+        judge_of("memt", "u1", 0.25, "retrieve"),
+        judge_of("amem", "u1", 0.5),
+        judge_of("amem", "u1", 0.25, "retrieve"),
+    ]
+    df = tables.gap(["memt", "amem"], js)
+    f = tables.gap_flags(df, js)
+    assert list(f.columns) == tables.GAP_COLUMNS
+    assert [row(f, system="memt")[c] for c in tables.GAP_COLUMNS[1:]] == [tables.DAGGER] * 4
+    assert [row(f, system="amem")[c] for c in tables.GAP_COLUMNS[1:]] == [""] * 4
+    assert close(row(df, system="memt")["mean"], 0.25)
+
+
+def test_degenerate_labels_hand_counts():
+    def d(dim, predicted):
+        return JudgeEntry(
+            category="skill_memory",
+            dimension=dim,
+            explanation="",
+            ground_truth="",
+            predicted=predicted,
+            slot_fill_reason="",
+            score=0.0,
+            judge_reason="",
+            scoring_mode="dump_all",
+        )
+
+    js = [
+        judge_of(
+            "memt",
+            "u1",
+            0.0,
+            details=[
+                d("writing_skill", ""),  # empty
+                d("writing_skill", "Skill memory"),  # category_name
+                d("writing_skill", "writing skill"),  # dimension_name
+                d("writing_skill", "How well do they write?"),  # axis_question
+                d("writing_skill", "unknown"),  # the protocol's answer: not degenerate
+                d("writing_skill", "terse, precise prose"),
+            ],
+        ),
+        judge_of("memt", "u2", 0.0, details=[d("writing_skill", "Writing_Skill")]),
+        judge_of("memt", "u1", 0.0, "retrieve", details=[]),
+    ]
+    axes = {"writing_skill": "how well do they write"}
+    df = tables.degenerate_labels([("memt", "dump_all"), ("memt", "retrieve")], js, axes)
+    assert list(df.columns) == tables.DEGENERATE_COLUMNS
+    r = row(df, system="memt", mode="dump_all")
+    assert [r[c] for c in ("n_labels", *tables.DEGENERATE_KINDS, "degenerate")] == [
+        7,
+        1,
+        1,
+        2,
+        1,
+        5,
+    ]
+    assert close(r["share"], 5 / 7)
+    empty = row(df, system="memt", mode="retrieve")
+    assert empty["n_labels"] == 0 and empty["degenerate"] == 0 and pd.isna(empty["share"])
+
+
+def test_note_cells_adds_the_note_to_filled_cells_only():
+    df = pd.DataFrame({"system": ["a", "b"], "B": [0.5, None]})
+    flags = pd.DataFrame({"system": ["a", "b"], "B": [tables.DAGGER, ""]})
+    out = tables.note_cells(flags, df, ["B"], "judge failed calibration")
+    assert list(out["B"]) == [f"{tables.DAGGER}; judge failed calibration", ""]
+    plain = pd.DataFrame({"system": ["a"], "B": [""]})
+    assert list(tables.note_cells(plain, df.iloc[:1], ["B"], "n")["B"]) == ["n"]
+    assert list(flags["B"]) == [tables.DAGGER, ""]  # the input is left alone
+
+
+def test_bootstrap_ci_is_the_2_5_and_97_5_percentiles_of_resampled_means():
+    # 50 zeros and 50 ones: the mean's standard error is .05, so the 95% percentile interval
+    # is about .5 -+ 1.96 * .05 = [.402, .598]; a 90% interval would be [.418, .582] and
+    # [min, max] = [0, 1]. The bound that "it lies within [min, max]" could never fail.
+    values = [0.0] * 50 + [1.0] * 50
+    low, high = tables.bootstrap_ci(values, seed=1)
+    assert 0.39 < low < 0.413 and 0.587 < high < 0.61
+    assert tables.bootstrap_ci(values, seed=1) == (low, high)  # seeded: reproducible
+    uneven = [(i * 7919 % 101) / 101 for i in range(40)]
+    assert tables.bootstrap_ci(uneven, seed=1) != tables.bootstrap_ci(uneven, seed=2)
+    assert tables.bootstrap_ci([0.7] * 5, seed=1) == (0.7, 0.7)
+    assert tables.bootstrap_ci([0.3], seed=1) == (None, None)  # no interval from one user
+    assert tables.bootstrap_ci(uneven, seed=1, n_boot=5) != tables.bootstrap_ci(uneven, seed=1)
+
+
+def test_table2_ci_and_paired_hand_values():
+    js = [judge_of("a", f"u{i}", v) for i, v in enumerate([0.0] * 50 + [1.0] * 50)]
+    js += [judge_of("b", f"u{i}", 0.25) for i in range(0, 100, 2)]  # half the users
+    js += [judge_of("b", "u0", 0.9, "retrieve")]
+    pairs = [("a", "dump_all"), ("b", "dump_all")]
+    ci = tables.table2_ci(["a", "b"], MODES, pairs, js, seed=1)
+    assert list(ci.columns) == tables.CI_COLUMNS
+    a = row(ci, system="a", mode="dump_all")
+    assert close(a["B_mean"], 0.5) and 0.39 < a["ci_low"] < 0.413 and 0.587 < a["ci_high"] < 0.61
+    assert (a["n_users"], a["n_boot"]) == (100, tables.N_BOOT)
+    b = row(ci, system="b", mode="dump_all")
+    assert close(b["ci_low"], 0.25) and close(b["ci_high"], 0.25) and b["n_users"] == 50
+    # a listed pair without judges is an empty row
+    none = tables.table2_ci(["c"], MODES, [("c", "dump_all")], js, seed=1)
+    assert pd.isna(none.iloc[0]["B_mean"]) and pd.isna(none.iloc[0]["n_users"])
+    # (b, retrieve) has a judge but is not a pair: empty
+    assert pd.isna(row(ci, system="b", mode="retrieve")["B_mean"])
+    assert tables.table2_ci(["a"], MODES, pairs, js, seed=1, n_boot=7).iloc[0]["n_boot"] == 7
+
+    p = tables.paired(["a", "b"], MODES, js, seed=1)
+    assert list(p.columns) == tables.PAIRED_COLUMNS
+    r = row(p, mode="dump_all")
+    # shared users u0, u2, ..., u98: a is 0 on u0..u48 (25 users), 1 on u50..u98 (25 users);
+    # differences -.25 and .75, mean .25
+    assert (r["system_a"], r["system_b"], r["n_users"]) == ("a", "b", 50)
+    assert close(r["mean_diff"], 0.25) and r["ci_low"] < 0.25 < r["ci_high"]
+    assert -0.25 < r["ci_low"] and r["ci_high"] < 0.75 and r["n_boot"] == tables.N_BOOT
+    assert len(p) == 1  # retrieve: only b has u0, no pair
+
+
+@pytest.mark.parametrize(
+    ("job", "system"),
+    [
+        ("rollout/mem0_user_001", "mem0"),
+        ("rollout/mem0_graph_user_001", "mem0_graph"),  # the longest matching prefix
+        ("judge/mem0_graph_dump_all_user_001", "mem0_graph"),
+        ("rollout/mem0", "mem0"),
+        ("rollout/mem0_graph_user_001/part", "mem0_graph"),  # the tag is all after the rule
+        ("rollout/mem0/part", "(shared)"),
+        ("rollout/mem0x_user_001", "(shared)"),  # a prefix must end at "_"
+        ("stage0/user_001", "(shared)"),
+        ("no-slash", "(shared)"),
+        ("", "(shared)"),
+    ],
+)
+def test_ledger_system_prefix_matching(job, system):
+    assert tables.ledger_system(job, ["mem0", "mem0_graph", "memt"]) == system
+
+
+def test_table5_counts_invalid_rows_and_orders_by_system():
+    rows = [
+        # a failed attempt cut at max_tokens is not a "length_cut" reply
+        {"job": "rollout/memt_user_001", "role": "assistant", "cached": "false",
+         "prompt_tokens": "", "completion_tokens": "3", "status": "error",
+         "finish_reason": "length"},
+        {"job": "rollout/memt_user_001", "role": "assistant", "cached": "false",
+         "prompt_tokens": "4", "completion_tokens": "", "status": "ok", "finish_reason": "stop"},
+        {"job": "rollout/memt_user_001", "role": "assistant", "cached": "true",
+         "prompt_tokens": "100", "completion_tokens": "100", "status": "ok",
+         "finish_reason": "length"},
+        {"job": "rollout/memt_user_001", "role": "critic", "cached": "false",
+         "prompt_tokens": "1", "completion_tokens": "1"},
+        {"role": "oracle", "cached": "false", "prompt_tokens": "2", "completion_tokens": "2"},
+        {"cached": "true"},  # no job and no role: shared, role ""
+        {"job": "rollout/memt_user_001", "role": "critic", "cached": "false",
+         "prompt_tokens": "1", "completion_tokens": "1", "status": "ok",
+         "finish_reason": "length"},
+        {"job": "rollout/memt_user_001", "role": "critic", "cached": "false",
+         "prompt_tokens": "2", "completion_tokens": "0", "status": "ok",
+         "finish_reason": "length"},
+        {"job": "rollout/amem_user_001", "role": "assistant", "cached": "false",
+         "prompt_tokens": "5", "completion_tokens": "5"},
+    ]  # fmt: skip
+    t5 = tables.table5(rows, ["amem", "memt"])
+    assert list(t5.columns) == tables.TABLE5_COLUMNS
+    assert list(zip(t5.system, t5.role, strict=True)) == [
+        ("amem", "assistant"),
+        ("memt", "assistant"),
+        ("memt", "critic"),
+        ("(shared)", ""),
+        ("(shared)", "oracle"),
+    ]
+    a = row(t5, system="memt", role="assistant")
+    # 3 calls, 2 paid: prompt 0 + 4, completion 3 + 0; the cached row's tokens cost nothing
+    assert [a[c] for c in tables.TABLE5_COLUMNS[2:]] == [3, 2, 4, 3, 7, 1]
+    assert row(t5, system="(shared)", role="oracle")["total_tokens"] == 4
+    # critic: 3 calls, all paid, prompt 1 + 1 + 2, two accepted replies cut at max_tokens
+    c = row(t5, system="memt", role="critic")
+    assert [c[col] for col in tables.TABLE5_COLUMNS[2:]] == [3, 3, 4, 2, 6, 2]
+    assert [row(t5, system="(shared)", role="")[col] for col in ("calls", "paid_calls")] == [1, 0]
+    assert tables.table5([], ["memt"]).empty
+
+
+def test_empty_tables_keep_their_header():
+    # a table with no row still writes its header (a reader finds its columns)
+    empties = {
+        tuple(tables.TABLE2_COLUMNS): tables.table2([], [], [], [], []),
+        tuple(tables.TABLE3_COLUMNS): tables.table3([], MODES, [], []),
+        tuple(tables.TABLE4_COLUMNS): tables.table4([], MODES, [], []),
+        tuple(tables.CI_COLUMNS): tables.table2_ci([], MODES, [], [], seed=1),
+        tuple(tables.PAIRED_COLUMNS): tables.paired([], MODES, [], seed=1),
+        tuple(tables.TABLE13_COLUMNS): tables.table13([], [], []),
+        tuple(tables.TABLE14_COLUMNS): tables.table14([], []),
+        tuple(tables.GAP_COLUMNS): tables.gap([], []),
+        tuple(tables.TOPK_COLUMNS): tables.topk_sweep([], [], {}),
+        tuple(tables.TABLE5_COLUMNS): tables.table5([], []),
+        tuple(tables.DEGENERATE_COLUMNS): tables.degenerate_labels([], [], {}),
+    }
+    for columns, df in empties.items():
+        assert tuple(df.columns) == columns and df.empty
+
+
+def test_count_columns_are_nullable_ints(imported):
+    # counts stay integers ("2", never "2.0") and an empty count stays empty, never 0 or NaN
+    t13 = tables.table13(SYSTEMS, imported["pairs"], imported["atts"])
+    t14 = tables.table14(SYSTEMS, imported["mems"])
+    topk = tables.topk_sweep(["memt"], [5, 10], {5: [judge_of("memt", "u1", 0.5, "retrieve")]})
+    t5 = tables.table5([{"job": "rollout/memt_u", "role": "a", "cached": "false"}], ["memt"])
+    deg = tables.degenerate_labels([("memt", "dump_all")], [], {})
+    t4 = tables.table4(SYSTEMS, MODES, imported["pairs"], imported["atts"])
+    js = [judge_of(x, f"u{i}", 0.1 * i) for x in ("a", "b") for i in range(3)]
+    ci = tables.table2_ci(["a"], MODES, [("a", "dump_all")], js, seed=1)
+    pa = tables.paired(["a", "b"], MODES, js, seed=1)
+    for df, cols in (
+        (t4, tables.COUNT_COLUMNS),
+        (ci, ["n_users", "n_boot"]),
+        (pa, ["n_users", "n_boot"]),
+        (t13, tables.COUNT_COLUMNS),
+        (t14, ["n_p50", "n_p90", "n_max"]),
+        (topk, ["k", "n_users"]),
+        (t5, tables.TABLE5_COLUMNS[2:]),
+        (deg, ["n_labels", *tables.DEGENERATE_KINDS, "degenerate"]),
+    ):
+        assert [str(df[c].dtype) for c in cols] == ["Int64"] * len(cols), cols
+    assert topk.to_csv(index=False).splitlines()[1:] == ["memt,5,0.5,,1", "memt,10,,,"]
+
+
+def test_table3_reads_only_listed_pairs_and_a_pair_without_judges_is_empty():
+    js = [judge_of("memt", "u1", 0.5, "retrieve")]
+    js[0].per_category["skill_memory"] = 0.5
+    df = tables.table3(["memt"], MODES, [("memt", "dump_all")], js)
+    assert all(pd.isna(v) for v in df.iloc[0, 2:]) and all(pd.isna(v) for v in df.iloc[1, 2:])
+
+
+def test_small_helpers_hand_values():
+    from memprobe.protocol.records import Memories
+
+    assert tables.footprint(Memories(user_id="u", system="s", num_memories=0, memories=[])) == (
+        0,
+        0.0,
+    )
+    mem = Memories(
+        user_id="u",
+        system="s",
+        num_memories=3,
+        memories=[{"content": "abcd"}, {"content": "12"}, {"content": ""}],
+    )
+    assert tables.footprint(mem) == (3, 2.0)  # (4 + 2 + 0) / 3
+    assert tables._cell(1 / 3) == 0.333333 and tables._cell(None) is None
+    assert tables.recovery_rate(0, 0) is None
+    assert (tables.recovery_rate(1, 0), tables.recovery_rate(0, 1)) == (100.0, 0.0)
+    assert tables.recovery_rate(1, 3) == 25.0
+
+
+def test_bootstrap_ci_uses_the_seed_and_n_boot_it_is_given():
+    uneven = [(i * 7919 % 101) / 101 for i in range(40)]
+    assert tables.bootstrap_ci(uneven, seed=3) == tables.bootstrap_ci(uneven, seed=3)
+    # 50/50 data: means on a 0.01 grid, the 2.5/97.5 percentiles at .5 -+ 1.96 * .05
+    assert tables.bootstrap_ci([0.0] * 50 + [1.0] * 50, seed=1) == pytest.approx((0.4, 0.6))
+    two = tables.bootstrap_ci([0.0, 1.0], seed=1)  # two users already give an interval
+    assert two[0] is not None and 0.0 <= two[0] < two[1] <= 1.0
+    js = [judge_of("a", f"u{i}", v) for i, v in enumerate(uneven)]
+    js += [judge_of("c", f"u{i}", 0.5) for i in range(len(uneven))]
+    ci = tables.table2_ci(["a"], MODES, [("a", "dump_all")], js, seed=3, n_boot=50)
+    assert (ci.iloc[0]["ci_low"], ci.iloc[0]["ci_high"]) == tuple(
+        round(x, 6) for x in tables.bootstrap_ci(uneven, seed=3, n_boot=50)
+    )
+    # paired: a and b share no user, a and c share all: the (a, c) row is still there
+    js += [judge_of("b", "other", 0.1)]
+    p = tables.paired(["a", "b", "c"], ["dump_all"], js, seed=3, n_boot=50)
+    assert [(r.system_a, r.system_b) for r in p.itertuples()] == [("a", "c")]
+    users = sorted(f"u{i}" for i in range(len(uneven)))  # paired reads users in id order
+    diffs = [uneven[int(u[1:])] - 0.5 for u in users]
+    assert (p.iloc[0]["ci_low"], p.iloc[0]["ci_high"]) == tuple(
+        round(x, 6) for x in tables.bootstrap_ci(diffs, seed=3, n_boot=50)
+    )

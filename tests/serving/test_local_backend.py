@@ -278,3 +278,62 @@ def _assert_locked_down(server, base_url: str, cfg) -> None:
     assert server.key.encode() not in cmdline
     assert server.key not in local_server.state_path(cfg).read_text()
     assert os.environ[local_server.KEY_ENV] == server.key  # how the jobs learn it
+
+
+# -- backend local inside a real Snakemake run, llama.cpp replaced by the fake endpoint --------
+FAKE_LLAMA = Path(__file__).resolve().parent / "fake_llama"
+
+
+def fake_llama_run(tmp_path: Path, workflow_factory, fail: bool):
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(60))
+    sha = hashlib.sha256(gguf.read_bytes()).hexdigest()
+    raw = local_config(tmp_path, model_path=str(gguf), sha256=sha, startup_timeout_s=60)
+    raw["llm"] |= {"max_attempts": 1, "backoff_s": 0.0}
+    wf = workflow_factory(raw)
+    log = tmp_path / "fake_llama.log"
+    env = {
+        "PYTHONPATH": str(FAKE_LLAMA),
+        "MEMPROBE_FAKE_LLAMA": str(log),
+        "MEMPROBE_FAKE_LLAMA_FAIL": "1" if fail else "0",
+        local_server.BASE_URL_ENV: "",
+    }
+    proc = wf.run("results/table2.csv", check=False, env=env)
+    lines = log.read_text().split("\n") if log.exists() else []
+    starts = [int(x.split()[1]) for x in lines if x.startswith("start ")]
+    calls = [x for x in lines if x.startswith("call ")]
+    state = wf.root / local_server.state_path(load_config(raw))
+    return wf, proc, starts, calls, state
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.workflow
+def test_a_local_run_serves_every_job_from_one_server_and_stops_it(tmp_path, workflow_factory):
+    wf, proc, starts, calls, state = fake_llama_run(tmp_path, workflow_factory, fail=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (wf.root / "results" / "table2.csv").exists()
+    assert len(starts) == 1  # one server for the whole run (onstart), not one per job
+    assert len(calls) >= 5 and {c.split()[1] for c in calls} == {str(starts[0])}
+    assert "memprobe: local model ready at http://127.0.0.1:" in proc.stderr
+    # onsuccess: the server is stopped and its state file removed
+    assert not state.exists()
+    assert _gone(starts[0])
+    # the run's key never lands in an artifact or a log
+    key_lines = [ln for ln in proc.stderr.splitlines() if "Bearer" in ln]
+    assert not key_lines
+
+
+@pytest.mark.workflow
+def test_a_failed_local_run_stops_its_server_too(tmp_path, workflow_factory):
+    wf, proc, starts, calls, state = fake_llama_run(tmp_path, workflow_factory, fail=True)
+    assert proc.returncode != 0
+    assert len(starts) == 1 and calls  # the jobs reached it, and failed
+    assert not state.exists()  # onerror
+    assert _gone(starts[0])

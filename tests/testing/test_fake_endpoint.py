@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import openai
 import pytest
 from pydantic import BaseModel
 
 from memprobe.protocol import attribution, preference, recovery, simulation, users
+from memprobe.testing.fake_endpoint import Gate
 from memprobe.testing.fake_responder import instance
 
 REPLY_SCHEMAS: list[type[BaseModel]] = [
@@ -51,3 +53,27 @@ def test_server_is_deterministic_and_speaks_openai(endpoint):
     recovery.JudgeReply.model_validate(json.loads(a.choices[0].message.content))
     assert a.usage.prompt_tokens > 0
     assert [m.id for m in client.models.list()] == ["fake"]
+
+
+def test_gate_answers_n_requests_then_holds_the_next_until_released(endpoint):
+    gate = endpoint.server.gate = Gate(2)
+    client = openai.OpenAI(base_url=endpoint.base_url, api_key="unused", max_retries=0)
+    msgs = [{"role": "user", "content": "hello"}]
+    for _ in range(2):
+        client.chat.completions.create(model="m", messages=msgs)
+    assert not gate.held.is_set()
+    failed: list[Exception] = []
+
+    def third() -> None:
+        try:
+            client.chat.completions.create(model="m", messages=msgs)
+        except Exception as e:  # the hang-up after release
+            failed.append(e)
+
+    t = threading.Thread(target=third)
+    t.start()
+    assert gate.held.wait(30), "the third request was not held"
+    assert t.is_alive()  # still waiting for its answer
+    gate.release.set()
+    t.join(30)
+    assert gate.admitted == 2 and len(failed) == 1

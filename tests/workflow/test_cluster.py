@@ -20,6 +20,7 @@ from memprobe.agents import registry
 
 from memprobe.testing.memt_standin import StandIn
 from tests.conftest import ROOT, SNAKEMAKE, tiny_config
+from tests.fake_slurm import _opt
 
 SLURM_TOOLS = (
     "sbatch",
@@ -152,6 +153,21 @@ def test_slurm_submits_gpu_flags_for_memt_only_and_caps_llm_jobs(
     assert sorted(r for r, _ in gpu_jobs) == ["probe", "rollout"]
     for _, line in gpu_jobs:
         assert "--gpus=a100:1" in line and "--cpus-per-gpu=4" in line, line
+    # The profile's site values and the rules' sizes, field by field on every submission
+    # (profiles/slurm/profile.yaml: partition cpu, account memprobe, 120 min, 4000 MB; memt's
+    # rollout and probe ask for 720 min and 16000 MB in rules/common.smk).
+    for sub in subs:
+        argv = sub["argv"]
+        big = (
+            rule_of(jobs[sub["id"]]["comment"]) in ("rollout", "probe")
+            and "memt" in (jobs[sub["id"]]["comment"])
+        )
+        fields = [_opt(argv, *flag) for flag in (("-p", "--partition"), ("-A", "--account"))]
+        fields += [_opt(argv, "-t", "--time"), _opt(argv, "--mem")]
+        assert fields == ["cpu", "memprobe", *(["720", "16000"] if big else ["120", "4000"])], (
+            jobs[sub["id"]]["comment"],
+            argv,
+        )
     for rule, line in other_jobs:
         flags = [a for a in line.split() if a.startswith("-")]
         assert not [f for f in flags if "gpu" in f or f.startswith("--gres")], (rule, line)

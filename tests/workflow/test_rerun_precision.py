@@ -11,6 +11,8 @@ jobs behind the current artifacts.
 from __future__ import annotations
 
 import copy
+import json
+import os
 import shutil
 import time
 from collections import Counter
@@ -27,6 +29,8 @@ from memprobe.report.jobdag import Dag, job_key
 from tests.conftest import ROOT, Endpoint, Workflow, tiny_config
 
 pytestmark = pytest.mark.workflow
+READ_GUARD = ROOT / "tests" / "readguard"
+READS = "reads.jsonl"
 TARGET = "results/table2.csv"
 LLM_RULES = {"persona", "bank", "tasks", "stage0", "rollout", "preference", "probe",
              "slotfill", "judge", "attribution", "slotfill_sweep", "judge_sweep",
@@ -49,7 +53,8 @@ def finished(tmp_path_factory) -> Finished:
         config = tiny_config(ep.base_url)
         wf = Workflow(root, config)
         start = time.monotonic()
-        wf.run(TARGET)
+        # Every job process logs the prompt and config files it opens (tests/readguard).
+        wf.run(TARGET, env={"PYTHONPATH": str(READ_GUARD), "MEMPROBE_READ_LOG": str(root / READS)})
         seconds = time.monotonic() - start
         dag = Dag(wf.run("--detailed-summary", TARGET).stdout)
         yield Finished(wf, dag, config, seconds)
@@ -280,3 +285,19 @@ def test_table5_counts_only_the_calls_behind_the_current_artifacts(finished, tmp
     # Every file under usage/ would have counted user_002's calls too.
     every = tables.table5(ledger_rows(sorted(on_disk)), cfg["systems"])
     assert table5 != every.to_csv(index=False)
+
+
+def test_every_prompt_or_config_file_a_job_reads_is_a_declared_input(finished):
+    # The cases above derive their expectations from declared inputs; this closes the gap: a
+    # file a job opens without declaring it would change its output without a rerun.
+    lines = (finished.wf.root / READS).read_text().splitlines()
+    jobs = [r for r in map(json.loads, lines) if r["rule"] is not None]
+    assert Counter(r["rule"] for r in jobs) == Counter(finished.dag.rule.values())
+    assert any("prompts/slotfill.md" in r["reads"] for r in jobs)  # the log sees reads
+    undeclared = sorted(
+        (r["rule"], path)
+        for r in jobs
+        for path in r["reads"]
+        if path not in {os.path.normpath(d) for d in r["declared"]}
+    )
+    assert not undeclared, undeclared

@@ -63,6 +63,24 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
     assert by_system["nomem"]["B_retrieve_mean"] == ""
     assert by_system["longctx_full"]["B_retrieve_mean"] != ""
     assert float(by_system["longctx_full"]["N_items"]) > 0
+    # The numbers, not only the files: nomem remembers nothing, so every slot is "unknown"
+    # without a call and its B is a measured 0; each B and D is the mean of the per-user
+    # records it is built from, and D is on the 1-5 scale.
+    assert float(by_system["nomem"]["B_dump_all_mean"]) == 0.0
+    nomem_slots = json.loads((results / "nomem/user_001/dump_all/slotfill.json").read_text())
+    assert all(e["label"] == "unknown" and not e["called"] for e in nomem_slots["entries"])
+    for system, row in by_system.items():
+        ds = [
+            json.loads((results / system / u / "preference.json").read_text())["D"] for u in USERS
+        ]
+        ds = [d for d in ds if d is not None]
+        assert ds and all(1 <= d <= 5 for d in ds), (system, ds)
+        assert float(row["D_mean"]) == pytest.approx(sum(ds) / len(ds), abs=1e-6)
+        b = [
+            json.loads((results / system / u / "dump_all" / "judge.json").read_text())["overall"]
+            for u in USERS
+        ]
+        assert float(row["B_dump_all_mean"]) == pytest.approx(sum(b) / len(b), abs=1e-6)
 
     first = ledger_rows(wf.root)
     assert first and any(r["cached"] == "false" for r in first)
@@ -121,7 +139,10 @@ def test_memories_json_and_search_cli_agree(endpoint, workflow_factory):
     retrieved = json.loads(
         (wf.root / "results/longctx_full/user_001/retrieved_k5.json").read_text()
     )
-    queries = [q["query"] for q in retrieved["queries"]]
+    # A note's own text as the query must find that note first, at cosine ~1: an expectation
+    # that does not come from the search being tested.
+    notes = [n["content"] for n in json.loads(mem.read_text())["memories"]]
+    queries = [q["query"] for q in retrieved["queries"]] + notes[:3]
     qfile = wf.root / "queries.txt"
     qfile.write_text("\n".join(queries) + "\n")
     cli = str(Path(sys.executable).with_name("memprobe"))
@@ -143,7 +164,10 @@ def test_memories_json_and_search_cli_agree(endpoint, workflow_factory):
         check=True,
     ).stdout.splitlines()
     assert len(out) == len(queries)
-    for line, q in zip(out, retrieved["queries"], strict=True):
+    for line, note in zip(out[-3:], notes[:3], strict=True):
+        top = json.loads(line)[0]
+        assert top["content"] == note and top["score"] == pytest.approx(1.0, abs=1e-4)
+    for line, q in zip(out, retrieved["queries"], strict=False):
         items = json.loads(line)
         assert [i["content"] for i in items] == [i["content"] for i in q["items"]]
         assert all(

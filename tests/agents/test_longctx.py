@@ -1,0 +1,77 @@
+"""longctx_full: the notes it keeps, the conversation it replays, and the release's quirk."""
+
+from __future__ import annotations
+
+from memprobe.agents.longctx import LongContext
+
+from memprobe.config import load_config
+from tests.conftest import tiny_config
+
+HISTORY = [
+    {"agent": "Which city?", "user": "Lisbon, in May."},
+    {"agent": "Here is a plan.", "user": "Great, thanks."},
+]
+
+
+def system(drop_final_reply: bool = False) -> LongContext:
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["longctx_full"])
+    raw["compat"] = {"longctx_drop_final_reply": drop_final_reply}
+    s = LongContext(config=load_config(raw), assistant=None)  # type: ignore[arg-type]
+    s.reset("user_001")
+    s.end_episode(1, "Plan a trip", [dict(h) for h in HISTORY])
+    s.end_episode(2, "Fix my CV", [{"agent": "Send it over.", "user": "Attached."}])
+    return s
+
+
+def test_notes_are_task_agent_user_lines_in_order():
+    notes = system().get_all_memories()
+    assert [(n["category"], n["content"], n.get("turn")) for n in notes] == [
+        ("task", "[Task 1] Plan a trip", None),
+        ("agent_reply", "Agent: Which city?", 1),
+        ("user_reply", "User: Lisbon, in May.", 1),
+        ("agent_reply", "Agent: Here is a plan.", 2),
+        ("user_reply", "User: Great, thanks.", 2),
+        ("task", "[Task 2] Fix my CV", None),
+        ("agent_reply", "Agent: Send it over.", 1),
+        ("user_reply", "User: Attached.", 1),
+    ]
+    assert {n["task_index"] for n in notes[:5]} == {1} and notes[5]["task_index"] == 2
+
+
+def test_replay_is_every_earlier_turn_verbatim():
+    assert system().prior(3) == [
+        {"role": "user", "content": "Plan a trip"},
+        {"role": "assistant", "content": "Which city?"},
+        {"role": "user", "content": "Lisbon, in May."},
+        {"role": "assistant", "content": "Here is a plan."},
+        {"role": "user", "content": "Great, thanks."},
+        {"role": "user", "content": "Fix my CV"},
+        {"role": "assistant", "content": "Send it over."},
+        {"role": "user", "content": "Attached."},
+    ]
+
+
+def test_compat_drops_each_tasks_final_reply_from_notes_and_replay():
+    s = system(drop_final_reply=True)
+    contents = [n["content"] for n in s.get_all_memories()]
+    assert "Agent: Here is a plan." not in contents and "Agent: Send it over." not in contents
+    assert "Agent: Which city?" in contents and "User: Great, thanks." in contents
+    replay = [m["content"] for m in s.prior(3)]
+    assert replay == [
+        "Plan a trip",
+        "Which city?",
+        "Lisbon, in May.",
+        "Great, thanks.",
+        "Fix my CV",
+        "Attached.",
+    ]
+
+
+def test_save_and_load_keep_notes_and_replay(tmp_path):
+    s = system()
+    s.save(tmp_path / "store")
+    other = LongContext(config=s.config, assistant=None)  # type: ignore[arg-type]
+    other.reset("user_001")
+    other.load(tmp_path / "store")
+    assert other.get_all_memories() == s.get_all_memories()
+    assert other.prior(3) == s.prior(3)
