@@ -115,7 +115,10 @@ class AMem(MemorySystem):
     def reset(self, user_id: str) -> None:
         super().reset(user_id)
         self.notes: list[dict[str, Any]] = []
-        self._vectors: dict[str, Any] = {}  # enhanced text -> embedding (stale rows never reused)
+        # text -> embedding, for note texts (a note whose metadata changed has a new text, so
+        # a stale row is never reused) and for queries: a turn searches with the user's
+        # message, then files that same message as a note and searches with it again.
+        self._vectors: dict[str, Any] = {}
 
     # -- read path ------------------------------------------------------------------------
     def recall(self, task: str, history: list[HistoryTurn]) -> list[str]:
@@ -232,7 +235,9 @@ class AMem(MemorySystem):
         import numpy as np
 
         matrix = np.stack([self._vectors[t] for t in texts])
-        return embeddings.top_k(embeddings.encode([query])[0], matrix, k)
+        if query not in self._vectors:  # alone, as before: a batch would pad it with others
+            self._vectors[query] = embeddings.encode([query])[0]
+        return embeddings.top_k(self._vectors[query], matrix, k)
 
     # -- probes ---------------------------------------------------------------------------
     def get_all_memories(self) -> list[dict[str, Any]]:

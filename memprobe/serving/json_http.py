@@ -8,7 +8,15 @@ from typing import Any
 
 
 class QuietJSONHandler(BaseHTTPRequestHandler):
-    """No access log on stderr (it would land in job logs); JSON replies with a length."""
+    """No access log on stderr (it would land in job logs); JSON replies with a length.
+
+    TCP_NODELAY: a reply goes out as two writes (headers, then body); with Nagle's algorithm
+    the body waits for the client to ACK the headers, which a client holding back its ACK
+    (delayed ACK) does for up to 40 ms. Measured: ~37 ms added to every call of the fake
+    endpoint and every embedding request, on loopback.
+    """
+
+    disable_nagle_algorithm = True
 
     def log_message(self, fmt: str, *args: Any) -> None:
         pass

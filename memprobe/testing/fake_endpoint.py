@@ -21,10 +21,11 @@ import json
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from memprobe.serving.json_http import QuietJSONHandler
 from memprobe.testing.background import serve_until_interrupted
 from memprobe.testing.fake_responder import completion_body, fake_content, request_digest
 
@@ -183,11 +184,8 @@ def make_server(
 ):
     pinned = Script(script)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietJSONHandler):
         protocol_version = "HTTP/1.1"
-
-        def log_message(self, fmt: str, *args: Any) -> None:  # quiet by default
-            pass
 
         def _send(
             self,
@@ -280,7 +278,8 @@ def make_server(
     server.faults = faults  # type: ignore[attr-defined]
     server.latency = latency  # type: ignore[attr-defined]
     server.auth_seen = set()  # type: ignore[attr-defined]
-    server.gate = None  # type: ignore[attr-defined]  (a Gate: tests hold requests after N)
+    # A Gate: tests hold requests after N.
+    server.gate = None  # type: ignore[attr-defined]
     return server
 
 

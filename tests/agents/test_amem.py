@@ -144,3 +144,24 @@ def test_amem_without_writer_fails_with_one_line(tmp_path):
     with pytest.raises(ValueError, match="writer role"):
         system.end_turn(1, TASK, [])
     assert np.asarray(system.get_all_memories()).size == 0
+
+
+def test_a_turn_encodes_the_users_message_once(scripted, tmp_path, monkeypatch):
+    # A turn recalls with the user's message, then files that message as a note, whose
+    # neighbours are found with it again: one request for it, alone (a batch would pad it).
+    sent: list[list[str]] = []
+
+    def encode(texts, path=None):
+        sent.append(list(texts))
+        rng = np.random.default_rng(len(sent))
+        vecs = rng.normal(size=(len(texts), 8)).astype(np.float32)
+        return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+    monkeypatch.setattr(embeddings, "encode", encode)
+    system = make_system(scripted.base_url, tmp_path)
+    system.end_turn(1, TASK, [])  # the task is note 1
+    history = [{"agent": "Here is a plan.", "user": FINAL}]
+    system.recall(TASK, history)  # searches with FINAL
+    system.end_turn(1, TASK, history)  # files FINAL, then its neighbours are found with FINAL
+    assert sent.count([FINAL]) == 1
+    assert len(sent) == 2  # and note 1's text, once: evolution rewrote it after both searches
