@@ -8,6 +8,7 @@ import yaml
 
 from memprobe.config import Config, load_config
 from memprobe.release import importer as release
+from tests.conftest import tiny_config
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "release"
@@ -38,6 +39,18 @@ def release_config(**overrides) -> dict:
     )
     cfg.update(overrides)
     return cfg
+
+
+def release_users_config(base_url: str, **overrides) -> dict:
+    """The tiny workflow on the fixture's users: banks and tasks imported, the runs our own."""
+    dims = release_config()["dims_per_category"]
+    return tiny_config(
+        base_url,
+        users={"source": "release"},
+        release_dir=str(FIXTURE),
+        dims_per_category=dims,
+        **overrides,
+    )
 
 
 def cfg_model(**overrides) -> Config:

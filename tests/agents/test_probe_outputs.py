@@ -15,9 +15,9 @@ import json
 import pytest
 
 from memprobe.protocol.taxonomy import load_guides, retrieve_query
-from tests.conftest import Endpoint, Workflow, tiny_config
+from tests.conftest import Endpoint, Workflow
 from tests.release.test_release import EXPECTED_ORDER
-from tests.release_fixture import FIXTURE, release_config
+from tests.release_fixture import FIXTURE, release_users_config
 
 K = 3
 USER = "user_001"
@@ -86,15 +86,8 @@ def outputs(tmp_path_factory) -> dict:
     path.write_text(json.dumps(script()))
     ep = Endpoint(str(path))
     try:
-        cfg = tiny_config(
-            ep.base_url,
-            n_users=1,
-            users={"source": "release"},
-            release_dir=str(FIXTURE),
-            dims_per_category=release_config()["dims_per_category"],
-            systems=["amem", "mem0"],
-            modes=["retrieve"],
-            k=K,
+        cfg = release_users_config(
+            ep.base_url, n_users=1, systems=["amem", "mem0"], modes=["retrieve"], k=K
         )
         (root / "wf").mkdir()
         wf = Workflow(root / "wf", cfg)

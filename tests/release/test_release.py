@@ -18,8 +18,14 @@ from memprobe.config import ConfigError
 from memprobe.protocol.records import RecordError
 from memprobe.protocol.taxonomy import load_guides, retrieve_query
 from memprobe.release import importer as release
-from tests.conftest import tiny_config
-from tests.release_fixture import FIXTURE, ROOT, USERS, cfg_model, release_config
+from tests.release_fixture import (
+    FIXTURE,
+    ROOT,
+    USERS,
+    cfg_model,
+    release_config,
+    release_users_config,
+)
 
 EXPECTED_ORDER = [
     "critical_thinking_skill",
@@ -209,13 +215,7 @@ def check_report_content(html: str, res: Path) -> None:
 
 @pytest.mark.workflow
 def test_release_users_with_our_systems(endpoint, workflow_factory):
-    cfg = tiny_config(
-        endpoint.base_url,
-        n_users=3,
-        users={"source": "release"},
-        release_dir=str(FIXTURE),
-        dims_per_category=release_config()["dims_per_category"],
-    )
+    cfg = release_users_config(endpoint.base_url, n_users=3)
     wf = workflow_factory(cfg)
     target = "results/users/user_003/tasks.json"
     assert wf.scheduled(target) == {"import_users": 1}  # never persona/bank/tasks generation
