@@ -7,11 +7,14 @@ from pathlib import Path
 import yaml
 
 from memprobe.config import Config, load_config
+from memprobe.release import importer as release
+from tests.conftest import tiny_config
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "release"
 USERS = ("user_001", "user_002", "user_003")
 SYSTEMS = ["nomem", "longctx_full", "memt"]
+MODES = ["dump_all", "retrieve"]
 
 
 def release_config(**overrides) -> dict:
@@ -38,5 +41,38 @@ def release_config(**overrides) -> dict:
     return cfg
 
 
+def release_users_config(base_url: str, **overrides) -> dict:
+    """The tiny workflow on the fixture's users: banks and tasks imported, the runs our own."""
+    dims = release_config()["dims_per_category"]
+    return tiny_config(
+        base_url,
+        users={"source": "release"},
+        release_dir=str(FIXTURE),
+        dims_per_category=dims,
+        **overrides,
+    )
+
+
 def cfg_model(**overrides) -> Config:
     return load_config(release_config(**overrides))
+
+
+def import_records(systems: list[str]) -> dict:
+    """Every record the release import makes of the fixture's runs of these systems."""
+    cfg = cfg_model(systems=list(systems))
+    lay = release.Layout(cfg)
+    pairs = release.pairs(cfg)
+    out = {"pairs": pairs, "episodes": [], "prefs": [], "mems": [], "judges": [], "atts": []}
+    for u in USERS:
+        bank = release.bank(lay.bank_file, u, cfg.dims_per_category)
+        tasks = release.tasks(lay.task_file(u), u, bank)
+        for s in systems:
+            mem = release.memories(lay, s, u)
+            out["mems"].append(mem)
+            out["episodes"].append(release.episodes(lay, s, u, tasks))
+            out["prefs"].append(release.preference(lay, s, u, tasks))
+            for m in MODES:
+                if (s, m) in pairs:
+                    out["judges"].append(release.scores(lay, s, m, u, bank, mem)[1])
+                    out["atts"].append(release.attribution(lay, s, m, u))
+    return out

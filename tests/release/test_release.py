@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import base64
 import csv
+import io
 import json
+import re
 import shutil
+from html import unescape
+from pathlib import Path
 
 import pytest
+from docutils.core import publish_parts
 
 from memprobe.config import ConfigError
 from memprobe.protocol.records import RecordError
 from memprobe.protocol.taxonomy import load_guides, retrieve_query
 from memprobe.release import importer as release
-from tests.conftest import tiny_config
-from tests.release_fixture import FIXTURE, USERS, cfg_model, release_config
+from tests.release_fixture import (
+    FIXTURE,
+    ROOT,
+    USERS,
+    cfg_model,
+    release_config,
+    release_users_config,
+)
 
 EXPECTED_ORDER = [
     "critical_thinking_skill",
@@ -143,17 +155,67 @@ def test_release_import_builds_every_table_and_the_report(workflow_factory):
         "attribution.png",
     ):
         assert name in html, name
+    check_report_content(html, res)
+
+
+# Each entry of the report (rule tables, rule inspect) and the caption it must carry.
+REPORT_CAPTIONS = {
+    "table2.csv": "table2.rst",
+    "table3.csv": "table3.rst",
+    "table4.csv": "table4.rst",
+    "table13.csv": "table13.rst",
+    "table14.csv": "table14.rst",
+    "gap.csv": "gap.rst",
+    "table5.csv": "table5.rst",
+    "table2_ci.csv": "table2_ci.rst",
+    "degenerate_labels.csv": "degenerate_labels.rst",
+    "paired.csv": "paired.rst",
+    "topk_sweep.csv": "topk_sweep.rst",
+    "category_b.png": "figure_category.rst",
+    "dump_vs_retrieve.png": "figure_gap.rst",
+    "attribution.png": "figure_attribution.rst",
+    "inspect.html": "inspect.rst",
+}
+
+
+def plain(markup: str) -> str:
+    """HTML as its visible words."""
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+
+
+def report_entries(html: str) -> dict[str, dict]:
+    """The report's result entries (the page's embedded ``var results = {...};``) by file name."""
+    found = re.search(r"^\s*var results = (\{.*\});\s*$", html, re.MULTILINE)
+    assert found, "the report embeds no result entries"
+    return {Path(path).name: entry for path, entry in json.loads(found.group(1)).items()}
+
+
+def check_report_content(html: str, res: Path) -> None:
+    """Each entry carries its caption as rendered from rules/captions/, and its file's bytes."""
+    entries = report_entries(html)
+    for name, caption_file in REPORT_CAPTIONS.items():
+        assert name in entries, f"{name}: not an entry of the report"
+        rst = (ROOT / "rules" / "captions" / caption_file).read_text()
+        want = plain(publish_parts(rst, writer="html")["body"])
+        assert want and want in plain(entries[name]["caption"]), f"{name}: caption {caption_file}"
+    data = {n: base64.b64decode(e["data_uri"].split(";base64,", 1)[1]) for n, e in entries.items()}
+    assert data["table2.csv"] == (res / "table2.csv").read_bytes()
+    # a value of the table, read from the report itself (test_tables.py: longctx B_dump = 2/3)
+    t2 = {r["system"]: r for r in csv.DictReader(io.StringIO(data["table2.csv"].decode()))}
+    assert float(t2["longctx_full"]["B_dump_all_mean"]) == pytest.approx(2 / 3, abs=1e-6)
+    t4 = {
+        (r["system"], r["mode"]): r
+        for r in csv.DictReader(io.StringIO(data["table4.csv"].decode()))
+    }
+    assert float(t4[("longctx_full", "retrieve")]["recovery_rate"]) == pytest.approx(
+        100 * 8 / 19, abs=1e-5
+    )
+    assert data["category_b.png"].startswith(b"\x89PNG")
 
 
 @pytest.mark.workflow
 def test_release_users_with_our_systems(endpoint, workflow_factory):
-    cfg = tiny_config(
-        endpoint.base_url,
-        n_users=3,
-        users={"source": "release"},
-        release_dir=str(FIXTURE),
-        dims_per_category=release_config()["dims_per_category"],
-    )
+    cfg = release_users_config(endpoint.base_url, n_users=3)
     wf = workflow_factory(cfg)
     target = "results/users/user_003/tasks.json"
     assert wf.scheduled(target) == {"import_users": 1}  # never persona/bank/tasks generation

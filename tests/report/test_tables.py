@@ -12,32 +12,13 @@ import pandas as pd
 import pytest
 
 from memprobe.protocol.records import Judge, JudgeEntry
-from memprobe.release import importer as release
 from memprobe.report import tables
-from tests.release_fixture import SYSTEMS, USERS, cfg_model
-
-MODES = ["dump_all", "retrieve"]
+from tests.release_fixture import MODES, SYSTEMS, import_records
 
 
 @pytest.fixture(scope="module")
 def imported():
-    cfg = cfg_model()
-    lay = release.Layout(cfg)
-    pairs = release.pairs(cfg)
-    out = {"pairs": pairs, "episodes": [], "prefs": [], "mems": [], "judges": [], "atts": []}
-    for u in USERS:
-        bank = release.bank(lay.bank_file, u, cfg.dims_per_category)
-        tasks = release.tasks(lay.task_file(u), u, bank)
-        for s in SYSTEMS:
-            mem = release.memories(lay, s, u)
-            out["mems"].append(mem)
-            out["episodes"].append(release.episodes(lay, s, u, tasks))
-            out["prefs"].append(release.preference(lay, s, u, tasks))
-            for m in MODES:
-                if (s, m) in pairs:
-                    out["judges"].append(release.scores(lay, s, m, u, bank, mem)[1])
-                    out["atts"].append(release.attribution(lay, s, m, u))
-    return out
+    return import_records(SYSTEMS)
 
 
 def row(df: pd.DataFrame, **keys) -> dict:
