@@ -32,7 +32,9 @@ BUILTIN: tuple[str, ...] = (
     "memprobe.agents.mem0:Mem0",
     "memprobe.agents.memt:MemT",
 )
-REPO_PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
+# The built-ins' prompts: the workflow's own prompts/ (relative to where Snakemake runs, like
+# every other prompt input), so a copy of the workflow with edited prompts uses its edits.
+WORKFLOW_PROMPTS = Path("prompts")
 
 
 class _Frozen(BaseModel):
@@ -108,7 +110,7 @@ class SystemSpec(_Frozen):
     def prompt_files(self) -> dict[str, str]:
         """Its prompt files by name, relative to the working directory (rule inputs)."""
         if self.prompt_dir is None:
-            folder = REPO_PROMPTS
+            folder = WORKFLOW_PROMPTS
         else:
             folder = Path(_origin(self.module)).parent / self.prompt_dir
         return {p: os.path.relpath(folder / f"{p}.md") for p in self.prompts}
