@@ -222,6 +222,7 @@ class Mem0(MemorySystem):
         if own.embedder == "minilm":
             from memprobe.serving import embeddings
 
+            embeddings.pin_threads()  # mem0 encodes in this job, beside the run's other jobs
             model = {"model": embeddings.minilm_path(), "model_kwargs": {"device": "cpu"}}
             return config_cls(
                 provider="huggingface", config={**model, "embedding_dims": MINILM_DIMS}

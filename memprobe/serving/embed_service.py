@@ -11,7 +11,8 @@ run outside Snakemake). Both paths call the same ``SentenceTransformer.encode`` 
 model, so the vectors are the same; the server returns them as raw float32 bytes.
 
 Protocol (loopback only): ``GET /health`` is 200 as soon as the server listens, with
-``{"ready": <default model loaded>}`` (500 if loading failed). ``POST /encode`` with
+``{"ready": <default model loaded>, "threads": <torch's intra-op threads once loaded>}``
+(500 if loading failed). ``POST /encode`` with
 ``{"texts": [...], "path": null | "<model dir>"}`` and the header ``X-Memprobe-Token``
 answers ``{"rows": n, "dim": d, "data": "<base64 float32>"}``, waiting for the model if it
 is still loading.
@@ -68,6 +69,12 @@ def _load_default(state: _State) -> None:
     state.ready.set()
 
 
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def _handler(state: _State) -> type[QuietJSONHandler]:
     class Handler(QuietJSONHandler):
         def do_GET(self) -> None:
@@ -75,7 +82,8 @@ def _handler(state: _State) -> type[QuietJSONHandler]:
                 return self._send(404, {"error": "not found"})
             if state.failed:
                 return self._send(500, {"error": state.failed})
-            self._send(200, {"ready": state.ready.is_set()})  # listening is what start waits for
+            ready = state.ready.is_set()  # listening is what start waits for
+            self._send(200, {"ready": ready, "threads": _torch_threads() if ready else None})
 
         def do_POST(self) -> None:
             if self.path != "/encode":

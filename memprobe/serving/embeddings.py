@@ -20,6 +20,20 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 MAX_SEQ_LENGTH = 256
+# Every encode runs on one intra-op thread. The run's jobs share the machine's cores, and a
+# multi-threaded op waits at each of its barriers for its slowest thread: beside one busy
+# process, the run's server at torch's default (a thread per core, 2 here) took 16x the wall
+# time and 17x the CPU per encode (benchmarks/embed_contention.py, docs/performance.md). One
+# thread also gives the same vectors on any machine: their last bits depend on the thread
+# count (1, 2, 4 and 8 threads: four different sets for the same texts).
+ENCODE_THREADS = 1
+
+
+def pin_threads() -> None:
+    """Set torch's intra-op threads (process-wide) to :data:`ENCODE_THREADS`."""
+    import torch
+
+    torch.set_num_threads(ENCODE_THREADS)
 
 
 def minilm_path() -> str:
@@ -32,6 +46,7 @@ def minilm_path() -> str:
 def load_model(path: str | None = None):
     from sentence_transformers import SentenceTransformer
 
+    pin_threads()
     model = SentenceTransformer(path or minilm_path(), device="cpu")
     model.max_seq_length = MAX_SEQ_LENGTH
     return model

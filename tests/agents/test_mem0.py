@@ -125,6 +125,9 @@ def test_search_after_load_equals_search_before_save(no_network, endpoint, tmp_p
     meta = system.meta()
     assert meta["mem0ai"] == importlib.metadata.version("mem0ai") == "2.2.1"
     assert meta["adds"] == len(MESSAGES)
+    import torch
+
+    assert torch.get_num_threads() == 1  # its encodes share the cores with the run's jobs
 
 
 @pytest.mark.torch

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
@@ -72,3 +73,20 @@ def test_only_the_model_load_is_niced_not_the_encodes(fresh_process_state, tmp_p
     pid = embed_service._run_server.pid
     stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     assert int(stat[16]) == 0  # field 19: nice
+
+
+def test_encodes_run_on_one_thread_in_the_server_and_in_a_job(fresh_process_state, tmp_path):
+    # Beside one busy process, a thread per core made each encode wait at its barriers for a
+    # descheduled thread: 16x the wall time (issue 20, benchmarks/embed_contention.py).
+    from memprobe.serving import served_process
+
+    url = embed_service.start_for_run(tmp_path / "embed.log")
+    embeddings.encode(TEXTS[:1])  # waits for the model
+    with served_process.open_direct(f"{url}/health", timeout=10) as resp:
+        assert json.loads(resp.read()) == {"ready": True, "threads": 1}
+
+    import torch
+
+    torch.set_num_threads(2)  # torch's default on a 2-core machine; earlier tests pinned it
+    embeddings.encode_local(TEXTS[:1])  # a job without the server
+    assert torch.get_num_threads() == 1
