@@ -21,6 +21,7 @@ as ``content [tags: ...]``.
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import GenericAlias
 from typing import Any, Literal
@@ -119,6 +120,8 @@ class AMem(MemorySystem):
         # a stale row is never reused) and for queries: a turn searches with the user's
         # message, then files that same message as a note and searches with it again.
         self._vectors: dict[str, Any] = {}
+        self._ahead: Future | None = None  # the encode add_note started (see _encode_ahead)
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- read path ------------------------------------------------------------------------
     def recall(self, task: str, history: list[HistoryTurn]) -> list[str]:
@@ -162,6 +165,7 @@ class AMem(MemorySystem):
         if neighbours:
             self._evolve(note, neighbours, step, where)
         self.notes.append(note)
+        self._encode_ahead()
         return note
 
     def _evolve(
@@ -223,15 +227,46 @@ class AMem(MemorySystem):
                 nb["tags"] = list(upd.tags)
 
     # -- index ----------------------------------------------------------------------------
+    def _missing(self) -> list[str]:
+        """Note texts without a vector yet, in note order (what the next search encodes)."""
+        texts = (enhanced_text(n) for n in self.notes)
+        return [t for t in dict.fromkeys(texts) if t not in self._vectors]
+
+    def _encode_ahead(self) -> None:
+        """Encode the notes a write added or changed while the next LLM call is in flight.
+
+        The next search would encode exactly this batch (nothing changes the notes until the
+        next write), so the vectors are the same; the rollout no longer waits for them between
+        the simulator's reply and the assistant's call, on its critical path (issue 20). Only
+        with the run's embedding server: without it, this would load torch in a thread of a
+        job that may never search (a test, a rollout's last write).
+        """
+        from memprobe.serving import embeddings
+
+        self._take_ahead()
+        missing = self._missing()
+        if missing and embeddings.served():
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="amem-encode")
+            self._ahead = self._pool.submit(
+                lambda: dict(zip(missing, embeddings.encode(missing), strict=True))
+            )
+
+    def _take_ahead(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            self._vectors.update(ahead.result())  # an encode's error surfaces here
+
     def _nearest(self, query: str, k: int) -> list[tuple[int, float]]:
         if not self.notes:
             return []
         from memprobe.serving import embeddings  # torch loads only when a store is searched
 
-        texts = [enhanced_text(n) for n in self.notes]
-        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        self._take_ahead()
+        missing = self._missing()
         if missing:
             self._vectors.update(zip(missing, embeddings.encode(missing), strict=True))
+        texts = [enhanced_text(n) for n in self.notes]
         import numpy as np
 
         matrix = np.stack([self._vectors[t] for t in texts])
@@ -255,9 +290,8 @@ class AMem(MemorySystem):
 
     def load(self, directory: Path) -> None:
         state = json.loads((directory / STORE_FILE).read_text(encoding="utf-8"))
-        self.user_id = state["user_id"]
+        self.reset(state["user_id"])
         self.notes = state["notes"]
-        self._vectors = {}
 
     def meta(self) -> dict[str, Any]:
         return {

@@ -44,12 +44,20 @@ log = logging.getLogger("memprobe")
 
 
 # -- server ---------------------------------------------------------------------------------
+# A request of more texts than this is bulk: a probe encoding a whole store. A rollout's turn
+# sends a few (A-Mem: the new note and the neighbours it updated; then the query).
+BULK_TEXTS = 16
+
+
 class _State:
     def __init__(self, token: str) -> None:
         self.token = token
         self.ready = threading.Event()
         self.failed: str | None = None
-        self.lock = threading.Lock()  # one encode at a time: the cores are few
+        # Two lanes, one encode at a time in each, each on its own copy of the model: a bulk
+        # request takes seconds on one thread, and rollouts (the longest chains) queued behind
+        # probes stalled 4-7 s a time, 86 s of the heaviest A-Mem rollout's 130 s (issue 20).
+        self.lanes = {False: threading.Lock(), True: threading.Lock()}
 
 
 def _load_default(state: _State) -> None:
@@ -61,7 +69,8 @@ def _load_default(state: _State) -> None:
     me = threading.get_native_id()
     os.setpriority(os.PRIO_PROCESS, me, 10)
     try:
-        embeddings.load_model(None)
+        for lane in (0, 1):
+            embeddings.load_model(None, lane)
     except Exception as err:  # reported to every caller, which then encodes in-process
         state.failed = f"{type(err).__name__}: {err}"
     with contextlib.suppress(OSError):  # back to normal where allowed (threads it started)
@@ -100,8 +109,9 @@ def _handler(state: _State) -> type[QuietJSONHandler]:
                 return self._send(500, {"error": state.failed})
             from memprobe.serving import embeddings
 
-            with state.lock:
-                vecs = embeddings.encode_local(texts, path)
+            bulk = len(texts) > BULK_TEXTS
+            with state.lanes[bulk]:
+                vecs = embeddings.encode_local(texts, path, copy=int(bulk))
             self._send(
                 200,
                 {

@@ -22,8 +22,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 MAX_SEQ_LENGTH = 256
 # Every encode runs on one intra-op thread. The run's jobs share the machine's cores, and a
 # multi-threaded op waits at each of its barriers for its slowest thread: beside one busy
-# process, the run's server at torch's default (a thread per core, 2 here) took 16x the wall
-# time and 17x the CPU per encode (benchmarks/embed_contention.py, docs/performance.md). One
+# process, the run's server at torch's default (a thread per core, 2 here) took 14x the wall
+# time and 16x the CPU per encode (benchmarks/embed_contention.py, docs/performance.md). One
 # thread also gives the same vectors on any machine: their last bits depend on the thread
 # count (1, 2, 4 and 8 threads: four different sets for the same texts).
 ENCODE_THREADS = 1
@@ -43,13 +43,23 @@ def minilm_path() -> str:
 
 
 @cache
-def load_model(path: str | None = None):
+def load_model(path: str | None = None, copy: int = 0):
+    """The model at ``path`` (default MiniLM); ``copy`` > 0 is another instance of it, for a
+    second thread (a tokenizer serves one thread at a time). Every copy gives the same vectors.
+    """
     from sentence_transformers import SentenceTransformer
 
     pin_threads()
     model = SentenceTransformer(path or minilm_path(), device="cpu")
     model.max_seq_length = MAX_SEQ_LENGTH
     return model
+
+
+def served() -> bool:
+    """Whether :func:`encode` sends its texts to the run's embedding server (no model here)."""
+    from memprobe.serving import embed_client
+
+    return not _in_process and bool(os.environ.get(embed_client.URL_ENV))
 
 
 def encode(texts: list[str], path: str | None = None) -> np.ndarray:
@@ -74,10 +84,10 @@ def encode(texts: list[str], path: str | None = None) -> np.ndarray:
     return encode_local(texts, path)
 
 
-def encode_local(texts: list[str], path: str | None = None) -> np.ndarray:
+def encode_local(texts: list[str], path: str | None = None, copy: int = 0) -> np.ndarray:
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
-    model = load_model(path)
+    model = load_model(path, copy)
     vecs = model.encode(texts, normalize_embeddings=True, batch_size=64, show_progress_bar=False)
     return np.asarray(vecs, dtype=np.float32)
 

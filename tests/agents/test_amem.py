@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -146,22 +147,50 @@ def test_amem_without_writer_fails_with_one_line(tmp_path):
     assert np.asarray(system.get_all_memories()).size == 0
 
 
+def unit_vectors(texts: list[str]) -> np.ndarray:
+    rng = np.random.default_rng(len(texts))
+    vecs = rng.normal(size=(len(texts), 8)).astype(np.float32)
+    return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
 def test_a_turn_encodes_the_users_message_once(scripted, tmp_path, monkeypatch):
     # A turn recalls with the user's message, then files that message as a note, whose
     # neighbours are found with it again: one request for it, alone (a batch would pad it).
     sent: list[list[str]] = []
-
-    def encode(texts, path=None):
-        sent.append(list(texts))
-        rng = np.random.default_rng(len(sent))
-        vecs = rng.normal(size=(len(texts), 8)).astype(np.float32)
-        return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
-
-    monkeypatch.setattr(embeddings, "encode", encode)
+    monkeypatch.setattr(
+        embeddings, "encode", lambda texts, path=None: sent.append(texts) or unit_vectors(texts)
+    )
     system = make_system(scripted.base_url, tmp_path)
     system.end_turn(1, TASK, [])  # the task is note 1
     history = [{"agent": "Here is a plan.", "user": FINAL}]
     system.recall(TASK, history)  # searches with FINAL
     system.end_turn(1, TASK, history)  # files FINAL, then its neighbours are found with FINAL
-    assert sent.count([FINAL]) == 1
-    assert len(sent) == 2  # and note 1's text, once: evolution rewrote it after both searches
+    system.search(FINAL, 1)  # waits for the batch the last write sent ahead
+    first, second = (enhanced_text(n) for n in system.notes)
+    assert sent[1:] == [[FINAL], [first, second]]  # after note 1 alone: evolution rewrote it
+
+
+def test_a_write_encodes_its_notes_while_the_next_call_is_in_flight(
+    scripted, tmp_path, monkeypatch
+):
+    # The batch the next search would encode (the new note, the neighbours evolution rewrote)
+    # is sent as the write returns, so the rollout does not wait for it between the
+    # simulator's reply and the assistant's call (issue 20); the search then reuses it.
+    sent: list[list[str]] = []
+    started, release = threading.Event(), threading.Event()
+
+    def encode(texts, path=None):
+        sent.append(texts)
+        started.set()
+        release.wait(10)
+        return unit_vectors(texts)
+
+    monkeypatch.setattr(embeddings, "encode", encode)
+    monkeypatch.setattr(embeddings, "served", lambda: True)  # as under the run's server
+    system = make_system(scripted.base_url, tmp_path)
+    system.end_turn(1, TASK, [])  # returns while the note's encode is held
+    assert started.wait(2), "the write did not encode its note ahead"
+    assert sent == [[enhanced_text(system.notes[0])]]
+    release.set()
+    assert [h["id"] for h in system.search(FINAL, 1)] == ["n0001"]
+    assert sent[1:] == [[FINAL]]  # the note's vector came from the encode sent ahead

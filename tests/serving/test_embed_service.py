@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -33,6 +35,7 @@ def test_served_vectors_equal_in_process_ones_and_load_nothing_here(fresh_proces
     assert os.environ[embed_service.URL_ENV] == url
     served = embeddings.encode(TEXTS)
     assert embeddings.load_model.cache_info().currsize == 0  # the server did the work
+    assert embeddings.served()
     local = embeddings.encode_local(TEXTS)
     assert served.shape == local.shape == (3, 384)
     np.testing.assert_allclose(served, local, atol=1e-6)
@@ -61,8 +64,9 @@ def test_an_unreachable_server_falls_back_quietly_once(fresh_process_state, monk
 
     monkeypatch.setenv(embed_service.URL_ENV, f"http://127.0.0.1:{served_process.free_port()}")
     monkeypatch.setenv(embed_service.TOKEN_ENV, "x")
+    assert embeddings.served()
     first = embeddings.encode(TEXTS[:1])
-    assert embeddings._in_process  # later calls go straight to the local model
+    assert embeddings._in_process and not embeddings.served()  # straight to the local model
     np.testing.assert_allclose(first, embeddings.encode_local(TEXTS[:1]), atol=1e-6)
 
 
@@ -77,7 +81,7 @@ def test_only_the_model_load_is_niced_not_the_encodes(fresh_process_state, tmp_p
 
 def test_encodes_run_on_one_thread_in_the_server_and_in_a_job(fresh_process_state, tmp_path):
     # Beside one busy process, a thread per core made each encode wait at its barriers for a
-    # descheduled thread: 16x the wall time (issue 20, benchmarks/embed_contention.py).
+    # descheduled thread: 14x the wall time (issue 20, benchmarks/embed_contention.py).
     from memprobe.serving import served_process
 
     url = embed_service.start_for_run(tmp_path / "embed.log")
@@ -90,3 +94,24 @@ def test_encodes_run_on_one_thread_in_the_server_and_in_a_job(fresh_process_stat
     torch.set_num_threads(2)  # torch's default on a 2-core machine; earlier tests pinned it
     embeddings.encode_local(TEXTS[:1])  # a job without the server
     assert torch.get_num_threads() == 1
+
+
+def test_a_few_texts_do_not_wait_behind_a_bulk_request(fresh_process_state, tmp_path):
+    # A probe encoding a whole store takes seconds on one thread; a rollout's turn (a few
+    # texts) goes through the other lane meanwhile. Sharing one lane stalled the heaviest
+    # A-Mem rollout 28 times for 4-7 s (issue 20).
+    embed_service.start_for_run(tmp_path / "embed.log")
+    embeddings.encode(TEXTS[:1])  # the model is loaded
+    bulk = [f"{TEXTS[0]} {i} " * 6 for i in range(200)]
+    assert len(bulk) > embed_service.BULK_TEXTS >= len(TEXTS)
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (embeddings.encode(bulk), done.set()))
+    worker.start()
+    time.sleep(0.3)
+    assert not done.is_set(), "the bulk request ended too soon to test against"
+    small = embeddings.encode(TEXTS)
+    assert not done.is_set(), "the few texts waited for the bulk request"
+    worker.join()
+    # Each lane has its own copy of the model; every copy gives the same vectors.
+    np.testing.assert_array_equal(small, embeddings.encode_local(TEXTS))
+    np.testing.assert_array_equal(small, embeddings.encode_local(TEXTS, copy=1))
