@@ -24,8 +24,8 @@ MAX_SEQ_LENGTH = 256
 # multi-threaded op waits at each of its barriers for its slowest thread: beside one busy
 # process, the run's server at torch's default (a thread per core, 2 here) took 14x the wall
 # time and 16x the CPU per encode (benchmarks/embed_contention.py, docs/performance.md). One
-# thread also gives the same vectors on any machine: their last bits depend on the thread
-# count (1, 2, 4 and 8 threads: four different sets for the same texts).
+# thread also gives the same vectors whatever the machine's core count: their last bits
+# depend on the thread count (for 60 texts, 26 vectors differ between 1 and 2 threads).
 ENCODE_THREADS = 1
 
 
