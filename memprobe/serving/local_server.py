@@ -339,19 +339,21 @@ def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") 
     """``memprobe local-server``: one server until Ctrl-C, for several runs in a row."""
     model = resolve_model(cfg.llm.local)
     server = Server(model, cfg.llm.local, log_path)
-    base_url = server.start()
-    model_id = model.sha256 or _path_identity(model.path)
     # The key goes to a file only its owner can read, never to stdout (it may be a log).
     env_file = model_cache_dir() / f"local-server-{os.getpid()}.env"
-    env_file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(
-            f"export {BASE_URL_ENV}={base_url} {MODEL_ID_ENV}={model_id} {KEY_ENV}={server.key}\n"
-        )
-    print(f". {env_file}", flush=True)
-    print("(runs started after sourcing it use this server; Ctrl-C stops it)", file=sys.stderr)
-    try:
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does
+    try:  # from the start: a Ctrl-C at any point stops the server and removes the key's file
+        base_url = server.start()
+        model_id = model.sha256 or _path_identity(model.path)
+        env_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(
+                f"export {BASE_URL_ENV}={base_url} {MODEL_ID_ENV}={model_id}"
+                f" {KEY_ENV}={server.key}\n"
+            )
+        print(f". {env_file}", flush=True)
+        print("(runs started after sourcing it use this server; Ctrl-C stops it)", file=sys.stderr)
         while server.proc and server.proc.poll() is None:
             time.sleep(1)
     except KeyboardInterrupt:
@@ -359,6 +361,10 @@ def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") 
     finally:
         server.stop()
         env_file.unlink(missing_ok=True)
+
+
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
 
 
 def _path_identity(path: Path) -> str:
