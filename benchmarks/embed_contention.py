@@ -20,8 +20,13 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
-from memprobe.serving import embed_client, served_process
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.run_bench import proc_cpu  # noqa: E402
+from memprobe.serving import embed_client, served_process  # noqa: E402
 
 NOTE = (
     "the user prefers concise answers with code examples; context: debugging a flaky pytest"
@@ -31,11 +36,6 @@ SERVER = (
     "import sys; from memprobe.serving import embeddings, embed_service;"
     " embeddings.ENCODE_THREADS = int(sys.argv[2]); embed_service.serve(int(sys.argv[1]), 'TOK')"
 )
-
-
-def cpu_s(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -76,13 +76,13 @@ def main() -> None:
                     latencies.append(time.perf_counter() - t0)
                 time.sleep(args.pause)
 
-        cpu0, t0 = cpu_s(server.pid), time.perf_counter()
+        cpu0, t0 = proc_cpu(server.pid), time.perf_counter()
         threads = [threading.Thread(target=client, args=(j,)) for j in range(args.clients)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        wall, cpu = time.perf_counter() - t0, cpu_s(server.pid) - cpu0
+        wall, cpu = time.perf_counter() - t0, proc_cpu(server.pid) - cpu0
     finally:
         for p in [*hogs, server]:
             p.kill()
