@@ -227,9 +227,8 @@ class AMem(MemorySystem):
                 nb["tags"] = list(upd.tags)
 
     # -- index ----------------------------------------------------------------------------
-    def _missing(self) -> list[str]:
-        """Note texts without a vector yet, in note order (what the next search encodes)."""
-        texts = (enhanced_text(n) for n in self.notes)
+    def _missing(self, texts: list[str]) -> list[str]:
+        """The texts without a vector yet, each once, in order (what a search encodes)."""
         return [t for t in dict.fromkeys(texts) if t not in self._vectors]
 
     def _encode_ahead(self) -> None:
@@ -243,9 +242,10 @@ class AMem(MemorySystem):
         """
         from memprobe.serving import embeddings
 
-        self._take_ahead()
-        missing = self._missing()
-        if missing and embeddings.served():
+        if not embeddings.served():
+            return
+        missing = self._missing([enhanced_text(n) for n in self.notes])  # its search took the last
+        if missing:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="amem-encode")
             self._ahead = self._pool.submit(
@@ -263,10 +263,10 @@ class AMem(MemorySystem):
         from memprobe.serving import embeddings  # torch loads only when a store is searched
 
         self._take_ahead()
-        missing = self._missing()
+        texts = [enhanced_text(n) for n in self.notes]
+        missing = self._missing(texts)
         if missing:
             self._vectors.update(zip(missing, embeddings.encode(missing), strict=True))
-        texts = [enhanced_text(n) for n in self.notes]
         import numpy as np
 
         matrix = np.stack([self._vectors[t] for t in texts])
