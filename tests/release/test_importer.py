@@ -308,6 +308,11 @@ def test_release_paths_must_stay_inside_the_release_dir(tmp_path):
         check_layout(load_config(raw))
 
 
+# The release's amem and mem0 runs, imported: the records in their release shapes and the table
+# rows they give, against values derived by hand from tests/fixtures/make_release_fixture.py.
+# They are systems of their own, so the numbers of tests/report/test_tables.py (nomem,
+# longctx_full, memt) do not move. Per user, in bank order (skill 2, knowledge 2, episodic 2,
+# self 1, preference 1), B = mean of the 5 category means.
 NEW = ["amem", "mem0"]
 
 # docs/release-format.md §2.7 (memories.json) and §2.8 (retrieved_memories)
