@@ -8,6 +8,7 @@ configfile: "config/config.yaml"
 
 include: "rules/common.smk"
 include: "rules/calibration.smk"
+include: "rules/shared.smk"
 
 
 # config/release.yaml (release.import_runs): every run artifact is imported from the authors'

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,52 @@ class _Help(argparse.HelpFormatter):
         if action.default not in (None, False, [], argparse.SUPPRESS) and "default" not in text:
             text += " (default: %(default)s)"
         return text
+
+
+# What makes a folder a MemProbe workflow: the commands below read it (its config, its runs).
+WORKFLOW_FILES = ("Snakefile", "config/config.yaml")
+# The options of each workflow command that name files: read from where the command was typed.
+PATH_OPTIONS = ("configfile", "ledger", "prices", "results")
+
+
+def find_workflow(directory: str | None) -> Path:
+    """``--directory``, else the nearest folder at or above this one holding the workflow, else
+    the checkout memprobe is installed from; else one line saying where it looked."""
+
+    def holds(d: Path) -> bool:
+        return all((d / f).is_file() for f in WORKFLOW_FILES)
+
+    if directory is not None:
+        if holds(Path(directory)):
+            return Path(directory).resolve()
+        missing = " or ".join(WORKFLOW_FILES)
+        raise ValueError(f"--directory {directory}: no MemProbe workflow there (no {missing})")
+    here = Path.cwd()
+    for d in (here, *here.parents):
+        if holds(d):
+            return d
+    checkout = Path(__file__).resolve().parents[1]
+    if holds(checkout):
+        return checkout
+    raise ValueError(
+        f"no MemProbe workflow ({' and '.join(WORKFLOW_FILES)}) in {here} or any folder above "
+        f"it, nor in memprobe's checkout {checkout}; pass --directory"
+    )
+
+
+def enter_workflow(args: argparse.Namespace) -> None:
+    """Run the command in the workflow's folder, as ``snakemake`` runs there: the file options
+    typed relative to this folder are made absolute first."""
+    root = find_workflow(args.directory)
+    for name in PATH_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, list):
+            setattr(args, name, [os.path.abspath(v) for v in value])
+        elif isinstance(value, str):
+            setattr(args, name, os.path.abspath(value))
+    if root != Path.cwd().resolve():
+        print(f"memprobe: the workflow in {root}", file=sys.stderr)
+        os.chdir(root)
 
 
 def dump_items(path: str) -> list[dict]:
@@ -86,10 +133,15 @@ def _estimate(args: argparse.Namespace) -> int:
         raise ValueError(str(err)) from None
     if args.ledger and not (Path(args.ledger) / "usage").is_dir():
         raise ValueError(
-            f"--ledger {args.ledger}: no usage/ ledger there (an earlier run's results_dir)"
+            f"--ledger {args.ledger}: no usage/ ledger there (an earlier run's folder, "
+            "results/<run.name>)"
         )
-    results = Path(args.ledger or cfg.results_dir)
-    rates = None if args.no_ledger else estimate.observed(results, cfg)
+    from memprobe.workflow import paths
+
+    results = Path(args.ledger or cfg.run_dir)
+    # The users' generation is billed in the shared users' folders of this config (docs/runs.md).
+    users = [] if args.ledger else sorted({Path(p) for p in paths.of(cfg).users.values()})
+    rates = None if args.no_ledger else estimate.observed(results, cfg, users)
     if rates is None:
         rates = estimate.priors(cfg)
         if not args.no_ledger:
@@ -121,8 +173,14 @@ def _local_server(args: argparse.Namespace) -> int:
 
 
 def _audit_sample(args: argparse.Namespace) -> int:
+    from memprobe.config import ConfigError, load_files
     from memprobe.report import audit
 
+    if args.results is None:
+        try:
+            args.results = load_files(args.configfile).run_dir
+        except ConfigError as err:
+            raise ValueError(str(err)) from None
     out = audit.sample(args.results, args.n, args.seed, args.name)
     print(f"{out / 'index.html'}: open it, mark each item, save the sheet as {out}/sheet.csv")
     return 0
@@ -192,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument(
         "--config", nargs="+", metavar="KEY=VALUE", help="overrides, e.g. llm.concurrency=8 k=10"
     )
-    e.add_argument("--ledger", help="results dir of an earlier run (default: results_dir)")
+    e.add_argument(
+        "--ledger", help="an earlier run's folder (default: this config's, results/<run.name>)"
+    )
     e.add_argument("--no-ledger", action="store_true", help="use the paper's priors only")
     e.add_argument("--prices", help="YAML: model: {input: USD, output: USD} per 1M tokens")
     e.add_argument(
@@ -204,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     e.set_defaults(fn=_estimate)
 
     loc = sub.add_parser("local-server", help="serve the local GGUF model until Ctrl-C", **defaults)
-    loc.add_argument("--configfile", nargs="+", default=["config/config.yaml"], help="config(s)")
+    loc.add_argument(
+        "--configfile", nargs="+", default=[], help="config file(s) layered on config/config.yaml"
+    )
     loc.set_defaults(fn=_local_server)
 
     aud = sub.add_parser("audit", help="human audit of the LLM's labels").add_subparsers(
@@ -213,8 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     a = aud.add_parser("sample", help="draw a stratified sample and its sheet page", **defaults)
     a.add_argument("--n", type=int, required=True, help="items per label type")
     a.add_argument("--seed", type=int, default=0, help="sampling seed")
-    a.add_argument("--name", required=True, help="the sample's folder: results/audit/NAME")
-    a.add_argument("--results", default="results", help="the run's results dir")
+    a.add_argument("--name", required=True, help="the sample's folder: <run folder>/audit/NAME")
+    a.add_argument(
+        "--configfile", nargs="+", default=[], help="the run's config file(s), as for snakemake"
+    )
+    a.add_argument("--results", help="the run's folder (default: the config's, results/<run.name>)")
     a.set_defaults(fn=_audit_sample)
 
     j = sub.add_parser(
@@ -229,8 +294,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     j.set_defaults(fn=_job)
 
+    for command in (e, loc, a, j):  # the commands that read the workflow's config or its runs
+        command.add_argument(
+            "--directory",
+            "-d",
+            help="the workflow's folder (default: the nearest one with a Snakefile at or above "
+            "this folder, else memprobe's own checkout)",
+        )
     args = parser.parse_args(argv)
     try:
+        if "directory" in args:
+            enter_workflow(args)
         return args.fn(args)
     except (RecordError, ValueError, OSError) as err:
         print(f"memprobe {args.command}: {err}", file=sys.stderr)

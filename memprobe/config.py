@@ -7,6 +7,7 @@ names the offending key and what was expected.
 
 from __future__ import annotations
 
+import copy
 import re
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -299,6 +300,37 @@ def system_settings_model() -> type[SystemSettings]:
 _SYSTEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
+# Under results_dir, next to the runs: the users that runs with the same settings share
+# (memprobe/workflow/paths.py). No run may take its name.
+SHARED_USERS_DIR = "users"
+DEFAULT_RUN = "default"
+
+
+class RunSettings(_Strict):
+    """``run``: the run's name (PyPSA-Eur's ``run: name``), which namespaces its files.
+
+    Its results, usage ledgers and report go to ``<results_dir>/<name>/``, its logs to
+    ``logs/<name>/`` (docs/runs.md); two configs under different names never share a file
+    but the response cache and the users generated with the same settings.
+    """
+
+    name: str = Field(
+        default=DEFAULT_RUN,
+        description="the run's folder under results_dir and under logs/ (docs/runs.md)",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _one_folder(cls, v: str) -> str:
+        if not _SYSTEM_NAME.fullmatch(v):
+            raise ValueError(f"{v!r}: expected one folder name (letters, digits, _ . -)")
+        if v == SHARED_USERS_DIR:
+            raise ValueError(
+                f"{v!r} is the folder of the shared users ({SHARED_USERS_DIR}/); choose another"
+            )
+        return v
+
+
 class Users(_Strict):
     source: Literal["generate", "release"] = "generate"
     release_dir: str | None = None
@@ -329,6 +361,7 @@ def _default_dims() -> dict[Any, int]:  # keys: the categories (the field's Lite
 class Config(_Strict):
     seed: int = 0
     n_users: int = Field(ge=1)
+    run: RunSettings = Field(default_factory=RunSettings)
     results_dir: str = "results"
     users: Users = Field(default_factory=Users)
     # Top-level alias of users.release_dir, so `--config release_dir=PATH` works.
@@ -488,6 +521,16 @@ class Config(_Strict):
 
     # -- derived values used by the rules -------------------------------------------------
     @property
+    def run_dir(self) -> str:
+        """Where this run's results, ledgers and report go (docs/runs.md)."""
+        return f"{self.results_dir}/{self.run.name}"
+
+    @property
+    def logs_dir(self) -> str:
+        """Where this run's job and server logs go."""
+        return f"logs/{self.run.name}"
+
+    @property
     def ks(self) -> list[int]:
         return self.k if isinstance(self.k, list) else [self.k]
 
@@ -540,12 +583,25 @@ def load_config(raw: dict[str, Any], source: str = "config") -> Config:
         raise ConfigError(f"{source}: {_format_error(err)}") from None
 
 
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over`` on top of ``base``, mappings merged key by key (as Snakemake merges configs)."""
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+def snakemake_merge(layers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The layers merged exactly as Snakemake merges a workflow's config.
+
+    ``layers[0]`` is the Snakefile's ``configfile:``, the rest are Snakemake's overwrite
+    config (each ``--configfile``, then ``--config``), folded together first. Snakemake's own
+    ``update_config`` does every step, in its order (``ConfigSettings`` and
+    ``Workflow.configfile``), so a case a hand-written merge would decide otherwise (``{}``
+    over a scalar keeps the scalar) comes out as the jobs see it.
+    """
+    from snakemake.utils import update_config
+
+    overwrite: dict[str, Any] = {}
+    for layer in layers[1:]:
+        update_config(overwrite, copy.deepcopy(layer))
+    merged = copy.deepcopy(overwrite)
+    if layers:
+        update_config(merged, copy.deepcopy(layers[0]))
+    update_config(merged, copy.deepcopy(overwrite))
+    return merged
 
 
 def _holds(raw: dict[str, Any], loc: tuple[Any, ...]) -> bool:
@@ -572,15 +628,19 @@ def read_config_file(path: str) -> dict[str, Any]:
 
 
 def load_layers(layers: list[tuple[str, dict[str, Any]]]) -> Config:
-    """Validate config layers (name, mapping), later ones winning as in Snakemake.
+    """Validate config layers (name, mapping) merged as Snakemake merges them
+    (``snakemake_merge``: the first is the Snakefile's configfile)."""
+    return validate(snakemake_merge([layer for _, layer in layers]), layers)
 
-    An error names the layer that set the offending key (a ``--config`` typo is blamed on
-    ``--config``, not on config/config.yaml); a missing key or a cross-key rule names them all.
+
+def validate(raw: dict[str, Any], layers: list[tuple[str, dict[str, Any]]]) -> Config:
+    """Validate the merged config ``raw`` (Snakemake's own, at DAG load: the very dict the
+    jobs read), blaming an error on the layer that set the offending key.
+
+    A ``--config`` typo is blamed on ``--config``, not on config/config.yaml; a missing key
+    or a cross-key rule names them all.
     """
     _systems_registered()
-    raw: dict[str, Any] = {}
-    for _, layer in layers:
-        raw = merge(raw, layer)
     try:
         return Config.model_validate(raw)
     except ValidationError as err:
@@ -588,6 +648,21 @@ def load_layers(layers: list[tuple[str, dict[str, Any]]]) -> Config:
         setters = [name for name, layer in layers if loc and _holds(layer, loc)]
         source = setters[-1] if setters else " + ".join(name for name, _ in layers)
         raise ConfigError(f"{source}: {_format_error(err)}") from None
+
+
+# The Snakefile's ``configfile:``: the base every --configfile and --config is layered on.
+WORKFLOW_CONFIG = "config/config.yaml"
+
+
+def load_files(configfiles: list[str], overrides: dict[str, Any] | None = None) -> Config:
+    """The run's config as ``snakemake --configfile FILE... --config ...`` builds it, for the
+    commands that read it outside Snakemake (``memprobe estimate``, ``local-server``, ...)."""
+    files = [WORKFLOW_CONFIG, *(f for f in configfiles if f != WORKFLOW_CONFIG)]
+    check_yaml_keys(files)
+    layers = [(f, read_config_file(f)) for f in files]
+    if overrides:
+        layers.append(("--config", overrides))
+    return load_layers(layers)
 
 
 def role_settings(cfg: Config, role: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ rule attribution:
     output:
         f"{R}/{{system}}/{{user}}/{{mode}}/attribution.json",
     log:
-        "logs/attribution/{system}/{user}/{mode}.log",
+        job_log("attribution", "{system}/{user}/{mode}"),
         usage=usage_log("attribution", "system", "user", "mode"),
     priority: PRIORITY_SCORING["attribution"]
     conda:

@@ -31,7 +31,7 @@ rule judge_calibration:
         summary=CALIBRATION,
         replies=f"{R}/judge_calibration_replies.csv",
     log:
-        "logs/judge_calibration.log",
+        job_log("judge_calibration", "run"),
         usage=CALIBRATION_LEDGER,
     priority: 1
     conda:

@@ -12,7 +12,9 @@ from memprobe.workflow import preflight
 from memprobe.workflow import shell_job
 from memprobe.spec import taxonomy
 from memprobe.agents import registry
-from memprobe.config import ConfigError, check_yaml_keys, load_layers, read_config_file
+from memprobe.workflow import paths
+from memprobe.workflow import servers
+from memprobe.config import ConfigError, check_yaml_keys, read_config_file, validate
 from memprobe.vocabulary import MODES
 
 
@@ -27,9 +29,11 @@ def config_layers():
     return layers + [("--config", dict(workflow.config_settings.config))]
 
 
+# The config Snakemake merged is the one validated (and the one the jobs read); the layers
+# only say which file set a bad key.
 try:
     check_yaml_keys(workflow.configfiles)
-    CFG = load_layers(config_layers())
+    CFG = validate(config, config_layers())
 except ConfigError as err:
     sys.exit(f"memprobe: {err}")
 
@@ -103,12 +107,27 @@ def run_script(rule, script=None):
     return f"{PYTHON} scripts/{script or rule}.py {rule} {logs} {{params.job:q}}"
 
 
-R = CFG.results_dir
+# Every path of the run (memprobe/workflow/paths.py, docs/runs.md): R = results/<run.name>, the
+# run's own artifacts; the users are made in results/users/<part>-<key>/, shared by the runs
+# whose settings make the same file, and copied into R/users/.
+PATHS = paths.of(CFG, SLICER)
+R = PATHS.results
+
+
+def shared_user(part):
+    """A user's persona, bank or tasks file in the shared folder of its settings."""
+    return f"{PATHS.users[part]}/{{user}}/{part}.json"
+
+
+def job_log(rule, name):
+    """A job's log: logs/<run>/<rule>/<name>.log (a shared users rule's: beside its users)."""
+    return f"{PATHS.logs_of(rule)}/{rule}/{name}.log"
 
 
 def usage_log(rule, *wildcards):
     """A job's usage ledger, declared as its `usage` log: named by its wildcards in order."""
-    return f"{R}/usage/{rule}/" + "_".join(f"{{{w}}}" for w in wildcards) + ".csv"
+    root = PATHS.results_of(rule)
+    return f"{root}/usage/{rule}/" + "_".join(f"{{{w}}}" for w in wildcards) + ".csv"
 
 
 def ledger(rule, **wildcards):
@@ -268,32 +287,48 @@ EMBED_SERVER = (
 
 
 onstart:
+    # Only what the scheduled jobs use starts (memprobe/workflow/servers.py): building the
+    # inspector or the tables of a finished run starts no server and checks no endpoint.
+    NEEDS = servers.needs(
+        CFG,
+        (
+            (j.rule.name, dict(j.wildcards.items()))
+            for j in workflow.dag.needrun_jobs()
+        ),
+    )
     if workflow.local_exec:
         workflow.envvars.difference_update(KEY_ENVVARS)
-    try:
-        preflight.check(CFG, local_files=getattr(workflow, "local_exec", True))
-    except preflight.PreflightError as err:
-        sys.exit(f"memprobe: {err}")
-    if EMBED_SERVER:
+    if NEEDS.anything:
         try:
-            embed_service.start_for_run()  # returns once bound; loads while jobs run
+            preflight.check(CFG, local_files=getattr(workflow, "local_exec", True))
+        except preflight.PreflightError as err:
+            sys.exit(f"memprobe: {err}")
+    if EMBED_SERVER and NEEDS.embeddings:
+        try:
+            embed_service.start_for_run(
+                f"{PATHS.logs}/embed_server.log"
+            )  # loads while jobs run
         except embed_service.Unreachable as err:
             print(
                 f"memprobe: {err}; jobs will load the embedding model",
                 file=sys.stderr,
             )
     # backend local: verify the model (sha256), start ONE llama.cpp server for the whole run.
-    if CFG.llm.backend == "local":
+    if NEEDS.local_llm:
         try:
             executor = workflow.executor_plugin
             local_server.check_executor(
                 CFG, bool(executor and executor.common_settings.non_local_exec)
             )
-            local_server.start_for_run(CFG)
+            local_server.start_for_run(CFG, f"{PATHS.logs}/local_server.log")
         except local_server.LocalModelError as err:
             sys.exit(f"memprobe: {err}")
     # judge.calibration: stop: a judge that fails the anchors ends the run before any job.
-    if CFG.judge.calibration == "stop" and not CFG.release.import_runs:
+    if (
+        CFG.judge.calibration == "stop"
+        and not CFG.release.import_runs
+        and "judge" in NEEDS.roles
+    ):
         try:
             calibration.stop_if_failed(CFG, ANCHORS, prompt("recovery_judge"))
         except calibration.CalibrationError as err:

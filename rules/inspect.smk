@@ -33,7 +33,7 @@ rule inspector:
             category="Inspector",
         ),
     log:
-        "logs/inspector/inspector.log",
+        job_log("inspector", "inspector"),
     localrule: True
     conda:
         "../envs/memprobe.yaml"
@@ -67,7 +67,7 @@ rule audit_agreement:
     output:
         f"{R}/audit/agreement.csv",
     log:
-        "logs/audit/agreement.log",
+        job_log("audit_agreement", "agreement"),
     localrule: True
     conda:
         "../envs/memprobe.yaml"

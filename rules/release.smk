@@ -25,11 +25,11 @@ rule import_users:
         bank_file=str(REL.bank_file),
         task_file=lambda w: str(REL.task_file(w.user)),
     output:
-        persona=f"{R}/users/{{user}}/persona.json",
-        bank=f"{R}/users/{{user}}/bank.json",
-        tasks=f"{R}/users/{{user}}/tasks.json",
+        persona=shared_user("persona"),
+        bank=shared_user("bank"),
+        tasks=shared_user("tasks"),
     log:
-        "logs/import_users/{user}.log",
+        job_log("import_users", "{user}"),
     localrule: True
     conda:
         "../envs/memprobe.yaml"
@@ -65,7 +65,7 @@ if CFG.release.import_runs:
             judge=[f"{R}/{s}/{{user}}/{m}/judge.json" for s, m in PAIRS],
             attribution=[f"{R}/{s}/{{user}}/{m}/attribution.json" for s, m in PAIRS],
         log:
-            "logs/import_runs/{user}.log",
+            job_log("import_runs", "{user}"),
         localrule: True
         conda:
             "../envs/memprobe.yaml"
@@ -84,7 +84,7 @@ if CFG.release.import_runs:
         output:
             f"{R}/{{system}}/{{user}}/retrieved_k{{k}}.json",
         log:
-            "logs/import_retrieved/{system}/{user}_k{k}.log",
+            job_log("import_retrieved", "{system}/{user}_k{k}"),
         localrule: True
         conda:
             "../envs/memprobe.yaml"

@@ -17,7 +17,7 @@ rule rollout:
         memories=f"{R}/{{system}}/{{user}}/memories.json",
         store=directory(f"{R}/{{system}}/{{user}}/store"),
     log:
-        "logs/rollout/{system}/{user}.log",
+        job_log("rollout", "{system}/{user}"),
         usage=usage_log("rollout", "system", "user"),
     priority: rollout_priority
     conda:
@@ -46,7 +46,7 @@ rule preference:
     output:
         f"{R}/{{system}}/{{user}}/preference.json",
     log:
-        "logs/preference/{system}/{user}.log",
+        job_log("preference", "{system}/{user}"),
         usage=usage_log("preference", "system", "user"),
     priority: 1
     conda:
@@ -72,7 +72,7 @@ rule probe:
     output:
         f"{R}/{{system}}/{{user}}/retrieved_k{{k}}.json",
     log:
-        "logs/probe/{system}/{user}_k{k}.log",
+        job_log("probe", "{system}/{user}_k{k}"),
         usage=usage_log("probe", "system", "user", "k"),
     priority: PRIORITY_SCORING["probe"]
     conda:

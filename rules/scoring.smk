@@ -12,7 +12,7 @@ rule slotfill:
     output:
         f"{R}/{{system}}/{{user}}/{{mode}}/slotfill.json",
     log:
-        "logs/slotfill/{system}/{user}/{mode}.log",
+        job_log("slotfill", "{system}/{user}/{mode}"),
         usage=usage_log("slotfill", "system", "user", "mode"),
     priority: PRIORITY_SCORING["slotfill"]
     conda:
@@ -37,7 +37,7 @@ rule judge:
     output:
         f"{R}/{{system}}/{{user}}/{{mode}}/judge.json",
     log:
-        "logs/judge/{system}/{user}/{mode}.log",
+        job_log("judge", "{system}/{user}/{mode}"),
         usage=usage_log("judge", "system", "user", "mode"),
     priority: PRIORITY_SCORING["judge"]
     conda:

@@ -154,7 +154,7 @@ rule tables:
             category="Figures",
         ),
     log:
-        "logs/tables/tables.log",
+        job_log("tables", "tables"),
     localrule: True
     conda:
         "../envs/memprobe.yaml"
@@ -184,7 +184,7 @@ if not CFG.release.import_runs:
         output:
             f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",
         log:
-            "logs/slotfill_sweep/{system}/{user}_k{k}.log",
+            job_log("slotfill_sweep", "{system}/{user}_k{k}"),
             usage=usage_log("slotfill_sweep", "system", "user", "k"),
         conda:
             "../envs/memprobe.yaml"
@@ -207,7 +207,7 @@ if not CFG.release.import_runs:
         output:
             f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/judge.json",
         log:
-            "logs/judge_sweep/{system}/{user}_k{k}.log",
+            job_log("judge_sweep", "{system}/{user}_k{k}"),
             usage=usage_log("judge_sweep", "system", "user", "k"),
         conda:
             "../envs/memprobe.yaml"

@@ -16,9 +16,9 @@ rule persona:
         lib=library("persona"),
         prompt=prompt("persona_narrative"),
     output:
-        f"{R}/users/{{user}}/persona.json",
+        shared_user("persona"),
     log:
-        "logs/persona/{user}.log",
+        job_log("persona", "{user}"),
         usage=usage_log("persona", "user"),
     priority: PRIORITY_USER + 2
     conda:
@@ -36,14 +36,14 @@ rule bank:
     input:
         code="scripts/bank.py",
         lib=library("bank"),
-        persona=f"{R}/users/{{user}}/persona.json",
+        persona=shared_user("persona"),
         pool=POOL,
         guides=GUIDES,
         prompt=prompt("bank_select"),
     output:
-        f"{R}/users/{{user}}/bank.json",
+        shared_user("bank"),
     log:
-        "logs/bank/{user}.log",
+        job_log("bank", "{user}"),
         usage=usage_log("bank", "user"),
     priority: PRIORITY_USER + 1
     conda:
@@ -61,17 +61,17 @@ rule tasks:
     input:
         code="scripts/tasks.py",
         lib=library("tasks"),
-        persona=f"{R}/users/{{user}}/persona.json",
-        bank=f"{R}/users/{{user}}/bank.json",
+        persona=shared_user("persona"),
+        bank=shared_user("bank"),
         guides=GUIDES,
         hints="prompts/elicitation_hints.yaml",
         write=prompt("task_write"),
         critic=prompt("task_critic"),
         edit=prompt("task_edit"),
     output:
-        f"{R}/users/{{user}}/tasks.json",
+        shared_user("tasks"),
     log:
-        "logs/tasks/{user}.log",
+        job_log("tasks", "{user}"),
         usage=usage_log("tasks", "user"),
     priority: PRIORITY_USER
     conda:
@@ -95,7 +95,7 @@ rule oracle:
     output:
         f"{R}/oracle/{{user}}.json",
     log:
-        "logs/oracle/{user}.log",
+        job_log("oracle", "{user}"),
         usage=usage_log("oracle", "user"),
     priority: PRIORITY_SCORING["oracle"]
     conda:

@@ -99,9 +99,10 @@ def main(job: step.Job) -> None:
     # Last: the bill of the LLM jobs behind this run's artifacts.
     write(o.table5, tables.table5(ledger.read_rows(params.ledgers), systems))
 
-    figures.category_b(js, systems, o.category_b)
-    figures.dump_vs_retrieve(js, systems, o.dump_vs_retrieve)
-    figures.attribution_bars(atts, systems, o.attribution_fig)
+    # Built on B as the tables are: a failed judge's flag goes on every figure too.
+    figures.category_b(js, systems, o.category_b, note)
+    figures.dump_vs_retrieve(js, systems, o.dump_vs_retrieve, note)
+    figures.attribution_bars(atts, systems, o.attribution_fig, note)
 
 
 step.run(main)

@@ -94,7 +94,7 @@ def test_bad_input_stops_the_run_with_one_line_and_no_artifact(change, expected,
     wf = workflow_factory(raw)
     # The default config must not fill in what this test removed: make it the test's own.
     (wf.root / "config" / "config.yaml").write_text(wf.config_path.read_text())
-    proc = wf.run("results/table2.csv", check=False)
+    proc = wf.run("tables", check=False)
     assert proc.returncode != 0
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("memprobe: ")]
     assert len(lines) == 1 and expected in lines[0], proc.stderr[-2000:]

@@ -184,7 +184,7 @@ def verdict(s: Summary, min_kappa: float, max_bias: float) -> str | None:
     return f"judge failed calibration: κ {s.kappa:.2f}, bias {s.bias:+.2f}"
 
 
-STOP_REPLIES = "logs/judge_calibration_stop.csv"
+STOP_REPLIES = "judge_calibration_stop.csv"  # in the run's logs folder
 
 
 def stop_if_failed(cfg, anchors_path: str, prompt: str) -> None:
@@ -196,7 +196,7 @@ def stop_if_failed(cfg, anchors_path: str, prompt: str) -> None:
     llm = client_for(
         "judge",
         cfg,
-        ledger_path=Path(cfg.results_dir) / "usage" / "judge_calibration" / "onstart.csv",
+        ledger_path=Path(cfg.run_dir) / "usage" / "judge_calibration" / "onstart.csv",
         job="judge_calibration/onstart",
     )
     try:
@@ -208,9 +208,10 @@ def stop_if_failed(cfg, anchors_path: str, prompt: str) -> None:
     if note:
         from memprobe.spec.records import write_atomic
 
-        write_atomic(STOP_REPLIES, replies_csv(replies))
+        stop_replies = Path(cfg.logs_dir) / STOP_REPLIES
+        write_atomic(stop_replies, replies_csv(replies))
         raise CalibrationError(
-            f"{note} on {s.n} anchors (replies: {STOP_REPLIES}); "
+            f"{note} on {s.n} anchors (replies: {stop_replies}); "
             "judge.calibration is stop: no job started"
         )
 

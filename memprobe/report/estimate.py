@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -165,9 +166,10 @@ def priors(cfg: Config) -> Rates:
     return r
 
 
-def read_ledger(results: Path) -> list[dict[str, str]]:
+def read_ledger(results: Path, *more: Path) -> list[dict[str, str]]:
+    """The ledger rows under ``results`` (and under ``more``: the run's shared users)."""
     rows: list[dict[str, str]] = []
-    for f in ledger.run_files(results):
+    for f in [f for d in (results, *more) for f in ledger.run_files(d)]:
         for row in ledger.read_rows([f]):
             rule, _, tag = row.get("job", "").partition("/")
             m = _TAG.match(tag)
@@ -187,9 +189,10 @@ def _load_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def observed(results: Path, cfg: Config) -> Rates | None:
-    """Rates measured on an earlier run's ledger and artifacts (None when there is no ledger)."""
-    rows = read_ledger(results)
+def observed(results: Path, cfg: Config, users: Iterable[Path] = ()) -> Rates | None:
+    """Rates measured on an earlier run's ledger and artifacts (None when there is no ledger);
+    ``users``: the shared users' folders, whose ledgers hold the users' generation."""
+    rows = read_ledger(results, *users)
     if not rows:
         return None
     r = priors(cfg)
@@ -549,7 +552,6 @@ def mean_latency(results: Path) -> float | None:
 
 
 # -- the command --------------------------------------------------------------------------------
-DEFAULT_CONFIG = "config/config.yaml"
 # Seconds per call when no ledger says: a hosted mini model answering a few-thousand-token
 # prompt (an assumption, printed as such; --latency or an earlier run's ledger replace it).
 ASSUMED_LATENCY_S = 4.0
@@ -574,14 +576,9 @@ def parse_config_args(pairs: list[str]) -> dict[str, Any]:
 
 def load_configs(paths: list[str], overrides: list[str] | None = None) -> Config:
     """Layer the configs as the Snakefile does: config/config.yaml, each file, then --config."""
-    from memprobe.config import load_layers, read_config_file
+    from memprobe.config import load_files
 
-    files = [DEFAULT_CONFIG] if Path(DEFAULT_CONFIG).exists() else []
-    files += [p for p in paths if p not in files]
-    layers = [(f, read_config_file(f)) for f in files]
-    if overrides:
-        layers.append(("--config", parse_config_args(overrides)))
-    return load_layers(layers)
+    return load_files(paths, parse_config_args(overrides) if overrides else None)
 
 
 def report(

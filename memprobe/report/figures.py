@@ -4,7 +4,9 @@
 - dump_all vs retrieve B per user (one point per user, the diagonal is "no gap"),
 - attribution label shares per system and mode (stacked bars, Table 4's columns).
 
-Overflow-flagged (system, mode) bars carry the paper's dagger in their label.
+Overflow-flagged (system, mode) bars carry the paper's dagger in their label. A run whose judge
+failed calibration gets the flag its tables carry (``note``) across the top of every figure,
+in a red band, and in the PNG's Description, so a figure pasted elsewhere keeps it.
 """
 
 from __future__ import annotations
@@ -29,11 +31,22 @@ from memprobe.spec.records import Attribution, Judge  # noqa: E402
 from memprobe.spec.rubric import RUBRIC  # noqa: E402
 from memprobe.vocabulary import CATEGORIES, MODES  # noqa: E402
 
+# The band a flagged figure carries: white on red, the colour no plotted series uses.
+FLAG_COLOUR = "#b00020"
 
-def _save(fig, path: str | os.PathLike[str]) -> None:
+
+def _save(fig, path: str | os.PathLike[str], note: str | None = None) -> None:
     os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+    if note:
+        fig.suptitle(
+            f"{note}: not findings",
+            color="white",
+            fontsize=9,
+            fontweight="bold",
+            bbox={"facecolor": FLAG_COLOUR, "edgecolor": FLAG_COLOUR, "pad": 4},
+        )
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, metadata={"Description": note} if note else None)
     plt.close(fig)
 
 
@@ -41,7 +54,7 @@ def _label(system: str, mode: str, flagged: set[tuple[str, str]]) -> str:
     return f"{system} {mode}{DAGGER if (system, mode) in flagged else ''}"
 
 
-def category_b(judges: list[Judge], systems: list[str], path) -> None:
+def category_b(judges: list[Judge], systems: list[str], path, note: str | None = None) -> None:
     flagged = flagged_pairs(judges)
     series = [
         (s, m) for s in systems for m in MODES if any(j.system == s and j.mode == m for j in judges)
@@ -64,10 +77,12 @@ def category_b(judges: list[Judge], systems: list[str], path) -> None:
     ax.set_ylabel("B (mean over users)")
     ax.set_title("Recovery by category, system and mode")
     ax.legend(fontsize=7, ncol=2)
-    _save(fig, path)
+    _save(fig, path, note)
 
 
-def dump_vs_retrieve(judges: list[Judge], systems: list[str], path) -> None:
+def dump_vs_retrieve(
+    judges: list[Judge], systems: list[str], path, note: str | None = None
+) -> None:
     fig, ax = plt.subplots(figsize=(5, 5))
     for s in systems:
         dump = {j.user_id: j.overall for j in judges if j.system == s and j.mode == "dump_all"}
@@ -83,10 +98,12 @@ def dump_vs_retrieve(judges: list[Judge], systems: list[str], path) -> None:
     ax.set_title("Full store vs top-k, per user")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
-    _save(fig, path)
+    _save(fig, path, note)
 
 
-def attribution_bars(attributions: list[Attribution], systems: list[str], path) -> None:
+def attribution_bars(
+    attributions: list[Attribution], systems: list[str], path, note: str | None = None
+) -> None:
     bars: list[tuple[str, str]] = [
         (s, m)
         for s in systems
@@ -110,4 +127,4 @@ def attribution_bars(attributions: list[Attribution], systems: list[str], path) 
     ax.set_ylabel("targets")
     ax.set_title("Failure attribution (Table 4 columns)")
     ax.legend(fontsize=7)
-    _save(fig, path)
+    _save(fig, path, note)

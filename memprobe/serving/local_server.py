@@ -40,7 +40,7 @@ MODEL_ID_ENV = "MEMPROBE_LOCAL_MODEL_ID"  # sha256 of the served GGUF: part of c
 KEY_ENV = "MEMPROBE_LOCAL_API_KEY"
 KEY_CHILD_ENV = "_MEMPROBE_LOCAL_KEY_IN"
 CACHE_ENV = "MEMPROBE_MODEL_CACHE"  # where assembled models live (default ~/.cache/memprobe)
-STATE_FILE = "local_server.json"  # next to the LLM cache dir: {"base_url", "model_sha256"}
+STATE_FILE = "local_server.json"  # in the run's logs folder: {"base_url", "model_sha256"}
 
 
 class LocalModelError(RuntimeError):
@@ -270,7 +270,7 @@ _run_server: Server | None = None
 
 
 def state_path(cfg: Config) -> Path:
-    return Path(cfg.llm.cache_dir).parent / STATE_FILE
+    return Path(cfg.logs_dir) / STATE_FILE
 
 
 def check_executor(cfg: Config, non_local_exec: bool) -> None:
@@ -328,11 +328,10 @@ def stop_for_run(cfg: Config) -> None:
 
 
 def config_from_files(paths: list[str]) -> Config:
-    """Layer config files as Snakemake does (later files win key by key) and validate."""
-    from memprobe.config import check_yaml_keys, load_layers, read_config_file
+    """config/config.yaml with these files layered on it, as Snakemake layers them."""
+    from memprobe.config import load_files
 
-    check_yaml_keys(paths)
-    return load_layers([(path, read_config_file(path)) for path in paths])
+    return load_files(paths)
 
 
 def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") -> None:

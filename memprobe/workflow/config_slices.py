@@ -100,6 +100,9 @@ SLICES: dict[str, Slice] = {
     "import_runs": Slice(keys=("slotfill",), modules=("release.importer", "spec.rubric")),
     "import_retrieved": Slice(modules=("release.importer",)),
     "inspector": Slice(modules=("report.inspect_site",)),
+    # A run's copy of a shared user file: its params are the slices of the rules that made the
+    # file (memprobe/workflow/paths.py copy_params).
+    "users": Slice(),
     "audit_agreement": Slice(modules=("report.audit",)),  # its seed is a param of the rule already
 }
 
@@ -136,6 +139,7 @@ SHAPE: tuple[str, ...] = (
     "modes",
     "k",
     "results_dir",
+    "run",
     "users",
     "release_dir",
     "release",

@@ -263,8 +263,8 @@ def test_tiny_workflow_runs_memt_end_to_end(endpoint, standin, workflow_factory)
     raw = tiny_config(endpoint.base_url, systems=["nomem", "memt"])
     raw["memt"] = {"endpoint": standin.base_url}
     wf = workflow_factory(raw)
-    wf.run("results/table2.csv")
-    results = wf.root / "results"
+    wf.run(wf.target("table2.csv"))
+    results = wf.results
     for user in ("user_001", "user_002"):
         mem = json.loads((results / "memt" / user / "memories.json").read_text())
         cats = {m["category"] for m in mem["memories"]}
@@ -276,7 +276,7 @@ def test_tiny_workflow_runs_memt_end_to_end(endpoint, standin, workflow_factory)
             assert len(ids) == 5 and len(set(ids)) == 5, q["dimension"]
     rows = (results / "table2.csv").read_text()
     assert "memt" in rows
-    assert os.path.exists(wf.root / "logs" / "rollout" / "memt" / "user_001.log")
+    assert os.path.exists(wf.logs / "rollout" / "memt" / "user_001.log")
 
 
 @pytest.mark.torch

@@ -10,7 +10,9 @@ from tests.helpers.workflow import tiny_config
 
 SENTINEL = "sk-SENTINEL-7f3a9c1e5b2d4680"
 KEY_ENV = "MEMPROBE_TEST_KEY"  # llm.api_key_env of tests/configs/tiny.yaml
-TARGET = "results/table2.csv"
+# The tiny config's run folder (run.name, docs/runs.md); its users are copies of the shared ones.
+RUN = f"results/{tiny_config('')['run']['name']}"
+TARGET = f"{RUN}/table2.csv"
 
 
 def reliable_config(base_url: str) -> dict:
@@ -28,7 +30,7 @@ def reliable_config(base_url: str) -> dict:
 def tables(root: Path) -> dict[str, bytes]:
     """Every result table of a run. The ledger and table5 (built from it) are left out: they
     are the bill, which records timings, replays of killed jobs and thrown-away replies."""
-    results = root / "results"
+    results = root / RUN
     return {
         str(p.relative_to(results)): p.read_bytes()
         for p in sorted(results.rglob("*.csv"))
@@ -48,7 +50,7 @@ def assert_each_request_paid_once(rows: list[dict]) -> None:
 
 
 def artifacts(root: Path) -> dict[str, bytes]:
-    results = root / "results"
+    results = root / RUN
     return {
         str(p.relative_to(results)): p.read_bytes()
         for p in sorted(results.rglob("*.json"))
@@ -57,7 +59,9 @@ def artifacts(root: Path) -> dict[str, bytes]:
 
 
 def ledger_rows(root: Path) -> list[dict]:
-    return ledger.read_rows(ledger.run_files(root / "results"))
+    """The run's ledgers and its users' (made under results/users/<key>/)."""
+    users = sorted((root / "results" / "users").glob("*"))
+    return ledger.read_rows([f for d in (root / RUN, *users) for f in ledger.run_files(d)])
 
 
 def stray_temp_files(root: Path) -> list[str]:

@@ -12,10 +12,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from memprobe.config import DEFAULT_RUN
 from memprobe.report.jobdag import job_counts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,12 +60,54 @@ class Workflow:
         self.write_config(config)
 
     def write_config(self, config: dict) -> None:
+        self.config = config
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
 
+    @property
+    def name(self) -> str:
+        """The run's name (run.name; config/config.yaml sets none: the default)."""
+        return (self.config.get("run") or {}).get("name", DEFAULT_RUN)
+
+    @property
+    def results(self) -> Path:
+        """The run's folder, results/<run.name> (docs/runs.md)."""
+        return self.root / "results" / self.name
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs" / self.name
+
+    def shared(self, part: str) -> Path:
+        """The shared folder of the users' ``part`` files (persona, bank, tasks):
+        results/users/<part>-<key>, the only one in a test's copy (docs/runs.md)."""
+        (folder,) = (self.root / "results" / "users").glob(f"{part}-*")
+        return folder
+
+    @property
+    def users(self) -> list[Path]:
+        """Every shared users' folder of the copy."""
+        return sorted((self.root / "results" / "users").iterdir())
+
+    def ledger_files(self) -> list[Path]:
+        """Every usage ledger behind the run: its own and its users' (docs/runs.md)."""
+        from memprobe.llm import ledger
+
+        return [f for d in (self.results, *self.users) for f in ledger.run_files(d)]
+
+    def target(self, path: str) -> str:
+        """A file of the run as a Snakemake target: ``table2.csv`` -> results/<run>/table2.csv."""
+        return f"results/{self.name}/{path}"
+
     def run(
-        self, *args: str, check: bool = True, env: dict | None = None, timeout: float = 600
+        self,
+        *args: str,
+        check: bool = True,
+        env: dict | None = None,
+        timeout: float = 600,
+        configfile: Path | None = None,
     ) -> subprocess.CompletedProcess:
-        cmd = [SNAKEMAKE, *args, "--cores", "2", "--configfile", str(self.config_path)]
+        config = configfile or self.config_path
+        cmd = [SNAKEMAKE, *args, "--cores", "2", "--configfile", str(config)]
         proc = subprocess.run(
             cmd,
             cwd=self.root,
@@ -76,9 +120,9 @@ class Workflow:
             raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
         return proc
 
-    def scheduled(self, *args: str) -> dict[str, int]:
+    def scheduled(self, *args: str, **run: Any) -> dict[str, int]:
         """Job counts per rule of a dry run (``snakemake -n``)."""
-        proc = self.run(*args, "-n")
+        proc = self.run(*args, "-n", **run)
         out = proc.stdout + proc.stderr
         counts = job_counts(out)
         # "nothing scheduled" only when Snakemake says so: output we cannot parse is a

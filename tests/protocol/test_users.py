@@ -323,19 +323,20 @@ def test_persona_narrative_follows_the_attributes(scripted, tmp_path):
 @pytest.mark.workflow
 def test_workflow_rerun_of_users_replays_the_cache(endpoint, workflow_factory):
     wf = workflow_factory(tiny_config(endpoint.base_url, n_users=1))
-    target = "results/users/user_001/tasks.json"
+    target = wf.target("users/user_001/tasks.json")
     wf.run(target)
-    users_dir = wf.root / "results" / "users" / "user_001"
-    first = {f: (users_dir / f).read_text() for f in ("persona.json", "bank.json", "tasks.json")}
+    # made in the shared users' folders (docs/runs.md), one per file and its settings
+    made = {f"{part}.json": wf.shared(part) / "user_001" for part in ("persona", "bank", "tasks")}
+    first = {f: (d / f).read_text() for f, d in made.items()}
     tasks = Tasks.model_validate_json(first["tasks.json"])
     assert len(tasks.tasks) == 5 and tasks.leak is not None
-    ledgers = sorted((wf.root / "results" / "usage").rglob("*.csv"))
+    ledgers = sorted(p for d in wf.users for p in (d / "usage").rglob("*.csv"))
     before = {p: ledger_cached(p) for p in ledgers}
     assert ledgers and all(before.values())
-    for f in first:
-        (users_dir / f).unlink()
+    for f, d in made.items():
+        (d / f).unlink()
     wf.run(target)
-    assert {f: (users_dir / f).read_text() for f in first} == first
+    assert {f: (d / f).read_text() for f, d in made.items()} == first
     # The rerun's rows are all cache hits: zero calls. A job rerun on unchanged inputs carries
     # its finished attempt's rows first (memprobe/workflow/step.py); those are the first run's own.
     for p in ledgers:

@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers.reliability import TARGET, stray_temp_files
+from memprobe.config import WORKFLOW_CONFIG, load_layers, read_config_file
+from memprobe.workflow import paths
+from tests.helpers.reliability import RUN, TARGET, stray_temp_files
 from tests.helpers.workflow import Workflow
 
 
 def _cfg(edit):
-    def mutate(root: Path) -> None:
+    def mutate(root: Path, folders: dict[str, str]) -> None:
         path = root / "test-config.yaml"
         cfg = yaml.safe_load(path.read_text())
         edit(cfg)
@@ -28,7 +30,7 @@ def _cfg(edit):
 
 
 def _pool(edit):
-    def mutate(root: Path) -> None:
+    def mutate(root: Path, folders: dict[str, str]) -> None:
         path = root / "config" / "dimension_pool.yaml"
         pool = yaml.safe_load(path.read_text())
         edit(pool)
@@ -38,8 +40,8 @@ def _pool(edit):
 
 
 def _json(rel: str, edit):
-    def mutate(root: Path) -> None:
-        path = root / "results" / rel
+    def mutate(root: Path, folders: dict[str, str]) -> None:
+        path = root / rel.format(**folders)
         data = json.loads(path.read_text())
         edit(data)
         path.write_text(json.dumps(data))
@@ -48,8 +50,8 @@ def _json(rel: str, edit):
 
 
 def _text(rel: str, text: str):
-    def mutate(root: Path) -> None:
-        (root / rel).write_text(text)
+    def mutate(root: Path, folders: dict[str, str]) -> None:
+        (root / rel.format(**folders)).write_text(text)
 
     return mutate
 
@@ -63,12 +65,15 @@ def _dup_dim(pool):
     cats[1]["dimensions"].append(dict(cats[0]["dimensions"][0]))
 
 
-U = "users/user_001"
-TASKS = f"results/{U}/tasks.json"
-EPISODES = "results/nomem/user_001/episodes.json"
-SLOTFILL = "results/longctx_full/user_001/dump_all/slotfill.json"
-BANK = f"results/{U}/bank.json"
-MEM = "longctx_full/user_001/memories.json"
+# The users are made in the shared folders results/users/<part>-<key> (docs/runs.md), named
+# here by part ({bank}: the case config's bank folder); the run reads its own copies.
+TASKS = "results/users/{tasks}/user_001/tasks.json"
+BANK = "results/users/{bank}/user_001/bank.json"
+PERSONA = "results/users/{persona}/user_001/persona.json"
+RUN_TASKS = f"{RUN}/users/user_001/tasks.json"
+EPISODES = f"{RUN}/nomem/user_001/episodes.json"
+SLOTFILL = f"{RUN}/longctx_full/user_001/dump_all/slotfill.json"
+MEM = f"{RUN}/longctx_full/user_001/memories.json"
 
 CASES = {
     # name: (mutation, target, fragments the one error line must contain)
@@ -119,22 +124,22 @@ CASES = {
         ["bank.json", "not valid JSON"],
     ),
     "bank entry missing dimension": (
-        _json(f"{U}/bank.json", lambda b: b["entries"][0].pop("dimension")),
+        _json(BANK, lambda b: b["entries"][0].pop("dimension")),
         TASKS,
         ["bank.json", "entries.0.dimension"],
     ),
     "bank entry unknown category": (
-        _json(f"{U}/bank.json", lambda b: b["entries"][0].update(category="hobbies")),
+        _json(BANK, lambda b: b["entries"][0].update(category="hobbies")),
         TASKS,
         ["bank.json", "entries.0.category", "hobbies"],
     ),
     "persona age not a number": (
-        _json(f"{U}/persona.json", lambda p: p.update(age="old")),
+        _json(PERSONA, lambda p: p.update(age="old")),
         BANK,
         ["persona.json", "age"],
     ),
     "task index not a number": (
-        _json(f"{U}/tasks.json", lambda t: t["tasks"][0].update(index="first")),
+        _json(RUN_TASKS, lambda t: t["tasks"][0].update(index="first")),
         EPISODES,
         ["tasks.json", "tasks.0.index"],
     ),
@@ -167,8 +172,16 @@ def test_bad_input_gives_one_line_error_and_no_artifact(case, clean_run, endpoin
     cfg = yaml.safe_load(wf.config_path.read_text())
     cfg["llm"]["base_url"] = endpoint.base_url  # the clean run's endpoint is gone
     wf.config_path.write_text(yaml.safe_dump(cfg))
+    # The endpoint is part of the users' settings: move the clean run's users to the folders
+    # the new one names.
+    base = read_config_file(str(root / WORKFLOW_CONFIG))
+    folders = paths.users_folders(load_layers([("base", base), ("case", cfg)]))
+    for part, name in folders.items():
+        (old,) = (root / "results" / "users").glob(f"{part}-*")
+        old.rename(old.with_name(name))
+    target = target.format(**folders)
     (root / target).unlink()
-    mutate(root)
+    mutate(root, folders)
     # The endpoint's new port changes every job's params (issue 13), which would rebuild the
     # broken input from its rule; this test is about a script reading a broken input.
     proc = wf.run(target, "--rerun-triggers", "mtime", check=False)

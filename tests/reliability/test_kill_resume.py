@@ -95,8 +95,8 @@ def test_keep_going_a_user_whose_calls_all_fail_leaves_the_others_whole(clean_ru
         | {"llm": {**reliable_config(ep.base_url)["llm"], "max_attempts": 3}},
     )
     try:
-        wf.run("results/users/user_002/persona.json")
-        name = json.loads((root / "results/users/user_002/persona.json").read_text())["name"]
+        wf.run(wf.target("users/user_002/persona.json"))
+        name = json.loads((wf.results / "users/user_002/persona.json").read_text())["name"]
         ep.server.faults = Faults(poison=name)  # every request about user_002 now gets a 500
         proc = wf.run(TARGET, "--keep-going", check=False)
     finally:

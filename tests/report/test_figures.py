@@ -10,13 +10,14 @@ from memprobe import CATEGORIES
 from memprobe.report import figures
 from memprobe.report.tables import COUNT_COLUMNS, DAGGER
 from memprobe.spec.records import Attribution, AttributionEntry
+from tests.helpers.figures import flag_band
 from tests.helpers.tables import judge_of
 
 
 @pytest.fixture
 def drawn(monkeypatch):
     figs = []
-    monkeypatch.setattr(figures, "_save", lambda fig, path: figs.append(fig))
+    monkeypatch.setattr(figures, "_save", lambda fig, path, note=None: figs.append(fig))
     yield figs
     for f in figs:
         plt.close(f)
@@ -98,3 +99,25 @@ def test_attribution_bars_stack_table4_counts(drawn):
     tops = [max(p.get_y() + p.get_height() for c in ax.containers for p in [c.patches[i]])
             for i in range(2)]  # fmt: skip
     assert tops == [3, 2]
+
+
+NOTE = "judge failed calibration: κ 0.03, bias +0.57"
+DRAW = {
+    "category_b": lambda path, note: figures.category_b(JUDGES, ["nomem", "memt"], path, note),
+    "dump_vs_retrieve": lambda path, note: figures.dump_vs_retrieve(
+        JUDGES, ["nomem", "memt"], path, note
+    ),
+    "attribution": lambda path, note: figures.attribution_bars([], ["memt"], path, note),
+}
+
+
+@pytest.mark.parametrize("name", DRAW)
+def test_a_failed_judge_puts_its_flag_on_the_figure_itself(tmp_path, name):
+    """Issue 32: a figure built on a judge that failed calibration carries a visible mark
+    (a red band across its top) and the flag in its PNG Description, as its tables do."""
+    flagged, plain = tmp_path / "flagged.png", tmp_path / "plain.png"
+    DRAW[name](flagged, NOTE)
+    DRAW[name](plain, None)
+    band, described = flag_band(flagged)
+    assert band > 2000 and described == NOTE
+    assert flag_band(plain) == (0, None)

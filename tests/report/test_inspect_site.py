@@ -93,7 +93,7 @@ def test_page_json_cannot_end_its_script_element():
 
 @pytest.mark.workflow
 def test_one_page_per_case_and_the_index_holds_no_transcript(release_wf):
-    site = release_wf.root / "results" / "inspect"
+    site = release_wf.results / "inspect"
     assert len(list((site / "cases").glob("*.html"))) == len(USERS) * DIMS
     index = (site / "index.html").read_text()
     # Case data stays on the case pages: no reply text in the index.
@@ -101,13 +101,13 @@ def test_one_page_per_case_and_the_index_holds_no_transcript(release_wf):
     assert (
         "Agent reply 1 in episode 5 for user_001." in (site / "cases/user_001_04.html").read_text()
     )
-    entry = (release_wf.root / "results" / "inspect.html").read_text()
+    entry = (release_wf.results / "inspect.html").read_text()
     assert 'href="inspect/index.html"' in entry
 
 
 @needs_browser
 def test_index_filters_and_sorts(release_wf, page, tmp_path):
-    open_page(page, release_wf.root / "results" / "inspect" / "index.html")
+    open_page(page, release_wf.results / "inspect" / "index.html")
     assert page.inner_text("#count") == f"{len(USERS) * DIMS} of {len(USERS) * DIMS} cases"
     assert "memt · dump_all B = 0.18" in page.inner_text("#summary")
     page.screenshot(path=str(tmp_path / "index.png"))
@@ -138,7 +138,7 @@ def test_index_filters_and_sorts(release_wf, page, tmp_path):
 
 @needs_browser
 def test_case_page_shows_transcript_and_judge_reason(release_wf, page, tmp_path):
-    results = release_wf.root / "results"
+    results = release_wf.results
     open_page(page, results / "inspect" / "index.html")
     page.click("text=legal_or_administrative_event >> nth=0")
     page.wait_for_selector("body[data-ready='1']", state="attached")
@@ -164,7 +164,7 @@ def test_case_page_shows_transcript_and_judge_reason(release_wf, page, tmp_path)
 def test_model_text_is_shown_as_text_never_run(release_wf, page, tmp_path):
     """Model output is untrusted: markup in a reply or a target stays text on every page."""
     results = tmp_path / "results"
-    shutil.copytree(release_wf.root / "results", results)
+    shutil.copytree(release_wf.results, results)
     evil = '<img src=x onerror="window.pwned=1"></script><script>window.pwned=2</script>'
     path = results / "nomem/user_001/episodes.json"
     eps = json.loads(path.read_text())
@@ -186,14 +186,14 @@ def test_model_text_is_shown_as_text_never_run(release_wf, page, tmp_path):
 @needs_browser
 def test_the_report_links_the_inspector(release_wf, page):
     release_wf.run("tables")
-    release_wf.run("--report", "results/report.html")
-    page.goto((release_wf.root / "results" / "report.html").as_uri())
+    release_wf.run("--report", release_wf.target("report.html"))
+    page.goto((release_wf.results / "report.html").as_uri())
     page.click("text=Inspector")
-    row = page.locator("tr", has_text="results/inspect.html")
+    row = page.locator("tr", has_text=release_wf.target("inspect.html"))
     row.locator("a[iconname='information-circle']").click()  # the item's caption
     page.click("a[href='inspect/index.html']")
     page.wait_for_selector("body[data-ready='1']", state="attached")
-    assert page.url == (release_wf.root / "results/inspect/index.html").as_uri()
+    assert page.url == (release_wf.results / "inspect/index.html").as_uri()
     assert page.inner_text("#count") == f"{len(USERS) * DIMS} of {len(USERS) * DIMS} cases"
 
 
@@ -219,10 +219,11 @@ def fill_sheet(page, sample: dict) -> list[tuple[str, str, str]]:
 
 @needs_browser
 def test_audit_sheet_round_trip_to_agreement(release_wf, page, tmp_path):
-    results = release_wf.root / "results"
+    results = release_wf.results
+    # The run's folder from its config (docs/runs.md), the workflow named from elsewhere.
     subprocess.run(
         [MEMPROBE, "audit", "sample", "--n", "6", "--seed", "3", "--name", "pilot",
-         "--results", str(results)],
+         "--directory", str(release_wf.root), "--configfile", str(release_wf.config_path)],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     folder = results / "audit" / "pilot"
@@ -285,9 +286,9 @@ def test_audit_sheet_round_trip_to_agreement(release_wf, page, tmp_path):
 def test_tiny_run_builds_the_inspector_and_the_report_links_it(endpoint, workflow_factory):
     wf = workflow_factory(tiny_config(endpoint.base_url))
     wf.run()  # the default target
-    site = wf.root / "results" / "inspect"
+    site = wf.results / "inspect"
     assert (site / "index.html").exists()
     assert len(list((site / "cases").glob("*.html"))) == 2 * 5  # 2 users x 5 dims
-    wf.run("--report", "results/report.html")
-    report = (wf.root / "results" / "report.html").read_text()
+    wf.run("--report", wf.target("report.html"))
+    report = (wf.results / "report.html").read_text()
     assert "inspect/index.html" in report

@@ -113,7 +113,7 @@ def test_slurm_submits_gpu_flags_for_memt_only_and_caps_llm_jobs(
         cap = 2
         cmd = [
             SNAKEMAKE,
-            "results/table2.csv",
+            "tables",
             "--executor",
             "slurm",
             "--workflow-profile",
@@ -172,7 +172,7 @@ def test_slurm_submits_gpu_flags_for_memt_only_and_caps_llm_jobs(
         flags = [a for a in line.split() if a.startswith("-")]
         assert not [f for f in flags if "gpu" in f or f.startswith("--gres")], (rule, line)
     assert "tables" not in {r for r, _ in other_jobs}  # a localrule: never submitted
-    assert (wf.root / "results" / "table2.csv").exists()
+    assert (wf.results / "table2.csv").exists()
 
     # Never more LLM jobs at once than llm_slots allows.
     llm = [

@@ -11,6 +11,7 @@ import pytest
 
 from memprobe.protocol import calibration
 from tests.helpers.endpoint import Endpoint
+from tests.helpers.figures import flag_band
 from tests.helpers.workflow import ROOT, tiny_config
 
 pytestmark = pytest.mark.workflow
@@ -64,7 +65,7 @@ def run_with(tmp_path, workflow_factory):
         ep = scripted(tmp_path, script)
         made.append(ep)
         wf = workflow_factory(tiny_config(ep.base_url, **overrides))
-        return wf, wf.run("results/table2.csv", check=False)
+        return wf, wf.run("tables", check=False)
 
     yield run
     for ep in made:
@@ -74,7 +75,7 @@ def run_with(tmp_path, workflow_factory):
 def test_a_judge_that_always_says_one_flags_every_b_cell(run_with):
     wf, proc = run_with(ALWAYS_ONE)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = wf.root / "results"
+    results = wf.results
     s = calibration.read_summary(results / "judge_calibration.csv")
     assert s.kappa == pytest.approx(0.0) and s.bias > 0.4
     replies = list(csv.DictReader(open(results / "judge_calibration_replies.csv")))
@@ -85,11 +86,15 @@ def test_a_judge_that_always_says_one_flags_every_b_cell(run_with):
         unflagged = [(c, v) for c, v, f in found if FLAG not in f]
         assert not unflagged, (table, unflagged)
     assert "Warning: the judge failed calibration" in (results / "report_header.rst").read_text()
-    wf.run("results/table2.csv", "--report", "report.html")
+    # Issue 32: the figures, built on B, carry the flag too: a red band and their Description.
+    for figure in ("category_b", "dump_vs_retrieve", "attribution"):
+        band, described = flag_band(results / "figures" / f"{figure}.png")
+        assert band > 2000 and described.startswith(FLAG), (figure, band, described)
+    wf.run("tables", "--report", "report.html")
     html = (wf.root / "report.html").read_text()
     assert "the judge failed calibration" in html
     warnings = [line for line in proc.stderr.splitlines() if "memprobe: warning:" in line]
-    assert len(warnings) == 1 and "results/judge_calibration.csv" in warnings[0]
+    assert len(warnings) == 1 and wf.target("judge_calibration.csv") in warnings[0]
     assert (results / "degenerate_labels.csv").exists()
 
 
@@ -97,7 +102,7 @@ def test_a_judge_that_agrees_with_the_anchors_flags_nothing(run_with):
     # ... and passes the onstart check of `stop`, so the run goes on.
     wf, proc = run_with(agreeing(), judge={"calibration": "stop"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = wf.root / "results"
+    results = wf.results
     s = calibration.read_summary(results / "judge_calibration.csv")
     assert (s.exact, s.kappa, s.bias) == (1.0, 1.0, 0.0)
     for table in FLAGGED:
@@ -113,11 +118,11 @@ def test_stop_ends_the_run_after_calibration_before_any_job(run_with):
     assert len(lines) == 1, proc.stderr[-3000:]
     assert lines[0].startswith("memprobe: judge failed calibration: κ 0.00, bias +0.")
     assert "no job started" in lines[0]
-    replies = list(csv.DictReader(open(wf.root / "logs" / "judge_calibration_stop.csv")))
+    replies = list(csv.DictReader(open(wf.logs / "judge_calibration_stop.csv")))
     assert {r["judged"] for r in replies} == {"1.0"}
     # Nothing started: no user, no rollout, no table, and no verdict left among the outputs.
-    results = wf.root / "results"
-    assert not (results / "users").exists()
+    results = wf.results
+    assert not (wf.root / "results" / "users").exists() and not (results / "users").exists()
     assert not list(results.glob("*/user_*/episodes.json"))
     assert not (results / "judge_calibration.csv").exists()
     assert not (results / "table2.csv").exists()

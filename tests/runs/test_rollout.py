@@ -35,8 +35,8 @@ def test_tiny_run_all_cpu_systems_memory_carries_within_user_only(
     net_log = tmp_path / "net.log"
     env = {"PYTHONPATH": str(GUARD), "MEMPROBE_NET_LOG": str(net_log), "HF_HUB_OFFLINE": "1"}
     # Four systems on a shared 2-core machine: each job imports torch; allow for it.
-    wf.run("results/table2.csv", env=env, timeout=2400)
-    results = wf.root / "results"
+    wf.run("tables", env=env, timeout=2400)
+    results = wf.results
 
     # No process attempted a non-loopback connection, and the guard ran in the jobs.
     assert not net_log.exists(), net_log.read_text()
@@ -90,12 +90,12 @@ def test_tiny_run_all_cpu_systems_memory_carries_within_user_only(
         )
         assert len(e.turns) <= 3
 
-    assert wf.scheduled("results/table2.csv") == {}
+    assert wf.scheduled("tables") == {}
 
     # A changed preference prompt reruns preference (every user x system) and tables only.
     pref = wf.root / "prompts" / "preference_judge.md"
     pref.write_text(pref.read_text() + "\nJudge only what the reply shows.\n")
-    scheduled = wf.scheduled("results/table2.csv")
+    scheduled = wf.scheduled("tables")
     assert scheduled.get("preference") == len(SYSTEMS) * len(USERS)
     assert set(scheduled) <= {"preference", "tables", "all"}, scheduled
     pref.write_text(pref.read_text().replace("\nJudge only what the reply shows.\n", ""))
@@ -103,13 +103,14 @@ def test_tiny_run_all_cpu_systems_memory_carries_within_user_only(
     # A changed amem prompt reruns amem's rollouts (and what follows), no other system's.
     evolve = wf.root / "prompts" / "amem_evolve.md"
     evolve.write_text(evolve.read_text() + "\nPrefer few links.\n")
-    scheduled = wf.scheduled("results/table2.csv")
+    scheduled = wf.scheduled("tables")
     assert scheduled.get("rollout") == len(USERS), scheduled
-    dry = wf.run("results/table2.csv", "-n")
+    dry = wf.run("tables", "-n")
     rollout_jobs = [
         line for line in dry.stdout.splitlines() if "episodes.json" in line and "output" in line
     ]
-    assert rollout_jobs and all("results/amem/" in line for line in rollout_jobs), rollout_jobs
+    amem = f"{wf.target('amem')}/"
+    assert rollout_jobs and all(amem in line for line in rollout_jobs), rollout_jobs
 
 
 def test_recalled_lines_are_recorded_in_episodes_schema():

@@ -20,8 +20,8 @@ pytestmark = pytest.mark.workflow
 USERS = ("user_001", "user_002")
 
 
-def ledger_rows(root: Path) -> list[dict]:
-    return ledger.read_rows(ledger.run_files(root / "results"))
+def ledger_rows(wf) -> list[dict]:
+    return ledger.read_rows(wf.ledger_files())
 
 
 def expected_artifacts(results: Path) -> list[Path]:
@@ -45,8 +45,8 @@ def expected_artifacts(results: Path) -> list[Path]:
 
 def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_factory):
     wf = workflow_factory(tiny_config(endpoint.base_url))
-    wf.run("results/table2.csv")
-    results = wf.root / "results"
+    wf.run(wf.target("table2.csv"))
+    results = wf.results
 
     # The one target leaves nothing out: every other table and figure is built too.
     others = ["table3.csv", "table4.csv", "table13.csv", "table14.csv", "gap.csv", "table5.csv",
@@ -82,11 +82,11 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
         ]
         assert float(row["B_dump_all_mean"]) == pytest.approx(sum(b) / len(b), abs=1e-6)
 
-    first = ledger_rows(wf.root)
+    first = ledger_rows(wf)
     assert first and any(r["cached"] == "false" for r in first)
     # `memprobe estimate` fed this run's own ledger predicts it within 10% (calls, tokens).
     cfg = load_config(tiny_config(endpoint.base_url))
-    lines = estimate.predict(cfg, estimate.observed(results, cfg))
+    lines = estimate.predict(cfg, estimate.observed(results, cfg, wf.users))
     ok = [r for r in first if r["status"] == "ok"]
     assert sum(x.calls for x in lines) == pytest.approx(len(ok), rel=0.1)
     for field in ("prompt_tokens", "completion_tokens"):
@@ -100,13 +100,14 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
     )
 
     # A second run schedules nothing.
-    assert wf.scheduled("results/table2.csv") == {}
+    assert wf.scheduled(wf.target("table2.csv")) == {}
 
-    # Deleting the results and rerunning with the same cache pays for no call.
+    # Deleting the results (the run's and the users') and rerunning with the same cache pays
+    # for no call.
     table = (results / "table2.csv").read_text()
-    shutil.rmtree(results)
-    wf.run("results/table2.csv")
-    second = ledger_rows(wf.root)
+    shutil.rmtree(wf.root / "results")
+    wf.run(wf.target("table2.csv"))
+    second = ledger_rows(wf)
     assert second, "the rerun wrote no ledger rows"
     assert all(r["cached"] == "true" for r in second), [r for r in second if r["cached"] != "true"]
     assert (results / "table2.csv").read_text() == table
@@ -114,7 +115,7 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
     # Editing the judge prompt reruns judge, its calibration, attribution and tables only.
     prompt = wf.root / "prompts" / "recovery_judge.md"
     prompt.write_text(prompt.read_text() + "\nBe strict.\n")
-    scheduled = set(wf.scheduled("results/table2.csv"))
+    scheduled = set(wf.scheduled(wf.target("table2.csv")))
     assert {"judge", "judge_calibration"} <= scheduled
     assert scheduled <= {
         "judge",
@@ -134,11 +135,9 @@ def test_memories_json_and_search_cli_agree(endpoint, workflow_factory):
     wf = workflow_factory(
         tiny_config(endpoint.base_url, systems=["longctx_full"], modes=["retrieve"], n_users=1)
     )
-    wf.run("results/longctx_full/user_001/retrieved_k5.json")
-    mem = wf.root / "results/longctx_full/user_001/memories.json"
-    retrieved = json.loads(
-        (wf.root / "results/longctx_full/user_001/retrieved_k5.json").read_text()
-    )
+    wf.run(wf.target("longctx_full/user_001/retrieved_k5.json"))
+    mem = wf.results / "longctx_full/user_001/memories.json"
+    retrieved = json.loads((wf.results / "longctx_full/user_001/retrieved_k5.json").read_text())
     # A note's own text as the query must find that note first, at cosine ~1: an expectation
     # that does not come from the search being tested.
     notes = [n["content"] for n in json.loads(mem.read_text())["memories"]]

@@ -13,7 +13,7 @@ import pytest
 from memprobe.workflow.job import JobError, parse_wildcards
 from tests.helpers.workflow import tiny_config
 
-JUDGE = "results/longctx_full/user_001/retrieve/judge.json"
+JUDGE = "longctx_full/user_001/retrieve/judge.json"  # in the run's folder
 
 
 def test_wildcards_are_name_value_pairs():
@@ -29,8 +29,8 @@ def test_a_judge_job_run_by_hand_writes_the_file_snakemake_wrote(endpoint, workf
     venv_bin = str(Path(sys.executable).parent)  # not resolved: the venv's own bin/
     path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin)
     env = {"PATH": path, "VIRTUAL_ENV": ""}  # as if the venv were never activated
-    wf.run(JUDGE, env=env)
-    out = wf.root / JUDGE
+    wf.run(wf.target(JUDGE), env=env)
+    out = wf.results / JUDGE
     by_snakemake = out.read_bytes()
     out.unlink()
 
@@ -44,7 +44,7 @@ def test_a_judge_job_run_by_hand_writes_the_file_snakemake_wrote(endpoint, workf
         timeout=300,
     )
     assert out.read_bytes() == by_snakemake
-    assert (wf.root / "results/usage/judge/longctx_full_user_001_retrieve.csv").exists()
+    assert (wf.results / "usage/judge/longctx_full_user_001_retrieve.csv").exists()
 
     # A job whose input was never built is one line, and writes nothing.
     proc = subprocess.run(
@@ -64,4 +64,4 @@ def test_a_judge_job_run_by_hand_writes_the_file_snakemake_wrote(endpoint, workf
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1].startswith("memprobe job: job judge")
     assert "is missing" in proc.stderr
-    assert not (wf.root / "results/longctx_full/user_002/retrieve/judge.json").exists()
+    assert not (wf.results / "longctx_full/user_002/retrieve/judge.json").exists()

@@ -1,0 +1,53 @@
+"""Which servers a run starts: those its scheduled jobs use, and no other (the Snakefile's
+``onstart``).
+
+A run that only builds the inspector, the tables or the audit table makes no LLM call and
+embeds nothing, so it starts neither the local llama.cpp server nor the embedding server, and
+checks no endpoint. What a rule's jobs call is read from the one place that declares it: the
+LLM roles of its config slice (memprobe/workflow/config_slices.py) and, for the rules that run
+a memory system, that system's declaration (agents/registry.py: an LLM write path, embedding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from memprobe.agents import registry
+from memprobe.config import Config
+from memprobe.workflow.config_slices import SLICES
+
+
+@dataclass(frozen=True)
+class Needs:
+    roles: frozenset[str]  # the LLM roles the scheduled jobs call
+    systems: frozenset[str]  # the memory systems the scheduled jobs run
+    local_llm: bool  # a role is served by the run's own llama.cpp server (backend local)
+    embeddings: bool  # a scheduled job's memory system embeds
+
+    @property
+    def anything(self) -> bool:
+        """Whether any scheduled job calls an endpoint or runs a memory system."""
+        return bool(self.roles or self.systems)
+
+
+def needs(cfg: Config, jobs: Iterable[tuple[str, Mapping[str, str]]]) -> Needs:
+    """What the jobs (rule name, wildcards) will call, for this config."""
+    roles: set[str] = set()
+    systems: set[str] = set()
+    for rule, wildcards in jobs:
+        piece = SLICES.get(rule)
+        if piece is None:  # a rule that reads no config slice (the users copy) calls nothing
+            continue
+        roles.update(piece.roles)
+        if piece.system:
+            systems.add(wildcards["system"])
+    for name in systems:
+        if registry.spec(name).llm_writer:
+            roles.add("writer")
+    return Needs(
+        roles=frozenset(roles),
+        systems=frozenset(systems),
+        local_llm=any(cfg.served_context(r) for r in roles),
+        embeddings=any(registry.spec(s).embeds for s in systems),
+    )
