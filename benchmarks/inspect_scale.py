@@ -138,7 +138,7 @@ def main() -> None:
     t0 = time.perf_counter()
     wf.run("inspector", timeout=3600)
     build = time.perf_counter() - t0
-    site = work / "wf" / "results" / "inspect"
+    site = wf.results / "inspect"
     index = site / "index.html"
     pages = len(list((site / "cases").iterdir()))
     size = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())

@@ -13,4 +13,5 @@ cd "$work/memprobe"
 echo "quickstart.sh: $line"
 start=$(date +%s)
 bash -c "$line"
-echo "quickstart.sh: $(( $(date +%s) - start )) s; $(cat results/usage/*/*.csv | grep -vc '^ts,') ledger rows"
+rows="$(cat results/default/usage/*/*.csv results/users/*/usage/*/*.csv | grep -vc '^ts,')"
+echo "quickstart.sh: $(( $(date +%s) - start )) s; $rows ledger rows"

@@ -5,7 +5,8 @@
 What it does, in a temp copy of the workflow (never in the checkout's results/):
 1. starts ``memprobe fake-endpoint --latency L`` (every completion waits L seconds, each in its
    own thread: unlimited concurrency, like a hosted model without rate limits);
-2. runs ``snakemake results/table2.csv`` at the given scale with a fresh LLM cache, timing it;
+2. runs ``snakemake tables`` (results/<run.name>/table2.csv, docs/runs.md) at the given scale
+   with a fresh LLM cache, timing it;
 3. computes the critical-path lower bound from the SAME run: the file-level job DAG comes from
    ``snakemake --detailed-summary`` (each output's rule and inputs); each job weighs the time
    during which at least one of its LLM calls was in flight (the union of the ledger intervals
@@ -53,7 +54,7 @@ PARTS = ("Snakefile", "rules", "scripts", "prompts", "config", "profiles", "envs
 BIN = Path(sys.executable).parent
 SNAKEMAKE = str(BIN / "snakemake")
 MEMPROBE = str(BIN / "memprobe")
-TARGET = "results/table2.csv"
+TARGET = "tables"  # the rule: every table of the config's run folder (docs/runs.md)
 
 
 # -- setup ------------------------------------------------------------------------------------
@@ -407,11 +408,13 @@ def main() -> None:
         spans = job_spans(wd)
         summary = snakemake(wd, "--detailed-summary", TARGET, "--configfile", "bench.yaml")
         dag = Dag(summary.stdout)
-        results = wd / "results"
-        ledger = estimate.read_ledger(results)
+        # The run's folder and the users' folders it made (docs/runs.md: a fresh copy has no other)
+        results = wd / "results" / cfg.run.name
+        users = sorted((wd / "results" / "users").glob("*"))
+        ledger = estimate.read_ledger(results, *users)
         bound, chain = critical_path(dag, ledger)
         audit = estimate.audit(results, cfg)
-        rates = estimate.observed(results, cfg) or estimate.priors(cfg)
+        rates = estimate.observed(results, cfg, users) or estimate.priors(cfg)
         predicted = estimate.protocol_calls(cfg, rates)
         # Every job again on the warm cache: what a resumed or re-scored run costs per call.
         replay_run = (

@@ -54,3 +54,51 @@ def test_search_accepts_a_release_format_dump(tmp_path):
     )
     top = json.loads(out.stdout.strip().splitlines()[-1])
     assert len(top) == 2 and top[0]["content"] == "User: I get seasick"
+
+
+# -- the workflow from any folder (issue 32) --------------------------------------------------
+MEMPROBE = [sys.executable, "-m", "memprobe.cli"]
+
+
+def test_estimate_from_another_folder_finds_the_workflow(tmp_path):
+    """Outside any workflow: memprobe's own checkout, said on stderr."""
+    from tests.helpers.workflow import ROOT
+
+    proc = subprocess.run(
+        [*MEMPROBE, "estimate", "--no-ledger"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("memprobe estimate: 2 users x 5 dims")  # config/config.yaml
+    assert proc.stderr == f"memprobe: the workflow in {ROOT}\n"
+    # From a folder inside the checkout, a --configfile typed relative to that folder.
+    inside = subprocess.run(
+        [*MEMPROBE, "estimate", "--no-ledger", "--configfile", "../config/paper.yaml"],
+        cwd=ROOT / "docs", capture_output=True, text=True,
+    )  # fmt: skip
+    assert inside.returncode == 0, inside.stderr
+    assert inside.stdout.startswith("memprobe estimate: 50 users x 31 dims")
+
+
+def test_a_folder_without_the_workflow_is_one_line(tmp_path):
+    proc = subprocess.run(
+        [*MEMPROBE, "estimate", "--directory", str(tmp_path)], capture_output=True, text=True
+    )
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        f"memprobe estimate: --directory {tmp_path}: no MemProbe workflow there "
+        "(no Snakefile or config/config.yaml)\n"
+    )
+
+
+def test_no_workflow_anywhere_says_where_it_looked(tmp_path, monkeypatch, capsys):
+    from memprobe import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "site-packages/memprobe/cli.py"))
+    assert main(["estimate"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "memprobe estimate: no MemProbe workflow (Snakefile and config/config.yaml) in "
+        f"{tmp_path} or any folder above it, nor in memprobe's checkout "
+        f"{tmp_path / 'site-packages'}; pass --directory\n"
+    )

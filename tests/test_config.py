@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 
 import pytest
@@ -11,11 +12,13 @@ from snakemake.utils import update_config
 
 from memprobe.config import (
     PAPER_PROTOCOL,
+    WORKFLOW_CONFIG,
     ConfigError,
     check_yaml_keys,
     load_config,
     load_layers,
     role_settings,
+    snakemake_merge,
 )
 from tests.helpers.workflow import ROOT, SNAKEMAKE, local_raw, tiny_config
 
@@ -272,3 +275,44 @@ def test_budget_defaults_to_the_served_context_and_cannot_exceed_it():
     with pytest.raises(ConfigError, match=r"slotfill\.context_tokens: 8000 is more than") as err:
         load_config(local_raw(context_tokens=8000))
     assert "\n" not in str(err.value)
+
+
+# -- one merge, Snakemake's (issue 32) --------------------------------------------------------
+SCALAR_UNDER_EMPTY = {"k": {}, "llm": {"max_tokens": {}}}  # `{}` over config.yaml's scalars
+
+
+def test_an_empty_mapping_over_a_scalar_keeps_the_scalar_as_snakemake_does():
+    """Snakemake's update_config keeps a scalar under `{}`; the config that is validated is
+    merged by that same function, so it is the config the jobs read."""
+    base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    snakemake = copy.deepcopy(base)
+    update_config(snakemake, copy.deepcopy(SCALAR_UNDER_EMPTY))
+    assert snakemake["k"] == 5 and snakemake["llm"]["max_tokens"] == 1000
+    assert snakemake_merge([base, SCALAR_UNDER_EMPTY]) == snakemake
+    cfg = load_layers([("config/config.yaml", base), ("over.yaml", SCALAR_UNDER_EMPTY)])
+    assert cfg == load_config(snakemake)
+    assert cfg.k == 5 and cfg.llm.max_tokens == 1000
+
+
+@pytest.mark.workflow
+def test_the_config_validated_at_dag_load_is_the_config_the_jobs_read(workflow_factory):
+    wf = workflow_factory(base())
+    over = wf.root / "over.yaml"
+    over.write_text(yaml.safe_dump(SCALAR_UNDER_EMPTY))
+    proc = subprocess.run(
+        [SNAKEMAKE, "-n", "tables", "--cores", "1", "--configfile", str(wf.config_path),
+         str(over)],
+        cwd=wf.root, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # The DAG was built from the validated config: k is 5 (the probe's file names it).
+    assert "retrieved_k5.json" in proc.stdout
+    # What every job reads (memprobe/workflow/shell_job.py) holds the same values.
+    (exported,) = (wf.root / ".snakemake" / "memprobe").glob("config-*.json")
+    jobs = json.loads(exported.read_text())
+    assert jobs["k"] == 5 and jobs["llm"]["max_tokens"] == 1000
+    layers = [
+        (f, yaml.safe_load(f.read_text()))
+        for f in (wf.root / WORKFLOW_CONFIG, wf.config_path, over)
+    ]
+    assert load_config(jobs) == load_layers(layers)

@@ -28,7 +28,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
     import openai
 
 FAKE_URL = "http://fake.invalid/v1"
-LOCAL_SERVER_FILE = "local_server.json"  # written by the local backend's launcher
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -234,7 +232,7 @@ def _local_endpoint(cfg: Config) -> tuple[str, str]:
     """
     from memprobe.serving import local_server
 
-    state = Path(cfg.llm.cache_dir).parent / LOCAL_SERVER_FILE
+    state = local_server.state_path(cfg)  # the run's server, written by its launcher
     env = os.environ.get(local_server.BASE_URL_ENV)
     if env:
         model_id = os.environ.get(local_server.MODEL_ID_ENV)

@@ -79,6 +79,7 @@ def copy_params(cfg: Config, slicer: Slicer) -> dict[str, Callable[[Any], Any]]:
         per_part[part] = {}
         for rule in rules:
             per_part[part] |= slicer.params(rule)
+
     def param(name: str) -> Callable[[Any], Any]:
         return lambda wildcards: per_part[wildcards.part].get(name)
 

@@ -296,3 +296,34 @@ def test_a_missing_ledger_is_one_line(tmp_path):
     # no ledger in the run's folder (results_dir/run.name): the priors, said so in the output
     out = _estimate("--config", f"results_dir={tmp_path}").stdout
     assert f"no ledger under {tmp_path}/default/usage" in out
+
+
+DOCUMENTED = "memprobe estimate --configfile config/paper.yaml --no-ledger --prices prices.yaml"
+
+
+def documented_example() -> tuple[str, list[str]]:
+    """The docs' paper-scale estimate: its command and the output lines they show."""
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        lines = doc.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if line.strip().startswith(DOCUMENTED):
+                shown = []
+                for out in lines[i + 1 :]:
+                    if out and not out.startswith("    "):
+                        break
+                    shown.append(out.strip())
+                return line.strip(), [x for x in shown if x and "..." not in x]
+    raise AssertionError(f"no doc shows `{DOCUMENTED}`")
+
+
+def test_the_documented_paper_estimate_is_what_the_command_prints(tmp_path):
+    """Issue 32: every output line the docs show is a line the command prints today."""
+    command, shown = documented_example()
+    (tmp_path / "prices.yaml").write_text("gpt-5.4-mini: {input: 0.25, output: 2.0}\n")
+    args = command.split()[2:]
+    args[args.index("prices.yaml")] = str(tmp_path / "prices.yaml")
+    proc = _estimate(*args)
+    assert proc.returncode == 0, proc.stderr
+    printed = {" ".join(x.split()) for x in proc.stdout.splitlines()}
+    assert len(shown) >= 8
+    assert [x for x in shown if " ".join(x.split()) not in printed] == []

@@ -204,6 +204,18 @@ def test_paper_scale_dry_run_lists_job_counts(workflow_factory):
     assert counts["probe"] == n * len(searchable)
     assert counts["slotfill"] == counts["judge"] == counts["attribution"] == n * pairs
     assert counts["tables"] == 1
+    assert counts["users"] == 3 * n  # the run's copy of each user's persona, bank, tasks
+    # docs/cluster.md states both counts: the tables' and the default target's
+    stated = re.search(
+        r"lists ([\d,]+) jobs for `snakemake tables` and ([\d,]+) for the default",
+        re.sub(r"\s+", " ", (ROOT / "docs" / "cluster.md").read_text()),
+    )
+    assert stated, "docs/cluster.md states no job count"
+    tables = wf.scheduled("tables", "--executor", "slurm", "--workflow-profile", "profiles/slurm")
+    assert [int(n.replace(",", "")) for n in stated.groups()] == [
+        sum(tables.values()),
+        sum(counts.values()),
+    ]
 
 
 @pytest.mark.workflow

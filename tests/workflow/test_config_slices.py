@@ -198,6 +198,29 @@ def test_a_failed_attempts_calls_stay_on_the_ledger_of_the_attempt_that_succeeds
     assert not list(ledger.parent.glob("*.partial"))
 
 
+def test_a_running_jobs_ledger_is_the_documented_partial_file(tmp_path, monkeypatch):
+    """docs/runs.md and README: a running job's ledger is `<job>.csv.partial`, a row per call,
+    and becomes `<job>.csv` when the job succeeds."""
+    docs = (ROOT / "docs" / "runs.md").read_text() + (ROOT / "README.md").read_text()
+    assert "usage/<rule>/<job>.csv.partial" in docs
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)
+    shell_job.export_config({"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}})
+    ledger = Path("results/usage/judge/user_001.csv")
+    seen = []
+
+    def ask(job: step.Job) -> None:
+        for n in range(2):
+            job.llm("judge").text([{"role": "user", "content": f"hello {n}"}])
+            partial = ledger.with_name(ledger.name + ".partial")
+            seen.append((len(list(csv.DictReader(partial.open()))), ledger.exists()))
+
+    assert run_job(monkeypatch, ask) == 0
+    assert seen == [(1, False), (2, False)]
+    assert len(list(csv.DictReader(ledger.open()))) == 2
+    assert not ledger.with_name(ledger.name + ".partial").exists()
+
+
 def test_a_job_that_calls_an_llm_declares_its_ledger(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     smk = SimpleNamespace(

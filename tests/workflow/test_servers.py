@@ -1,0 +1,28 @@
+"""Which servers a run starts: only those its scheduled jobs use (memprobe/workflow/servers.py)."""
+
+from __future__ import annotations
+
+from memprobe.config import load_config
+from memprobe.workflow import servers
+from tests.helpers.workflow import local_raw, tiny_config
+
+LOCAL = load_config(local_raw())  # backend local, nomem + longctx_full
+REMOTE = load_config(tiny_config("http://127.0.0.1:9/v1"))
+U = {"user": "user_001"}
+
+
+def test_reading_finished_files_needs_no_server():
+    jobs = [("inspector", {}), ("tables", {}), ("audit_agreement", {}), ("users", U)]
+    need = servers.needs(LOCAL, jobs)
+    assert not need.anything and not need.local_llm and not need.embeddings
+
+
+def test_an_llm_job_needs_the_local_server_and_a_memory_system_the_embedder():
+    judge = servers.needs(LOCAL, [("judge", {**U, "system": "nomem", "mode": "dump_all"})])
+    assert judge.roles == {"judge"} and judge.local_llm and not judge.embeddings
+    rollout = servers.needs(LOCAL, [("rollout", {**U, "system": "longctx_full"})])
+    assert rollout.local_llm and rollout.embeddings and rollout.systems == {"longctx_full"}
+    # nomem embeds nothing; an endpoint of our own is no local server
+    assert not servers.needs(LOCAL, [("rollout", {**U, "system": "nomem"})]).embeddings
+    remote = servers.needs(REMOTE, [("rollout", {**U, "system": "longctx_full"})])
+    assert remote.anything and not remote.local_llm and remote.embeddings
