@@ -1,5 +1,5 @@
 # MemProbe: every number is a rebuildable file.
-#   snakemake results/table2.csv --cores 8
+#   snakemake tables --cores 8    (results/<run.name>/table2.csv, docs/runs.md)
 # Config is validated here, at DAG load; a bad key stops the run with one line.
 
 

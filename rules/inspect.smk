@@ -1,5 +1,5 @@
 # The case inspector (memprobe/report/inspect_site.py): a static site from the per-user files only,
-# results/inspect/index.html plus one page per (user, dimension). results/inspect.html is its
+# R/inspect/index.html plus one page per (user, dimension). R/inspect.html is its
 # entry in `snakemake --report`; the caption links the site itself.
 import glob
 from pathlib import Path
@@ -48,7 +48,7 @@ rule inspector:
 
 
 # Human audit (memprobe/report/audit.py): `memprobe audit sample` draws a sample into
-# results/audit/NAME/; the sheets a person saves there become one agreement table.
+# R/audit/NAME/ (R: the run's folder); the sheets a person saves there become one agreement table.
 AUDIT_SHEETS = sorted(glob.glob(f"{R}/audit/*/sheet*.csv"))
 
 

@@ -1,4 +1,4 @@
-"""The run figures (results/figures/*.png), drawn from the per-user files only.
+"""The run figures (results/<run>/figures/*.png), drawn from the per-user files only.
 
 - per-category B by system and mode (grouped bars, sample std as error bars),
 - dump_all vs retrieve B per user (one point per user, the diagonal is "no gap"),

@@ -1,4 +1,4 @@
-"""The case inspector: a static site under ``results/inspect/`` from the per-user files only.
+"""The case inspector: a static site under the run's ``inspect/`` from the per-user files only.
 
 ``index.html`` holds one compact row per (user, dimension) with every system-mode's judge score
 and attribution label; each case has its own page under ``cases/`` carrying only its own data, so
@@ -264,7 +264,8 @@ def write_entry(path: str | Path, summary_rows: list[dict]) -> None:
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
         "<title>MemProbe case inspector</title></head><body>"
         '<p><a href="inspect/index.html">Open the case inspector</a> '
-        "(results/inspect/index.html: every user and dimension, every system and mode).</p>"
+        "(inspect/index.html in the run's folder: every user and dimension, every system and mode)."
+        "</p>"
         "<table border=1><tr><th>system</th><th>mode</th><th>B</th><th>users</th></tr>"
         f"{cells}</table></body></html>\n",
     )

@@ -53,8 +53,8 @@ def test_plugin_runs_in_the_tiny_workflow_and_gets_its_table2_row(
     cfg = tiny_config(endpoint.base_url, systems=["nomem", "tinymem"], modes=["dump_all"])
     cfg["system_settings"] = {"tinymem": {"max_notes": 2, "prefix": "tiny"}}
     wf = workflow_factory(cfg)
-    wf.run("results/table2.csv", env=env)
-    results = wf.root / "results"
+    wf.run("tables", env=env)
+    results = wf.results
     rows = {r["system"]: r for r in csv.DictReader(open(results / "table2.csv"))}
     assert set(rows) == {"nomem", "tinymem"}
     assert rows["tinymem"]["B_dump_all_mean"] != ""
@@ -66,11 +66,11 @@ def test_plugin_runs_in_the_tiny_workflow_and_gets_its_table2_row(
     prompt = Path(env["PYTHONPATH"].split(os.pathsep)[0]) / "memprobe_tinymem/prompts"
     note = prompt / "tinymem_note.md"
     note.write_text(note.read_text() + "Keep it short.\n")
-    dry = wf.run("results/table2.csv", "-n", env=env)
+    dry = wf.run("tables", "-n", env=env)
     out = dry.stdout
     assert re.search(r"^rollout\s+2$", out, re.M), out[-3000:]  # tinymem's two users
     assert "updated input files:\n        rollout" in out, out[-3000:]
-    assert "output: results/nomem" not in out, out[-3000:]
+    assert f"output: {wf.target('nomem')}" not in out, out[-3000:]
 
 
 def test_a_bad_plugin_setting_stops_the_run_in_one_line(endpoint, workflow_factory, tmp_path):
@@ -78,7 +78,7 @@ def test_a_bad_plugin_setting_stops_the_run_in_one_line(endpoint, workflow_facto
     cfg = tiny_config(endpoint.base_url, systems=["tinymem"], modes=["dump_all"])
     cfg["system_settings"] = {"tinymem": {"max_notes": 0}}
     wf = workflow_factory(cfg)
-    proc = wf.run("results/table2.csv", env=env, check=False)
+    proc = wf.run("tables", env=env, check=False)
     (line,) = memprobe_lines(proc)
     assert proc.returncode != 0
     assert "system_settings.tinymem.max_notes" in line and ">= 1" in line.replace(
@@ -90,7 +90,7 @@ def test_a_bad_plugin_setting_stops_the_run_in_one_line(endpoint, workflow_facto
 def test_a_plugin_named_like_a_built_in_is_refused(endpoint, workflow_factory, tmp_path):
     env = install("shadow", tmp_path)
     wf = workflow_factory(tiny_config(endpoint.base_url))
-    proc = wf.run("results/table2.csv", "-n", env=env, check=False)
+    proc = wf.run("tables", "-n", env=env, check=False)
     (line,) = memprobe_lines(proc)
     assert proc.returncode != 0
     assert "'longctx_full'" in line and "built-in" in line, line

@@ -16,7 +16,7 @@ def test_user_jobs_then_heavier_systems_rollouts_then_scoring_then_leaves(workfl
     wf = workflow_factory(
         tiny_config("http://127.0.0.1:9/v1", systems=["nomem", "longctx_full", "amem"])
     )
-    out = wf.run("results/table2.csv", "-n").stdout
+    out = wf.run("tables", "-n").stdout
     prio: dict[str, set[int]] = defaultdict(set)
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
         rule = re.match(r"(?:local)?rule (\w+):", block)

@@ -91,11 +91,11 @@ def outputs(tmp_path_factory) -> dict:
         )
         (root / "wf").mkdir()
         wf = Workflow(root / "wf", cfg)
-        targets = [f"results/{s}/{USER}/retrieved_k{K}.json" for s in ("amem", "mem0")]
+        targets = [wf.target(f"{s}/{USER}/retrieved_k{K}.json") for s in ("amem", "mem0")]
         wf.run(*targets)
     finally:
         ep.close()
-    res = wf.root / "results"
+    res = wf.results
     return {
         (s, name): json.loads((res / s / USER / f"{name}.json").read_text())
         for s in ("amem", "mem0")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import time
 from collections import Counter
@@ -32,7 +33,7 @@ from tests.helpers.workflow import ROOT, Workflow, tiny_config
 pytestmark = pytest.mark.workflow
 READ_GUARD = ROOT / "tests" / "readguard"
 READS = "reads.jsonl"
-TARGET = "results/table2.csv"
+TARGET = "tables"
 LLM_RULES = {"persona", "bank", "tasks", "oracle", "rollout", "preference", "probe",
              "slotfill", "judge", "attribution", "slotfill_sweep", "judge_sweep",
              "judge_calibration"}  # fmt: skip
@@ -180,11 +181,14 @@ def test_snakemake_names_the_changed_setting(finished):
     assert "before: {'tasks': {'max_edits': 3," in dry.stdout + dry.stderr
     assert "now: {'tasks': {'max_edits': 1," in dry.stdout + dry.stderr
     status = {row.split("\t")[0]: row.split("\t")[-2] for row in summary.splitlines()[1:]}
-    assert status["results/users/user_001/tasks.json"] == "params changed"
-    assert status["results/users/user_001/bank.json"] == "ok"
+    # The run's copy of the tasks names it (the tasks are made anew in a folder of their own
+    # settings, docs/runs.md); the bank, made the same way as before, is untouched.
+    tasks, bank = (finished.wf.target(f"users/user_001/{f}.json") for f in ("tasks", "bank"))
+    assert status[tasks] == "params changed"
+    assert status[bank] == "ok"
     # It runs and names the changed job's output; it also lists outputs whose params did not
     # change (bank.json here), so docs/currency.md should not present it as the precise view.
-    assert "results/users/user_001/tasks.json" in changes
+    assert tasks in changes
     # docs/currency.md: a deliberate rerun of a stage, whatever changed
     assert set(finished.wf.scheduled(TARGET, "-R", "judge")) >= {"judge", "attribution"}
 
@@ -256,8 +260,12 @@ def test_the_paper_config_schedules_the_finished_users_banks(finished):
     finally:
         finished.wf.write_config(finished.config)
     out = proc.stdout + proc.stderr
+    # The paper's banks are made in a folder of their own settings (docs/runs.md), none is
+    # the finished run's.
+    finished_banks = finished.wf.shared("bank").name
     for user in ("user_001", "user_002"):
-        assert f"output: results/users/{user}/bank.json" in out
+        made = re.findall(rf"output: results/users/(bank-\w+)/{user}/bank\.json", out)
+        assert made and finished_banks not in made, (user, made)
 
 
 def ledger_rows(paths) -> list[dict]:
@@ -277,10 +285,10 @@ def test_table5_counts_only_the_calls_behind_the_current_artifacts(finished, tmp
     dag = Dag(wf.run("--detailed-summary", TARGET).stdout)
     logs = [j.split("|", 1)[1].split(",") for j in dag.rule]
     current = {root / ls[1] for ls in logs if len(ls) == 2}
-    on_disk = set((root / "results" / "usage").rglob("*.csv"))
+    on_disk = {f for d in (wf.results, *wf.users) for f in (d / "usage").rglob("*.csv")}
     assert any("user_002" in p.name for p in on_disk - current), "nothing stale to leave out"
     assert any("judge_sweep" in str(p) for p in on_disk & current)
-    table5 = (root / "results" / "table5.csv").read_text()
+    table5 = (wf.results / "table5.csv").read_text()
     want = tables.table5(ledger_rows(sorted(current)), cfg["systems"])
     assert table5 == want.to_csv(index=False)
     # Every file under usage/ would have counted user_002's calls too.
