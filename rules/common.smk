@@ -107,13 +107,6 @@ def run_script(rule, script=None):
     return f"{PYTHON} scripts/{script or rule}.py {rule} {logs} {{params.job:q}}"
 
 
-# Every path of the run (memprobe/workflow/paths.py, docs/runs.md): R = results/<run.name>, the
-# run's own artifacts; the users are made in results/users/<part>-<key>/, shared by the runs
-# whose settings make the same file, and copied into R/users/.
-PATHS = paths.of(CFG, SLICER)
-R = PATHS.results
-
-
 def shared_user(part):
     """A user's persona, bank or tasks file in the shared folder of its settings."""
     return f"{PATHS.users[part]}/{{user}}/{part}.json"
@@ -176,6 +169,20 @@ wildcard_constraints:
 
 def prompt(name):
     return f"prompts/{name}.md"
+
+
+# Every path of the run (memprobe/workflow/paths.py, docs/runs.md): R = results/<run.name>, the
+# run's own artifacts; the users are made in results/users/<part>-<key>/, shared by the runs
+# whose settings make the same file, and copied into R/users/.
+# The files the users rules read where a config picks them are part of what makes a user
+# (rules/users.smk names the same files): another prompt or pool, another folder.
+USERS_FILES = {
+    "persona": [prompt("persona_narrative")],
+    "bank": [prompt("bank_select"), POOL],
+    "tasks": [prompt(name) for name in ("task_write", "task_critic", "task_edit")],
+}
+PATHS = paths.of(CFG, SLICER, USERS_FILES)
+R = PATHS.results
 
 
 def agent_module(wildcards):

@@ -13,7 +13,8 @@ Two things are shared between runs, because sharing them cannot mix two runs' re
   ``<results_dir>/users/<part>-<key>/``, where ``key`` hashes everything that file is made
   from: the config slices (memprobe/workflow/config_slices.py: the seed, each LLM role's
   identity, the bank and task settings) of its rule and of the rules before it (a bank is
-  made from its persona). Runs whose settings agree use the same files; a changed bank
+  made from its persona), and which files they read where a config picks them (a prompt, the
+  pool; an edit of a file reruns its jobs in place, as any input does). Runs whose settings agree use the same files; a changed bank
   setting makes new banks and tasks in new folders and keeps the personas, so exactly the
   jobs that read the setting run. Imported users (``users.source: release``) go to one
   ``release-<key>`` folder, keyed by the release and the import's settings. Each run copies
@@ -45,8 +46,12 @@ def _chains(cfg: Config) -> dict[str, tuple[str, ...]]:
     return {part: PARTS[: i + 1] for i, part in enumerate(PARTS)}
 
 
-def _made_by(cfg: Config, slicer: Slicer, rules: tuple[str, ...]) -> dict[str, Any]:
-    made = {rule: slicer.params(rule) for rule in rules}
+Files = dict[str, list[str]]  # part -> the files its rule reads by the config's choice
+
+
+def _made_by(cfg: Config, slicer: Slicer, rules: tuple[str, ...], files: Files) -> dict[str, Any]:
+    made: dict[str, Any] = {rule: slicer.params(rule) for rule in rules}
+    made["files"] = [f for rule in rules for f in files.get(rule, [])]
     if IMPORT_RULE in rules:
         made["release"] = {
             "dir": os.path.abspath(cfg.users.release_dir or ""),
@@ -61,13 +66,15 @@ def _digest(made: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def users_folders(cfg: Config, slicer: Slicer | None = None) -> dict[str, str]:
+def users_folders(
+    cfg: Config, slicer: Slicer | None = None, files: Files | None = None
+) -> dict[str, str]:
     """part -> its shared folder's name: ``<part>-<key>`` (imported: ``release-<key>``)."""
     slicer = slicer or Slicer(cfg)
     out = {}
     for part, rules in _chains(cfg).items():
         prefix = "release" if rules == (IMPORT_RULE,) else part
-        out[part] = f"{prefix}-{_digest(_made_by(cfg, slicer, rules))}"
+        out[part] = f"{prefix}-{_digest(_made_by(cfg, slicer, rules, files or {}))}"
     return out
 
 
@@ -106,8 +113,8 @@ class RunPaths:
         return self.users_logs[part] if part else self.logs
 
 
-def of(cfg: Config, slicer: Slicer | None = None) -> RunPaths:
-    folders = users_folders(cfg, slicer)
+def of(cfg: Config, slicer: Slicer | None = None, files: Files | None = None) -> RunPaths:
+    folders = users_folders(cfg, slicer, files)
     return RunPaths(
         results=cfg.run_dir,
         logs=cfg.logs_dir,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -29,10 +30,11 @@ class CleanRun:
     seconds: float
     calls: int
     auth_seen: set[str]
+    base_url: str  # its endpoint, up for the session: the users' folders are keyed on it
 
 
 @pytest.fixture(scope="session")
-def clean_run(tmp_path_factory) -> CleanRun:
+def clean_run(tmp_path_factory) -> Iterator[CleanRun]:
     """The tiny workflow on a fault-free endpoint, with a sentinel API key in the environment."""
     ep = Endpoint()
     try:
@@ -41,11 +43,11 @@ def clean_run(tmp_path_factory) -> CleanRun:
         start = time.monotonic()
         wf.run(TARGET, env={KEY_ENV: SENTINEL})
         seconds = time.monotonic() - start
+        assert tables(root), "the clean run wrote no table"
+        rows = ledger_rows(root)
+        assert_each_request_paid_once(rows)
+        calls = sum(r["cached"] == "false" for r in rows)
+        auth = set(ep.server.auth_seen)
+        yield CleanRun(wf, tables(root), artifacts(root), seconds, calls, auth, ep.base_url)
     finally:
         ep.close()
-    assert tables(root), "the clean run wrote no table"
-    rows = ledger_rows(root)
-    assert_each_request_paid_once(rows)
-    calls = sum(r["cached"] == "false" for r in rows)
-    auth = set(ep.server.auth_seen)
-    return CleanRun(wf, tables(root), artifacts(root), seconds, calls, auth)

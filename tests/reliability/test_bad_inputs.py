@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memprobe.config import WORKFLOW_CONFIG, load_layers, read_config_file
-from memprobe.workflow import paths
+from memprobe.workflow.paths import PARTS
 from tests.helpers.reliability import RUN, TARGET, stray_temp_files
 from tests.helpers.workflow import Workflow
 
@@ -163,27 +162,18 @@ CASES = {
 
 @pytest.mark.workflow
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_gives_one_line_error_and_no_artifact(case, clean_run, endpoint, tmp_path):
+def test_bad_input_gives_one_line_error_and_no_artifact(case, clean_run, tmp_path):
     mutate, target, fragments = CASES[case]
     root = tmp_path / "case"
     shutil.copytree(clean_run.wf.root, root, symlinks=True)
     wf = Workflow.__new__(Workflow)
     wf.root, wf.config_path = root, root / "test-config.yaml"
-    cfg = yaml.safe_load(wf.config_path.read_text())
-    cfg["llm"]["base_url"] = endpoint.base_url  # the clean run's endpoint is gone
-    wf.config_path.write_text(yaml.safe_dump(cfg))
-    # The endpoint is part of the users' settings: move the clean run's users to the folders
-    # the new one names.
-    base = read_config_file(str(root / WORKFLOW_CONFIG))
-    folders = paths.users_folders(load_layers([("base", base), ("case", cfg)]))
-    for part, name in folders.items():
-        (old,) = (root / "results" / "users").glob(f"{part}-*")
-        old.rename(old.with_name(name))
+    # The users' files of each part in their shared folder (docs/runs.md), named by part here.
+    folders = {p: next((root / "results" / "users").glob(f"{p}-*")).name for p in PARTS}
     target = target.format(**folders)
     (root / target).unlink()
     mutate(root, folders)
-    # The endpoint's new port changes every job's params (issue 13), which would rebuild the
-    # broken input from its rule; this test is about a script reading a broken input.
+    # The clean run's endpoint is still up: the case runs on the clean run's settings.
     proc = wf.run(target, "--rerun-triggers", "mtime", check=False)
     out = proc.stdout + proc.stderr
     lines = [ln for ln in out.splitlines() if "memprobe:" in ln]

@@ -1,0 +1,70 @@
+"""Where a run's files go (memprobe/workflow/paths.py, docs/runs.md)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from memprobe.config import ConfigError, load_config
+from memprobe.workflow import paths
+from tests.helpers.workflow import tiny_config
+
+RAW = tiny_config("http://127.0.0.1:9/v1")
+FILES = {"persona": ["prompts/persona_narrative.md"], "bank": ["prompts/bank_select.md"]}
+
+
+def folders(change=None, files=FILES, **raw) -> dict[str, str]:
+    cfg = copy.deepcopy(RAW) | raw
+    if change:
+        change(cfg)
+    return paths.users_folders(load_config(cfg), files=files)
+
+
+def test_a_run_owns_its_folders_and_shares_its_users():
+    p = paths.of(load_config(RAW), files=FILES)
+    assert (p.results, p.logs) == ("results/smoke", "logs/smoke")
+    assert p.results_of("judge") == "results/smoke" and p.logs_of("judge") == "logs/smoke"
+    assert p.results_of("bank") == p.users["bank"] == f"results/users/{folders()['bank']}"
+    assert p.logs_of("tasks") == f"logs/users/{folders()['tasks']}"
+    default = paths.of(load_config({k: v for k, v in RAW.items() if k != "run"}), files=FILES)
+    assert default.results == "results/default" and default.users == p.users
+
+
+def test_each_users_file_is_keyed_by_what_it_is_made_from():
+    """A setting re-keys the files made from it and the files made after them, no other."""
+    base = folders()
+    assert list(base) == ["persona", "bank", "tasks"]
+    assert all(name.startswith(f"{part}-") for part, name in base.items())
+    assert folders(n_users=5, k=3, max_turns=9) == base  # not users settings
+
+    def changed(other: dict[str, str]) -> list[str]:
+        return [part for part in base if other[part] != base[part]]
+
+    assert changed(folders(tasks={"max_edits": 1})) == ["tasks"]
+    assert changed(folders(bank={"pool_sample": 3})) == ["bank", "tasks"]
+    assert changed(folders(seed=8)) == ["persona", "bank", "tasks"]
+    assert changed(folders(lambda c: c["llm"].update(model="other"))) == [
+        "persona",
+        "bank",
+        "tasks",
+    ]
+    critic = folders(lambda c: c["llm"].update(roles={"critic": {"temperature": 0.3}}))
+    assert changed(critic) == ["tasks"]
+    # a file a config picks (a prompt, the pool) is part of it too
+    other_prompt = {**FILES, "bank": ["prompts/another_bank_select.md"]}
+    assert changed(folders(files=other_prompt)) == ["bank", "tasks"]
+
+
+def test_imported_users_share_one_folder_keyed_by_the_release(tmp_path):
+    raw = {"users": {"source": "release", "release_dir": str(tmp_path / "a")}}
+    a = folders(**raw)
+    assert len(set(a.values())) == 1 and a["persona"].startswith("release-")
+    b = folders(users={"source": "release", "release_dir": str(tmp_path / "b")})
+    assert a != b
+
+
+@pytest.mark.parametrize("name", ["users", "a/b", "..", "", "-x"])
+def test_a_run_name_is_one_folder_and_not_the_shared_users(name):
+    with pytest.raises(ConfigError, match=r"^config: run\.name: "):
+        load_config(RAW | {"run": {"name": name}})
