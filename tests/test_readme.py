@@ -231,3 +231,25 @@ def test_local_server_serves_until_interrupted(tmp_path, stop):
             proc.kill()
             raise
     assert code == 0 and not env_file.exists()
+
+
+def test_the_scale_the_docs_give_the_default_config_is_its_scale():
+    """README/docs: files layered on config/config.yaml keep its toy scale unless they set one
+    (issue 32); every place that states that scale states config/config.yaml's."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    dims = set(cfg["dims_per_category"].values())
+    stated = [
+        (doc.name, m.groups())
+        for doc in DOCS
+        for m in re.finditer(
+            r"(\d+) users, (\d+) targets? per category,[^.]*?(\d+) turns",
+            " ".join(doc.read_text(encoding="utf-8").split()),
+        )
+    ]
+    assert len(stated) >= 2, stated
+    for doc, (users, per_category, turns) in stated:
+        assert (int(users), {int(per_category)}, int(turns)) == (
+            cfg["n_users"],
+            dims,
+            cfg["max_turns"],
+        ), doc
