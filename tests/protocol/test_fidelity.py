@@ -17,7 +17,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from memprobe.config import PAPER_PROTOCOL, ConfigError, load_config
+from memprobe.config import PAPER_PROTOCOL, RELEASE_COMPAT_PROTOCOL, ConfigError, load_config
 from memprobe.llm.client import client_for
 from memprobe.protocol import attribution, simulation, users
 from memprobe.protocol.prompts import prompt_path
@@ -340,7 +340,10 @@ def test_release_compat_layers_on_paper_and_turns_every_switch_on():
         merged("config/config.yaml", "config/paper.yaml", "config/release-compat.yaml")
     )
     assert all(cfg.compat.model_dump().values())
-    assert cfg.protocol == "paper"  # the protocol keys still hold
+    assert cfg.protocol == "release_compat"  # the paper's keys still hold, compat's flipped
+    values = cfg.model_dump()
+    for key, want in RELEASE_COMPAT_PROTOCOL.items():
+        assert lookup(values, key) == want, key
 
 
 def test_a_protocol_key_changed_after_paper_is_one_line():
