@@ -48,8 +48,8 @@ def scripted(tmp_path):
     ep.close()
 
 
-def make_system(base_url: str, tmp_path) -> AMem:
-    raw = tiny_config(base_url, systems=["amem"])
+def make_system(base_url: str, tmp_path, **over) -> AMem:
+    raw = tiny_config(base_url, systems=["amem"], **over)
     raw["llm"]["cache_dir"] = str(tmp_path / "cache")
     cfg = load_config(raw)
     system = AMem(
@@ -194,3 +194,38 @@ def test_a_write_encodes_its_notes_while_the_next_call_is_in_flight(
     release.set()
     assert [h["id"] for h in system.search(FINAL, 1)] == ["n0001"]
     assert sent[1:] == [[FINAL]]  # the note's vector came from the encode sent ahead
+
+
+def text_vectors(texts: list[str]) -> np.ndarray:
+    """A fixed unit vector per text: a note's score tells which of its texts was indexed."""
+    import hashlib
+
+    rows = []
+    for t in texts:
+        rng = np.random.default_rng(int(hashlib.sha256(t.encode()).hexdigest()[:8], 16))
+        v = rng.normal(size=8)
+        rows.append(v / np.linalg.norm(v))
+    return np.asarray(rows, dtype=np.float32)
+
+
+def test_compat_stale_index_searches_each_note_as_it_was_filed(scripted, tmp_path, monkeypatch):
+    monkeypatch.setattr(embeddings, "encode", lambda texts, path=None: text_vectors(texts))
+    query = "open water seasickness on a kayak trip"
+    q = text_vectors([query])[0]
+    for stale in (False, True):
+        # The second system replays the first one's writer replies from the response cache.
+        system = make_system(scripted.base_url, tmp_path, compat={"amem_stale_index": stale})
+        system.end_turn(1, TASK, [])
+        filed = enhanced_text(system.notes[0])
+        system.end_episode(1, TASK, [{"agent": "Here is a plan.", "user": FINAL}])
+        first = system.notes[0]
+        assert first["context"] == NEW_CONTEXT  # the evolution rewrote the first note
+        indexed = filed if stale else enhanced_text(first)
+        hit = next(h for h in system.search(query, 2) if h["id"] == first["id"])
+        assert hit["score"] == pytest.approx(float(text_vectors([indexed])[0] @ q), abs=1e-6)
+        assert hit["context"] == NEW_CONTEXT  # the item itself is the current note
+        store = tmp_path / f"store-{stale}"
+        system.save(store)
+        again = make_system(scripted.base_url, tmp_path, compat={"amem_stale_index": stale})
+        again.load(store)
+        assert again._index_texts() == system._index_texts()

@@ -17,7 +17,13 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from memprobe.config import PAPER_PROTOCOL, RELEASE_COMPAT_PROTOCOL, ConfigError, load_config
+from memprobe.config import (
+    PAPER_PROTOCOL,
+    RELEASE_COMPAT_PROTOCOL,
+    ConfigError,
+    load_config,
+    load_layers,
+)
 from memprobe.llm.client import client_for
 from memprobe.protocol import attribution, simulation, users
 from memprobe.protocol.prompts import prompt_path
@@ -427,3 +433,316 @@ def test_hybrid_search_without_its_models_stops_before_any_job(monkeypatch):
     assert "en_core_web_sm" in str(err.value) and "\n" not in str(err.value)
     raw["system_settings"]["mem0"]["hybrid_search"] = False
     preflight.mem0_hybrid(load_config(raw))  # off: nothing is needed
+
+
+# -- issue 26: the stages that config/paper.yaml runs with the release's rules ---------------
+PREF = BankEntry(
+    category="assistance_preference",
+    dimension="verbosity_preference",
+    short="wants three lines, never more",
+    explanation="EXPL-PREF: skims everything on a phone between shifts.",
+)
+
+
+def paper_config(base_url: str, tmp_path: Path, **over):
+    """config.yaml + paper.yaml as Snakemake merges them, pointed at a loopback endpoint."""
+    raw = merged("config/config.yaml", "config/paper.yaml")
+    raw["llm"].update(
+        base_url=base_url, api_key_env="MEMPROBE_TEST_KEY", cache_dir=str(tmp_path / "cache")
+    )
+    raw.update(over)
+    return load_config(raw)
+
+
+def stage_prompt(cfg, stage: str) -> str:
+    """The prompt file a stage reads under ``cfg`` (what rules/common.smk's prompt() gives)."""
+    return str(prompt_path(getattr(cfg.prompts, stage)))
+
+
+def test_paper_simulator_studies_its_bank_and_may_write_past_1500_chars(scripted, tmp_path):
+    long = " ".join(["I had a bay like this once and it was a mess."] * 50)  # ~2,350 chars
+    ep, seen = scripted({"simulator": [{"feedback_type": "add_context", "text": long}]})
+    cfg = paper_config(ep.base_url, tmp_path)
+    llm = client_for("simulator", cfg, ledger_path=tmp_path / "usage.csv")
+    reply = simulation.simulate_user(
+        llm, stage_prompt(cfg, "user_simulator"), persona(), BANK, "Plan a kayak trip.", [],
+        "Here is a plan.", 1, "test", cfg.simulator.max_reply_chars,
+    )  # fmt: skip
+    assert len(reply.text) > 1500 and reply.text == long
+    body = seen["simulator"][0]
+    assert "maxLength" not in body["response_format"]["json_schema"]["schema"]["properties"]["text"]
+    system, user = body["messages"][0]["content"], user_text(body)
+    # The bank reaches it whole, to be studied; its one restraint is a verbatim entry.
+    for e in BANK.entries:
+        assert e.short in user and e.explanation in user
+    assert "study the profile and the memory bank" in system
+    assert "never\nrecite a whole bank entry word for word" in system
+    assert "never state" not in system + user and "never quote" not in system
+    # The reactions tied to the bank, and what does not count as delivered.
+    assert "contradicts what you know (your knowledge_memory)" in system
+    assert "beyond what your skill_memory or knowledge_memory" in system
+    assert "a promise to help, a clarifying question, a generic outline" in system
+    assert body["temperature"] == 0.85
+    # The default config keeps its cap: the same reply is refused there.
+    with pytest.raises(ValueError, match="at most 1500 characters"):
+        simulation.reply_schema(load_config(tiny_config(ep.base_url)).simulator.max_reply_chars)(
+            feedback_type="add_context", text=long
+        )
+
+
+def test_paper_editor_sees_the_earlier_tasks_and_the_category_guide(scripted, tmp_path):
+    ep, seen = scripted(
+        {
+            "task_writer": [draft("Help me sort my reading list."), draft("I moved once; plan.")],
+            "critic": [verdict("neutral", "none"), verdict("fishing"), verdict("neutral", "n")],
+            "editor": [draft("Help me plan a move across town.")],
+        }
+    )
+    cfg = paper_config(ep.base_url, tmp_path)
+    llm = {r: client_for(r, cfg) for r in ("task_writer", "critic", "editor")}
+    prompts = {**TASK_PROMPTS, "edit": stage_prompt(cfg, "task_edit")}
+    users.make_tasks(persona(), BANK, GUIDES, llm, prompts)
+    text = user_text(seen["editor"][0])
+    assert "skill_memory/critical_thinking_skill: Help me sort my reading list." in text
+    assert GUIDES["episodic_memory"] in text
+    assert EPISODE.short in text and EPISODE.explanation in text
+    assert users.persona_block(persona(), stories=False) in text
+    assert "A story." not in text  # the compact profile, as the release's editor read it
+    assert seen["editor"][0]["temperature"] == 0.5
+
+
+def test_paper_bank_prompt_asks_for_a_non_generic_stance_and_shows_earlier_explanations():
+    from memprobe.protocol.taxonomy import load_pool
+    from tests.recording_llm import RecordingLLM
+
+    cfg = load_config(merged("config/config.yaml", "config/paper.yaml"))
+    pool = load_pool()
+
+    def answer(messages, schema):
+        enum = schema.model_json_schema()["$defs"]["BankDim"]["properties"]["name"]["enum"]
+        return {"dims": [{"name": enum[0], "short": "fixes bikes", "explanation": "EXPL-1."}]}
+
+    llm = RecordingLLM(answer)
+    counts = {c: int(c in ("skill_memory", "knowledge_memory")) for c in users.CATEGORIES}
+    users.make_bank(persona(), counts, pool, GUIDES, llm, stage_prompt(cfg, "bank_select"))
+    first, second = llm.prompt_text(0), llm.prompt_text(1)
+    assert "meaningful, non-generic stance" in first and "most people would not share" not in first
+    assert "Gaps, misconceptions and\n  weaknesses matter as much as strengths" in first
+    assert "EXPL-1." in second  # the earlier category with its explanation
+    assert pool.categories["knowledge_memory"].dimensions[0].axis in second
+
+
+def test_paper_preference_judge_uses_na_sparingly_and_gives_low_scores(scripted, tmp_path):
+    from memprobe.protocol import preference
+
+    ep, seen = scripted({})
+    cfg = paper_config(ep.base_url, tmp_path)
+    episodes = Episodes(
+        user_id="user_001", system="nomem",
+        episodes=[Episode(index=1, task="Plan a trip.", target_dimension=SKILL.dimension,
+                          end_reason="satisfied",
+                          turns=[Turn(turn=1, agent_response="A long plan.",
+                                      feedback_type="satisfied", user_text="ok")])],
+    )  # fmt: skip
+    bank = Bank(user_id="user_001", entries=[SKILL, PREF])
+    llm = client_for("preference", cfg)
+    preference.judge_preferences(episodes, bank, llm, stage_prompt(cfg, "preference_judge"))
+    body = next(b for bodies in seen.values() for b in bodies)
+    system = body["messages"][0]["content"]
+    assert "Use it sparingly: uncertainty or a weak\nsignal is a 3, not na" in system
+    assert "Be\nready to give 1 or 2 when you see a real violation" in system
+    assert PREF.short in user_text(body) and PREF.explanation in user_text(body)
+
+
+def test_paper_slotfill_is_one_user_message_with_the_category_drift_examples(scripted, tmp_path):
+    ep, seen = scripted({})
+    cfg = paper_config(ep.base_url, tmp_path)
+    slotfill_user(
+        user_id="user_001", system="longctx_full", mode="dump_all", bank=BANK, guides=GUIDES,
+        llm=client_for("slotfill", cfg), prompt=stage_prompt(cfg, "slotfill"),
+        memories=[{"content": "User: I fix bikes"}], context_tokens=245_000,
+    )  # fmt: skip
+    bodies = [b for bs in seen.values() for b in bs]
+    assert len(bodies) == 2 and all(len(b["messages"]) == 1 for b in bodies)
+    text = next(user_text(b) for b in bodies if "category: skill_memory" in user_text(b))
+    assert "do not drift into another one" in text
+    assert "For\nskill_memory, say what they can do, not what they prefer or believe" in text
+    assert "(that is\n  assistance_preference)" in text
+    assert "User: I fix bikes" in text and GUIDES["skill_memory"] in text
+
+
+def test_paper_longctx_reply_has_no_tailoring_line(endpoint, tmp_path):
+    from memprobe.agents.longctx import LongContext
+
+    seen = record_requests(endpoint)
+    for cfg, tailored in (
+        (load_config({**tiny_config(endpoint.base_url), "llm": {
+            **tiny_config(endpoint.base_url)["llm"], "cache_dir": str(tmp_path / "c1")}}), True),
+        (paper_config(endpoint.base_url, tmp_path), False),
+    ):  # fmt: skip
+        system = LongContext(config=cfg, assistant=client_for("assistant", cfg))
+        system.reset("user_001")
+        system.respond(1, "Help me plan a kayak trip.", [])
+        assert ("Tailor your help to this person" in seen[""][-1]["messages"][0]["content"]) is (
+            tailored
+        )
+
+
+def text_vectors(texts: list[str], path=None, max_seq_length=None):
+    """A fixed unit vector per text (a stand-in for the embedder: only inputs are checked)."""
+    import hashlib
+
+    import numpy as np
+
+    rows = []
+    for t in texts:
+        rng = np.random.default_rng(int(hashlib.sha256(t.encode()).hexdigest()[:8], 16))
+        v = rng.normal(size=8)
+        rows.append(v / np.linalg.norm(v))
+    return np.asarray(rows, dtype=np.float32)
+
+
+def test_paper_memt_embeds_documents_with_their_source_and_stops_react_at_the_tool_close(
+    tmp_path, monkeypatch
+):
+    from memprobe.agents.memt import COLLECTIONS, SOURCE_SEP, MemT
+
+    from memprobe.serving import embeddings
+    from memprobe.testing.memt_standin import StandIn
+
+    embedded: list[tuple[str, str | None, int | None]] = []
+
+    def encode(texts, path=None, max_seq_length=None):
+        embedded.extend((t, path, max_seq_length) for t in texts)
+        return text_vectors(texts)
+
+    monkeypatch.setattr(embeddings, "encode", encode)
+    standin = StandIn()
+    try:
+        seen = record_requests(standin)
+        cfg = paper_config("http://127.0.0.1:9/v1", tmp_path)
+        cfg.memt.serve, cfg.memt.endpoint = False, standin.base_url
+        agent = MemT(config=cfg, assistant=None, writer=None, workdir=tmp_path)
+        agent.reset("user_001")
+        first, second = "I keep bees on my roof.", "My hives are on the north side."
+        agent.end_turn(1, first, [])
+        agent.end_turn(1, first, [{"agent": "ok", "user": second}])
+        agent.search("what does the user keep on the roof", 3)
+    finally:
+        standin.close()
+    # Every stored item's vector is of its whole document, content + source block.
+    docs = [
+        it["document"] for c in COLLECTIONS if c != "turns" for it in agent.store.items[c].values()
+    ]
+    assert docs and all(SOURCE_SEP in d for d in docs)
+    assert {(d, "BAAI/bge-m3", None) for d in docs} <= set(embedded)
+    persona_doc = agent.store.items["personas"]["User"]["document"]
+    assert f"user said: {first}" in persona_doc and f"user said: {second}" in persona_doc
+    react = [b for b in seen[""] if "search_facts" in b["messages"][0]["content"]]
+    writes = [b for b in seen[""] if "create_fact" in b["messages"][0]["content"]]
+    assert react and all(b["stop"] == ["</tool_call>"] for b in react)
+    assert writes and all("stop" not in b for b in writes)
+    # A tool result goes back wrapped by its prompt file.
+    assert any("<tool_response>" in m["content"] for b in react for m in b["messages"])
+
+
+def test_paper_amem_hands_the_slot_filler_the_release_items(scripted, tmp_path, monkeypatch):
+    from memprobe.agents.amem import AMem
+
+    from memprobe.protocol import recovery
+    from memprobe.serving import embeddings
+
+    monkeypatch.setattr(embeddings, "encode", text_vectors)
+    ep, seen = scripted({})
+    for shape, cfg in (
+        ("ours", load_config(tiny_config(ep.base_url, systems=["amem"]))),
+        ("release", paper_config(ep.base_url, tmp_path)),
+    ):
+        assert cfg.system_settings.amem.item_shape == shape
+        system = AMem(config=cfg, assistant=client_for("assistant", cfg),
+                      writer=client_for("writer", cfg, ledger_path=tmp_path / "w.csv"))  # fmt: skip
+        system.reset("user_001")
+        system.end_turn(1, "Help me plan a kayak trip.", [])
+        system.end_episode(
+            1, "Help me plan a kayak trip.", [{"agent": "a", "user": "I get seasick."}]
+        )
+        retrieved = recovery.probe(system, BANK, GUIDES, 5, "user_001")
+        slotfill = client_for("slotfill", cfg)
+        for mode, kw in (("dump_all", {"memories": system.get_all_memories()}),
+                         ("retrieve", {"retrieved": retrieved})):  # fmt: skip
+            before = len(seen["slotfill"])
+            slotfill_user(
+                user_id="user_001", system="amem", mode=mode, bank=BANK, guides=GUIDES,
+                llm=slotfill, prompt=str(prompt_path("slotfill")), context_tokens=245_000, **kw,
+            )  # fmt: skip
+            text = user_text(seen["slotfill"][before])
+            items = json.loads(text.split("MEMORY RECORDS\n", 1)[1].split("\n\nSLOT\n", 1)[0])
+            keys = {frozenset(i) for i in items}
+            if shape == "ours":
+                assert all({"links", "evolution_history", "task_index"} <= k for k in keys)
+            elif mode == "dump_all":
+                assert keys == {
+                    frozenset(("id", "content", "keywords", "context", "tags", "category"))
+                }
+            else:
+                want = frozenset(
+                    ("id", "content", "keywords", "context", "tags", "category", "score")
+                )
+                assert keys == {want} and {i["category"] for i in items} == {""}
+
+
+# -- issue 26 item 8: the guard covers every protocol key, --config included -----------------
+GUARDED = {  # key: a --config that changes it (Snakemake merges --config over the files)
+    "llm.model": {"llm": {"model": "gpt-4o"}},
+    "systems": {"systems": ["nomem", "amem"]},
+    "seed": {"seed": 1},
+    "memt.max_tool_steps": {"memt": {"max_tool_steps": 3}},
+    "memt.embedder": {"memt": {"embedder": "sentence-transformers/all-MiniLM-L6-v2"}},
+    "tasks.max_edits": {"tasks": {"max_edits": 1}},
+    "compat.longctx_drop_final_reply": {"compat": {"longctx_drop_final_reply": True}},
+    "compat.retrieve_attribution_empty_transcript": {
+        "compat": {"retrieve_attribution_empty_transcript": True}
+    },
+    "compat.judge_unknown_labels": {"compat": {"judge_unknown_labels": True}},
+    "compat.memt_discovery_order": {"compat": {"memt_discovery_order": True}},
+    "compat.amem_stale_index": {"compat": {"amem_stale_index": True}},
+    "judge.degenerate_as_unknown": {"judge": {"degenerate_as_unknown": True}},
+}
+
+
+def paper_layers(*files: str) -> list[tuple[str, dict]]:
+    return [(f, yaml.safe_load((ROOT / f).read_text())) for f in files]
+
+
+@pytest.mark.parametrize("key", list(GUARDED))
+def test_each_protocol_key_changed_by_config_is_one_line(key):
+    layers = paper_layers("config/config.yaml", "config/paper.yaml")
+    with pytest.raises(ConfigError) as err:
+        load_layers([*layers, ("--config", GUARDED[key])])
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"--config: {key}: is "), msg
+    assert "but protocol: paper needs" in msg and key in PAPER_PROTOCOL
+
+
+def test_release_compat_guards_its_own_values():
+    layers = paper_layers("config/config.yaml", "config/paper.yaml", "config/release-compat.yaml")
+    load_layers(layers)  # the compat layer itself is the protocol's
+    with pytest.raises(ConfigError, match=r"^--config: tasks\.max_edits: is 3 but protocol: "):
+        load_layers([*layers, ("--config", {"tasks": {"max_edits": 3}})])
+
+
+def cli_value(value) -> str:
+    """A --config value as Snakemake parses it (YAML flow style)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip()
+
+
+@pytest.mark.workflow
+def test_each_protocol_key_changed_by_config_stops_the_dag_load(workflow_factory):
+    wf = workflow_factory(yaml.safe_load((ROOT / "config/paper.yaml").read_text()))
+    for key, change in GUARDED.items():
+        (top, value), *_ = change.items()
+        proc = wf.run("-n", "--config", f"{top}={cli_value(value)}", check=False)
+        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "memprobe: " in ln]
+        assert proc.returncode != 0 and len(lines) == 1, (key, proc.stderr[-1500:])
+        assert lines[0].startswith(f"memprobe: --config: {key}: is "), lines[0]
+    assert not (wf.root / "results").exists()
