@@ -72,6 +72,8 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "compat.memt_discovery_order": False,
     "compat.amem_stale_index": False,
     "prompts.bank_select": "bank_select_paper",
+    "prompts.task_write": "task_write_paper",
+    "prompts.task_critic": "task_critic_paper",
     "prompts.task_edit": "task_edit_paper",
     "prompts.user_simulator": "user_simulator_paper",
     "prompts.preference_judge": "preference_judge_paper",

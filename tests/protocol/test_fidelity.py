@@ -490,7 +490,7 @@ def test_paper_simulator_studies_its_bank_and_may_write_past_1500_chars(scripted
         )
 
 
-def test_paper_editor_sees_the_earlier_tasks_and_the_category_guide(scripted, tmp_path):
+def test_paper_task_stages_see_what_the_releases_saw(scripted, tmp_path):
     ep, seen = scripted(
         {
             "task_writer": [draft("Help me sort my reading list."), draft("I moved once; plan.")],
@@ -500,8 +500,16 @@ def test_paper_editor_sees_the_earlier_tasks_and_the_category_guide(scripted, tm
     )
     cfg = paper_config(ep.base_url, tmp_path)
     llm = {r: client_for(r, cfg) for r in ("task_writer", "critic", "editor")}
-    prompts = {**TASK_PROMPTS, "edit": stage_prompt(cfg, "task_edit")}
-    users.make_tasks(persona(), BANK, GUIDES, llm, prompts)
+    stages = {"write": "task_write", "critic": "task_critic", "edit": "task_edit"}
+    users.make_tasks(
+        persona(), BANK, GUIDES, llm, {k: stage_prompt(cfg, v) for k, v in stages.items()}
+    )
+    writer = all_text(seen["task_writer"][1])
+    assert "skill_memory/critical_thinking_skill: Help me sort my reading list." in writer
+    assert "I've got two repairs coming up this month" in writer  # a worked neutral example
+    critic = all_text(seen["critic"][1])
+    assert "adjectives that match the expected stance" in critic
+    assert EPISODE.short not in critic and EPISODE.dimension not in critic  # still blind
     text = user_text(seen["editor"][0])
     assert "skill_memory/critical_thinking_skill: Help me sort my reading list." in text
     assert GUIDES["episodic_memory"] in text
