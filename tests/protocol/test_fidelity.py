@@ -477,7 +477,8 @@ def test_paper_simulator_studies_its_bank_and_may_write_past_1500_chars(scripted
         assert e.short in user and e.explanation in user
     assert "study the profile and the memory bank" in system
     assert "never\nrecite a whole bank entry word for word" in system
-    assert "never state" not in system + user and "never quote" not in system
+    assert "never state" not in (system + user).lower()
+    assert "never quote" not in system.lower()
     # The reactions tied to the bank, and what does not count as delivered.
     assert "contradicts what you know (your knowledge_memory)" in system
     assert "beyond what your skill_memory or knowledge_memory" in system
