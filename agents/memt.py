@@ -16,7 +16,9 @@ we parse them and execute the operations on a small on-disk vector store with fi
 - Read: a ReAct loop (search_summary/facts/experiences/personas/turns, finish) within
   ``memt.max_tool_steps``; each tool result goes back in the ``memt_tool_result`` prompt file,
   a step without a tool call gets ``memt_nudge``; ``memt.stop_at_tool_call`` ends each request
-  at the closing tag (the release's stop sequence). ``search(query, k)`` returns the top-k
+  at the closing tag (the release's stop sequence), and ``memt.observation_sources`` shows
+  with each item the source turns this search has not shown yet (as the release's tool results
+  did). ``search(query, k)`` returns the top-k
   distinct surfaced items ranked by cosine similarity to the query; the release's discovery
   order (scores None) is ``compat.memt_discovery_order``. Raw turns are never returned by
   search (as in the release).
@@ -363,6 +365,7 @@ class MemT(MemorySystem):
         messages = render(self._prompt("memt_retrieve"), question=question)
         stop = [TOOL_CLOSE] if self.settings.stop_at_tool_call else None
         found: dict[tuple[str, str], Hit] = {}
+        sources_shown: set[str] = set()
         for _ in range(self.settings.max_tool_steps):
             raw, calls = self._ask("retrieve", messages, RETRIEVE_TOOLS, stop)
             messages = [*messages, {"role": "assistant", "content": raw}]
@@ -378,14 +381,19 @@ class MemT(MemorySystem):
             shown = []
             for h in hits:
                 item = self.store.items[col][h.id]
-                shown.append(
-                    {
-                        "id": h.id,
-                        "content": item["metadata"].get("memory_content") or item["document"],
-                    }
-                )
+                entry = {
+                    "id": h.id,
+                    "content": item["metadata"].get("memory_content") or item["document"],
+                }
                 if col != "turns":
                     found.setdefault((col, h.id), h)
+                    if self.settings.observation_sources:  # turns this search has not shown
+                        turns = dict.fromkeys(item["metadata"].get("original_turns", []))
+                        new = [t for t in turns if t not in sources_shown]
+                        sources_shown.update(new)
+                        if new:
+                            entry["sources"] = new
+                shown.append(entry)
             response = json.dumps(shown, ensure_ascii=False)
             messages += render(self._prompt("memt_tool_result"), response=response)
         return list(found.values())
@@ -466,6 +474,11 @@ class MemT(MemorySystem):
             "max_tool_steps": s.max_tool_steps,
             "update_topk": s.update_topk,
             "temperature": s.temperature,
+            "embedder_max_seq_length": s.embedder_max_seq_length,
+            "profile_sources": s.profile_sources,
+            "embed_source": s.embed_source,
+            "stop_at_tool_call": s.stop_at_tool_call,
+            "observation_sources": s.observation_sources,
             "stats": dict(sorted(self.stats.items())),
             "counts": {c: len(self.store.items[c]) for c in COLLECTIONS},
         }

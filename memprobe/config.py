@@ -95,6 +95,7 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "memt.profile_sources": "turns",
     "memt.embed_source": True,
     "memt.stop_at_tool_call": True,
+    "memt.observation_sources": True,
 }
 # config/release-compat.yaml: the paper's protocol with the release's own choices where we
 # fixed something (every compat switch on, one unchecked edit).
@@ -350,6 +351,9 @@ class MemT(_Strict):
     embed_source: bool = False
     # ReAct requests stop at the closing tool-call tag (the release's stop sequence).
     stop_at_tool_call: bool = False
+    # A ReAct tool result shows each item's source turns not shown before in that search (the
+    # release's did); false: id and content only.
+    observation_sources: bool = False
     vllm_bin: str = Field(default="vllm", description="the vllm executable of envs/vllm.yaml")
     vllm_args: list[str] = Field(default_factory=list)
     port: int = Field(default=0, ge=0, le=65535, description="0 = pick a free port")

@@ -51,6 +51,14 @@ def test_default_dims_are_the_papers():
         (lambda c: c.update(k=0), "k: every k must be >= 1"),
         (lambda c: c.update(max_turn=3), "max_turn: unknown key"),
         (lambda c: c.pop("n_users"), "n_users: required key is missing"),
+        (
+            lambda c: c.update(prompts={"slotfill": "../outside"}),
+            "prompts.slotfill: String should match pattern",
+        ),
+        (
+            lambda c: c.update(bank={"pool": "release"}),
+            "bank.pool: 'release' reads the release's dimension pool: set users.release_dir",
+        ),
     ],
 )
 def test_bad_config_is_one_line_naming_the_key(change, expected):
@@ -73,8 +81,19 @@ def test_bad_config_is_one_line_naming_the_key(change, expected):
         (lambda c: c["dims_per_category"].update(hobby_memory=2), "dims_per_category.hobby_memory"),
         (lambda c: c["llm"].pop("base_url"), "llm.base_url: required"),
         (lambda c: None, "llm.base_url: endpoint http://127.0.0.1:9/v1 is unreachable"),
+        (
+            lambda c: c.update(prompts={"user_simulator": "no_such_prompt"}),
+            "prompts.user_simulator: prompts/no_such_prompt.md: file not found",
+        ),
     ],
-    ids=["unknown-system", "negative-users", "unknown-category", "missing-base-url", "unreachable"],
+    ids=[
+        "unknown-system",
+        "negative-users",
+        "unknown-category",
+        "missing-base-url",
+        "unreachable",
+        "missing-prompt-file",
+    ],
 )
 def test_bad_input_stops_the_run_with_one_line_and_no_artifact(change, expected, workflow_factory):
     raw = base()  # port 9 (discard) has no listener: the endpoint is unreachable

@@ -651,8 +651,11 @@ def test_paper_memt_embeds_documents_with_their_source_and_stops_react_at_the_to
     writes = [b for b in seen[""] if "create_fact" in b["messages"][0]["content"]]
     assert react and all(b["stop"] == ["</tool_call>"] for b in react)
     assert writes and all("stop" not in b for b in writes)
-    # A tool result goes back wrapped by its prompt file.
-    assert any("<tool_response>" in m["content"] for b in react for m in b["messages"])
+    # A tool result goes back wrapped by its prompt file, with the source turns it surfaced.
+    results = [
+        m["content"] for b in react for m in b["messages"] if "<tool_response>" in m["content"]
+    ]
+    assert results and any('"sources": ["user said: I keep bees' in r for r in results)
 
 
 def test_paper_amem_hands_the_slot_filler_the_release_items(scripted, tmp_path, monkeypatch):
