@@ -16,23 +16,32 @@ from memprobe import CATEGORIES
 from memprobe.config import load_config
 from memprobe.llm.client import LLM, LLMError, client_for
 from memprobe.protocol import users
-from memprobe.protocol.prompts import prompt_path
-from memprobe.protocol.records import Bank, BankEntry, Persona, Tasks
-from memprobe.protocol.taxonomy import load_guides, load_pool
-from tests.conftest import tiny_config
+from memprobe.spec.prompts import prompt_path
+from memprobe.spec.records import (
+    Bank,
+    BankEntry,
+    Tasks,
+)
+from memprobe.spec.taxonomy import load_guides, load_pool
+from tests.helpers.paper import all_text, merged, paper_config, stage_prompt
+from tests.helpers.protocol import EPISODE, SKILL, TWO_ENTRY_BANK, clients, persona, user_text
+from tests.helpers.workflow import tiny_config
 
 POOL = load_pool()
+
 GUIDES = load_guides()
+
 SKILLS = POOL.names("skill_memory")
+
 TASK_PROMPTS = {
     "write": str(prompt_path("task_write")),
     "critic": str(prompt_path("task_critic")),
     "edit": str(prompt_path("task_edit")),
 }
+
 ONLY_SKILL_2 = {c: (2 if c == "skill_memory" else 0) for c in CATEGORIES}
 
 
-# -- helpers ---------------------------------------------------------------------------
 def make_clients(base_url: str, tmp_path: Path, *, seed: int = 7, **llm) -> dict[str, LLM]:
     cfg = tiny_config(base_url, seed=seed)
     cfg["llm"].update(cache_dir=str(tmp_path / "cache"), **llm)
@@ -42,24 +51,21 @@ def make_clients(base_url: str, tmp_path: Path, *, seed: int = 7, **llm) -> dict
     return {r: client_for(r, config, ledger_path=ledger) for r in roles}
 
 
-def persona(user_id: str = "user_001") -> Persona:
-    attrs = users.sample_attributes(7, user_id)
-    attrs.pop("n_stories")
-    return Persona(**attrs, attitude="Calm.", stories=["A story."], interests=["chess"])
-
-
 def dim(name: str, short: str = "reads manuals twice before starting") -> dict:
     return {"name": name, "short": short, "explanation": "Grounded in their job. It shows."}
 
 
 GOOD = {"dims": [dim(SKILLS[0]), dim(SKILLS[1])]}
+
 MADE_UP = {"dims": [dim(SKILLS[0]), dim("telepathy_skill")]}
+
 DUPLICATE = {"dims": [dim(SKILLS[0]), dim(SKILLS[0])]}
+
 WRONG_COUNT = {"dims": [dim(SKILLS[0])]}
+
 LONG_SHORT = {"dims": [dim(SKILLS[0]), dim(SKILLS[1], " ".join(["word"] * 16))]}
 
 
-# -- 1. bank validation ------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
@@ -123,7 +129,6 @@ def test_bank_fails_loudly_past_its_budget(scripted, tmp_path):
     assert "'telepathy_skill' is not a skill_memory dimension" in msg
 
 
-# -- 2. critic-editor loop ----------------------------------------------------------------
 def one_entry_bank() -> Bank:
     entry = BankEntry(
         category="assistance_preference",
@@ -196,7 +201,6 @@ def test_critic_always_fishing_spends_the_budget(scripted, tmp_path):
     assert tasks.leak.budget_spent == 1
 
 
-# -- leak check ---------------------------------------------------------------------------
 def test_leak_share_counts_echoed_target_words():
     short = "budgets every expense in a spreadsheet"
     assert users.leak_share("Can you help me plan a birthday party?", short) == 0.0
@@ -240,7 +244,6 @@ def test_leak_report_flags_tasks_over_the_threshold(scripted, tmp_path):
     assert tasks.leak.max_share == 1.0 and tasks.leak.mean_share == 0.5
 
 
-# -- 3. determinism -----------------------------------------------------------------------
 def ledger_cached(path: Path) -> list[str]:
     with open(path, newline="") as fh:
         return [row["cached"] for row in csv.DictReader(fh)]
@@ -274,7 +277,6 @@ def test_different_seed_changes_the_attributes():
     assert users.sample_attributes(11, "user_002")["seed"] != a["seed"]
 
 
-# -- persona quality ----------------------------------------------------------------------
 def test_occupations_fit_the_age():
     people = [users.sample_attributes(0, f"user_{i:03d}") for i in range(1, 301)]
     ages = {p["age"] for p in people}
@@ -319,7 +321,6 @@ def test_persona_narrative_follows_the_attributes(scripted, tmp_path):
     assert props["attitude"]["maxLength"] <= 900 and props["values"]["maxLength"] <= 400
 
 
-# -- through the workflow ----------------------------------------------------------------
 @pytest.mark.workflow
 def test_workflow_rerun_of_users_replays_the_cache(endpoint, workflow_factory):
     wf = workflow_factory(tiny_config(endpoint.base_url, n_users=1))
@@ -337,7 +338,7 @@ def test_workflow_rerun_of_users_replays_the_cache(endpoint, workflow_factory):
     wf.run(target)
     assert {f: (users_dir / f).read_text() for f in first} == first
     # The rerun's rows are all cache hits: zero calls. A job rerun on unchanged inputs carries
-    # its finished attempt's rows first (memprobe/workflow/glue.py); those are the first run's own.
+    # its finished attempt's rows first (memprobe/workflow/step.py); those are the first run's own.
     for p in ledgers:
         after = ledger_cached(p)
         carried = after[: len(before[p])] == before[p] and len(after) > len(before[p])
@@ -392,3 +393,116 @@ def test_compact_pool_listing_reaches_the_prompt(tmp_path):
     assert all(f"- {d.name}: {d.axis}" in prompt for d in shown)
     assert "[e.g." not in prompt
     assert bank.entries[0].dimension in {d.name for d in shown}
+
+
+def test_writer_gets_the_category_hint_and_labelled_earlier_tasks(scripted, tmp_path):
+    ep, seen = scripted(
+        {
+            "task_writer": [draft("Help me sort my reading list."), draft("Help me pack.")],
+            "critic": [verdict("neutral", "none")] * 2,
+        }
+    )
+    _, llm = clients(ep.base_url, tmp_path, "task_writer", "critic", "editor")
+    users.make_tasks(persona(), TWO_ENTRY_BANK, GUIDES, llm, TASK_PROMPTS)
+    first, second = seen["task_writer"]
+    hints = users.load_guides(users.HINTS_FILE)
+    assert hints["episodic_memory"] in user_text(second)
+    assert hints["skill_memory"] not in user_text(second)
+    assert "skill_memory/critical_thinking_skill: Help me sort my reading list." in user_text(
+        second
+    )
+    assert "(none yet)" in user_text(first)
+    assert second["temperature"] == 0.7  # the task writer's own role, not the generator's 0.8
+
+
+def test_editor_sees_the_full_target_and_the_profile(scripted, tmp_path):
+    ep, seen = scripted(
+        {
+            "task_writer": [draft("I double-check everything; help me plan.")],
+            "critic": [verdict("fishing"), verdict("neutral", "none")],
+            "editor": [draft("Help me plan a research trip.")],
+        }
+    )
+    _, llm = clients(ep.base_url, tmp_path, "task_writer", "critic", "editor")
+    one = Bank(user_id="user_001", entries=[SKILL])
+    users.make_tasks(persona(), one, GUIDES, llm, TASK_PROMPTS)
+    text = user_text(seen["editor"][0])
+    assert SKILL.explanation in text and SKILL.short in text and SKILL.dimension in text
+    assert users.persona_block(persona()) in text
+
+
+def test_short_repeating_the_axis_is_invalid():
+    axis = "How well do they translate needs into concrete requirements before acting?"
+    dims = [{"name": "d", "short": axis, "explanation": "e"}]
+    with pytest.raises(ValueError, match=r"short repeats the axis question"):
+        users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
+    dims[0]["short"] = "Translate needs into concrete requirements"
+    with pytest.raises(ValueError, match=r"short repeats the axis question"):
+        users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
+    dims[0]["short"] = "Writes a one-page spec with the client before building"
+    users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
+
+
+def test_small_model_listing_hides_the_axis_questions():
+    from memprobe.spec.taxonomy import load_pool
+    from tests.helpers.recording_llm import RecordingLLM
+
+    pool = load_pool()
+    shown = users.pool_candidates(pool, "skill_memory", 1, 4, persona().seed)
+    pick = {"name": shown[0].name, "short": "fixes bikes", "explanation": "e"}
+    counts = {c: int(c == "skill_memory") for c in users.CATEGORIES}
+    for show_axes in (True, False):
+        llm = RecordingLLM(lambda m, s: {"dims": [pick]})
+        prompt = str(prompt_path("bank_select"))
+        users.make_bank(persona(), counts, pool, GUIDES, llm, prompt, 4, False, show_axes)
+        assert (shown[0].axis in llm.prompt_text(0)) is show_axes
+
+
+def test_paper_task_stages_see_what_the_releases_saw(scripted, tmp_path):
+    ep, seen = scripted(
+        {
+            "task_writer": [draft("Help me sort my reading list."), draft("I moved once; plan.")],
+            "critic": [verdict("neutral", "none"), verdict("fishing"), verdict("neutral", "n")],
+            "editor": [draft("Help me plan a move across town.")],
+        }
+    )
+    cfg = paper_config(ep.base_url, tmp_path)
+    llm = {r: client_for(r, cfg) for r in ("task_writer", "critic", "editor")}
+    stages = {"write": "task_write", "critic": "task_critic", "edit": "task_edit"}
+    users.make_tasks(
+        persona(), TWO_ENTRY_BANK, GUIDES, llm, {k: stage_prompt(cfg, v) for k, v in stages.items()}
+    )
+    writer = all_text(seen["task_writer"][1])
+    assert "skill_memory/critical_thinking_skill: Help me sort my reading list." in writer
+    assert "I've got two repairs coming up this month" in writer  # a worked neutral example
+    critic = all_text(seen["critic"][1])
+    assert "adjectives that match the expected stance" in critic
+    assert EPISODE.short not in critic and EPISODE.dimension not in critic  # still blind
+    text = user_text(seen["editor"][0])
+    assert "skill_memory/critical_thinking_skill: Help me sort my reading list." in text
+    assert GUIDES["episodic_memory"] in text
+    assert EPISODE.short in text and EPISODE.explanation in text
+    assert users.persona_block(persona(), stories=False) in text
+    assert "A story." not in text  # the compact profile, as the release's editor read it
+    assert seen["editor"][0]["temperature"] == 0.5
+
+
+def test_paper_bank_prompt_asks_for_a_non_generic_stance_and_shows_earlier_explanations():
+    from memprobe.spec.taxonomy import load_pool
+    from tests.helpers.recording_llm import RecordingLLM
+
+    cfg = load_config(merged("config/config.yaml", "config/paper.yaml"))
+    pool = load_pool()
+
+    def answer(messages, schema):
+        enum = schema.model_json_schema()["$defs"]["BankDim"]["properties"]["name"]["enum"]
+        return {"dims": [{"name": enum[0], "short": "fixes bikes", "explanation": "EXPL-1."}]}
+
+    llm = RecordingLLM(answer)
+    counts = {c: int(c in ("skill_memory", "knowledge_memory")) for c in users.CATEGORIES}
+    users.make_bank(persona(), counts, pool, GUIDES, llm, stage_prompt(cfg, "bank_select"))
+    first, second = llm.prompt_text(0), llm.prompt_text(1)
+    assert "meaningful, non-generic stance" in first and "most people would not share" not in first
+    assert "Gaps, misconceptions and\n  weaknesses matter as much as strengths" in first
+    assert "EXPL-1." in second  # the earlier category with its explanation
+    assert pool.categories["knowledge_memory"].dimensions[0].axis in second
