@@ -14,12 +14,12 @@ Two things are shared between runs, because sharing them cannot mix two runs' re
   from: the config slices (memprobe/workflow/config_slices.py: the seed, each LLM role's
   identity, the bank and task settings) of its rule and of the rules before it (a bank is
   made from its persona), and which files they read where a config picks them (a prompt, the
-  pool; an edit of a file reruns its jobs in place, as any input does). Runs whose settings agree use the same files; a changed bank
-  setting makes new banks and tasks in new folders and keeps the personas, so exactly the
-  jobs that read the setting run. Imported users (``users.source: release``) go to one
-  ``release-<key>`` folder, keyed by the release and the import's settings. Each run copies
-  its users into ``<run>/users/`` (rule ``users``), so a run's folder holds everything its
-  tables were built from.
+  pool; an edit of a file reruns its jobs in place, as any input does). Runs whose settings
+  agree use the same files; a changed bank setting makes new banks and tasks in new folders
+  and keeps the personas, so exactly the jobs that read the setting run. Imported users
+  (``users.source: release``) go to one ``release-<key>`` folder, keyed by the release and
+  the import's settings. Each run copies its users into ``<run>/users/`` (rule ``users``),
+  so a run's folder holds everything its tables were built from.
 """
 
 from __future__ import annotations
