@@ -328,7 +328,7 @@ def test_the_config_validated_at_dag_load_is_the_config_the_jobs_read(workflow_f
     jobs = json.loads(exported.read_text())
     assert jobs["k"] == 5 and jobs["llm"]["max_tokens"] == 1000
     layers = [
-        (f, yaml.safe_load(f.read_text()))
+        (str(f), yaml.safe_load(f.read_text()))
         for f in (wf.root / WORKFLOW_CONFIG, wf.config_path, over)
     ]
     assert load_config(jobs) == load_layers(layers)

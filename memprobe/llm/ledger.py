@@ -1,4 +1,5 @@
-"""The usage ledger: one CSV row per LLM call, one file per job under ``results/usage/``.
+"""The usage ledger: one CSV row per LLM call, one file per job under
+``results/<run>/usage/`` (a shared users' file's: beside that file, docs/runs.md).
 
 The paper's Table 5 token counts are not auditable; ours are rebuilt from these rows.
 """

@@ -5,11 +5,12 @@ Two label types are audited (the paper's Appendix G checks the same two by hand)
 - ``attribution``: the attribution label of one missed target, where an LLM stage decided it
   (``ok`` and ``no_targeted_task`` follow from the score and the task list, not from a model).
 
-``sample`` writes ``results/audit/NAME/``: ``items.json`` (the sample, with the LLM's labels)
-and ``index.html`` (the sheet page). A person marks each item agree / disagree, with their own
-label on a disagreement, and saves ``sheet.csv`` from the page into that folder (several
-auditors: ``sheet-<who>.csv``). ``agreement`` reads every sheet and writes per label type n, raw
-agreement and Cohen's κ between the LLM's and the person's labels with a bootstrap 95% CI.
+``sample`` writes ``results/<run>/audit/NAME/`` (the run's folder, docs/runs.md): ``items.json``
+(the sample, with the LLM's labels) and ``index.html`` (the sheet page). A person marks each
+item agree / disagree, with their own label on a disagreement, and saves ``sheet.csv`` from the
+page into that folder (several auditors: ``sheet-<who>.csv``). ``agreement`` reads every sheet
+and writes per label type n, raw agreement and Cohen's κ between the LLM's and the person's
+labels with a bootstrap 95% CI.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ def stratified(items: list[AuditItem], n: int, rng: random.Random) -> list[Audit
 
 
 def sample(results_dir: str | Path, n: int, seed: int, name: str) -> Path:
-    """Draw n items per label type into results/audit/NAME/ (items.json and the sheet page)."""
+    """Draw n items per label type into <run folder>/audit/NAME/ (items.json, the sheet page)."""
     if n < 1:
         raise AuditError(f"--n: must be at least 1 (got {n})")
     if not name or not all(c.isalnum() or c in "-_" for c in name):
@@ -289,7 +290,7 @@ def _cell(x: float | None) -> str:
 
 def agreement_csv(sheets: list[str | Path], seed: int = 0) -> str:
     if not sheets:
-        raise AuditError("no filled sheets: save them as results/audit/<name>/sheet*.csv")
+        raise AuditError("no filled sheets: save them as results/<run>/audit/<name>/sheet*.csv")
     rows = agreement_rows(sheets, seed)
     lines = [",".join(rows[0])] + [",".join(str(v) for v in r.values()) for r in rows]
     return "\n".join(lines) + "\n"

@@ -143,7 +143,7 @@ def _background_child() -> None:
 _run_server: subprocess.Popen | None = None
 
 
-def start_for_run(log_path: str | Path = "logs/embed_server.log", bind_timeout_s=30.0) -> str:
+def start_for_run(log_path: str | Path, bind_timeout_s=30.0) -> str:
     """Launch the server, wait until its port answers (not for the model), export its URL."""
     global _run_server
     if os.environ.get(URL_ENV):

@@ -282,7 +282,7 @@ def check_executor(cfg: Config, non_local_exec: bool) -> None:
         )
 
 
-def start_for_run(cfg: Config, log_path: str | Path = "logs/local_server.log") -> str | None:
+def start_for_run(cfg: Config, log_path: str | Path) -> str | None:
     """Start the run's server (backend ``local`` only); returns its base URL.
 
     An already exported ``MEMPROBE_LOCAL_BASE_URL`` (a server the user started) is used as is.

@@ -72,7 +72,7 @@ function main() {
     el("h1", { text: "MemProbe audit: " + S.name }),
     el("p", { class: "muted", text: "For each item: agree with the model's label, or disagree and pick the label you would give. " +
       "Save the sheet into this sample's folder as sheet.csv (or sheet-<you>.csv); " +
-      "`snakemake audit_agreement` then writes results/audit/agreement.csv." }),
+      "`snakemake audit_agreement` then writes audit/agreement.csv in the run's folder (results/<run>/)." }),
     el("p", {}, button, " ", el("span", { id: "progress", class: "muted" })),
     list);
   keep();
