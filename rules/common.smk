@@ -292,10 +292,10 @@ onstart:
             local_server.start_for_run(CFG)
         except local_server.LocalModelError as err:
             sys.exit(f"memprobe: {err}")
-    # judge.calibration: stop: a judge that fails the anchors ends the run before any job.
-    if CFG.judge.calibration == "stop" and not CFG.release.import_runs:
+    # judge.calibration.on_fail: stop: a judge that fails calibration ends the run before any job.
+    if CFG.judge.calibration.on_fail == "stop" and not CFG.release.import_runs:
         try:
-            calibration.stop_if_failed(CFG, ANCHORS, prompt("recovery_judge"))
+            calibration.stop_if_failed(CFG, ANCHORS, prompt("recovery_judge"), POOL)
         except calibration.CalibrationError as err:
             sys.exit(f"memprobe: {err}")
 

@@ -198,12 +198,11 @@ if not CFG.release.import_runs:
 
     rule judge_sweep:
         input:
-            **DEGENERATE_POOL,
+            **JUDGE_FILES,
             code="scripts/judge.py",
             lib=library("judge_sweep"),
             slotfill=f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",
             bank=f"{R}/users/{{user}}/bank.json",
-            prompt=prompt("recovery_judge"),
         output:
             f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/judge.json",
         log:
@@ -212,7 +211,7 @@ if not CFG.release.import_runs:
         conda:
             "../envs/memprobe.yaml"
         resources:
-            llm_slots=1,
+            llm_slots=JUDGE_LLM_SLOTS,
         params:
             **settings("judge_sweep"),
             job=script_job(),

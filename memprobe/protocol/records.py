@@ -242,6 +242,8 @@ class JudgeEntry(Record):
     score: float
     judge_reason: str
     scoring_mode: str
+    # judge.cross_check: the offline judge's score of the same label (None: not asked).
+    second_opinion: float | None = None
 
 
 class Judge(UserRun):

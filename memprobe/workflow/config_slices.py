@@ -49,7 +49,7 @@ class Slice:
 _JUDGE = Slice(
     keys=("compat.judge_unknown_labels", "judge"),
     roles=("judge",),
-    modules=("protocol.recovery", "protocol.rubric"),
+    modules=("protocol.recovery", "protocol.rubric", "protocol.judges", "protocol.offline_judge"),
 )
 
 SLICES: dict[str, Slice] = {
@@ -93,7 +93,16 @@ SLICES: dict[str, Slice] = {
     ),
     "judge_sweep": _JUDGE,
     "judge_calibration": Slice(
-        keys=("judge",), roles=("judge",), modules=("protocol.calibration", "protocol.rubric")
+        keys=("judge",),
+        roles=("judge",),
+        modules=(
+            "protocol.calibration",
+            "protocol.rubric",
+            "protocol.recovery",
+            "protocol.judges",
+            "protocol.offline_judge",
+            "release.judge_verdicts",
+        ),
     ),
     "tables": Slice(
         keys=("seed",), modules=("report.tables", "report.figures", "protocol.rubric")

@@ -59,7 +59,7 @@ def test_the_judge_prompt_never_shows_an_anchor(anchors):
 
 def _replies(anchors, judge) -> list[calibration.Reply]:
     llm = RecordingLLM(lambda m, s: {"score": judge(m[-1]["content"]), "reason": "r"})
-    return calibration.score_anchors(anchors, llm, PROMPT)
+    return calibration.score_anchors(anchors, recovery.llm_grader(llm, PROMPT))
 
 
 def test_a_judge_that_gives_one_everywhere_fails(anchors):
@@ -107,9 +107,14 @@ def test_a_bad_anchors_file_is_one_line_naming_it(tmp_path):
 
 def test_judge_settings_are_validated():
     cfg = load_config(tiny_config("http://x/v1"))
-    assert (cfg.judge.calibration, cfg.judge.min_kappa, cfg.judge.max_bias) == ("warn", 0.6, 0.15)
+    judge = cfg.judge
+    assert (judge.calibration.on_fail, judge.min_kappa, judge.max_bias) == ("warn", 0.6, 0.15)
+    assert (judge.form, judge.calibration.source) == ("llm", "anchors")
     with pytest.raises(ConfigError, match="judge.calibration"):
         load_config(tiny_config("http://x/v1", judge={"calibration": "halt"}))
+    # the earlier shorthand `judge.calibration: stop` still means on_fail: stop
+    stop = load_config(tiny_config("http://x/v1", judge={"calibration": "stop"}))
+    assert stop.judge.calibration.on_fail == "stop"
 
 
 @pytest.mark.parametrize(
@@ -155,10 +160,12 @@ def test_degenerate_as_unknown_scores_zero_without_a_call():
         ],  # fmt: skip
     )
     answer = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    as_protocol = recovery.judge_user(slot, bank, answer, PROMPT)
+    as_protocol = recovery.judge_user(slot, bank, recovery.llm_grader(answer, PROMPT))
     assert len(answer.requests) == 2 and as_protocol.overall == 1.0
     option = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    scored = recovery.judge_user(slot, bank, option, PROMPT, degenerate_axes={})
+    scored = recovery.judge_user(
+        slot, bank, recovery.llm_grader(option, PROMPT), degenerate_axes={}
+    )
     assert len(option.requests) == 1
     assert scored.per_category["skill_memory"] == 0.0
     assert "category_name" in scored.details[0].judge_reason

@@ -77,7 +77,9 @@ def test_overflow_flag_is_recorded_not_silently_scored():
         e.label == "unknown" and not e.called and "overflow" in e.reason for e in out.entries
     )
     judge_llm = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "would pay"})
-    judge = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    judge = recovery.judge_user(
+        out, BANK, recovery.llm_grader(judge_llm, str(prompt_path("recovery_judge")))
+    )
     assert judge.overflow and judge.flagged  # the tables' dagger
     assert judge_llm.requests == []  # an unscored store costs the judge nothing either
     assert [d.score for d in judge.details] == [0.0, 0.0] and judge.overall == 0.0
@@ -97,8 +99,10 @@ def test_overflow_chunked_is_scored():
     judge = recovery.judge_user(
         out,
         BANK,
-        RecordingLLM(lambda m, s: {"reason": "r", "score": 0.75}),
-        str(prompt_path("recovery_judge")),
+        recovery.llm_grader(
+            RecordingLLM(lambda m, s: {"reason": "r", "score": 0.75}),
+            str(prompt_path("recovery_judge")),
+        ),
     )
     assert judge.overall == pytest.approx(0.75) and not judge.flagged
 
@@ -114,7 +118,9 @@ def test_judge_sees_truth_and_label_and_scores_unknown_zero_without_a_call():
         ),
     )
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "partial"})
-    judge = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    judge = recovery.judge_user(
+        out, BANK, recovery.llm_grader(judge_llm, str(prompt_path("recovery_judge")))
+    )
     assert len(judge_llm.requests) == 1  # the unknown label costs no call
     text = judge_llm.prompt_text(0)
     assert "SECRET-EXPLANATION" in text and "Checks sources twice" in text and "twice" in text
@@ -274,7 +280,10 @@ def test_judge_unknown_option_sends_unknown_labels_to_the_judge():
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "unknown", "reason": ""}))
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.25, "reason": "lenient"})
     judge = recovery.judge_user(
-        out, BANK, judge_llm, str(prompt_path("recovery_judge")), judge_unknown=True
+        out,
+        BANK,
+        recovery.llm_grader(judge_llm, str(prompt_path("recovery_judge"))),
+        judge_unknown=True,
     )
     assert len(judge_llm.requests) == 2
     assert [d.score for d in judge.details] == [0.25, 0.25]
@@ -360,7 +369,9 @@ def test_every_call_names_user_system_mode_and_dimension():
     ]
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "twice", "reason": ""}))
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": ""})
-    judged = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    judged = recovery.judge_user(
+        out, BANK, recovery.llm_grader(judge_llm, str(prompt_path("recovery_judge")))
+    )
     assert judge_llm.wheres == [base, "user user_001, system memt, dump_all, verbosity_preference"]
     assert (judged.user_id, judged.system, judged.mode) == ("user_001", "memt", "dump_all")
     d = judged.details[0]
@@ -417,7 +428,9 @@ def test_judge_prompt_has_the_dimension_and_the_label_and_reasons_are_recorded()
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "LABEL-XYZ", "reason": ""}))
     out.entries[1] = out.entries[1].model_copy(update={"label": "unknown"})
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "half"})
-    judged = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    judged = recovery.judge_user(
+        out, BANK, recovery.llm_grader(judge_llm, str(prompt_path("recovery_judge")))
+    )
     text = judge_llm.prompt_text(0)
     assert "LABEL-XYZ" in text and "critical_thinking_skill" in text
     assert [d.judge_reason for d in judged.details] == [
@@ -432,14 +445,18 @@ def test_degenerate_labels_are_unknown_only_with_the_option_and_the_axis_counts(
     axes = {"critical_thinking_skill": axis, "verbosity_preference": "How long?"}
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "r"})
     prompt = str(prompt_path("recovery_judge"))
-    judged = recovery.judge_user(out, BANK, judge_llm, prompt, degenerate_axes=axes)
+    judged = recovery.judge_user(
+        out, BANK, recovery.llm_grader(judge_llm, prompt), degenerate_axes=axes
+    )
     # the skill label is its own axis question: unknown, no call; the preference label is not
     assert [d.score for d in judged.details] == [0.0, 0.5] and len(judge_llm.requests) == 1
     assert (
         judged.details[0].judge_reason == "label is a axis_question: scored as 'unknown' (no call)"
     )
     plain = recovery.judge_user(
-        out, BANK, RecordingLLM(lambda m, s: {"score": 0.5, "reason": ""}), prompt
+        out,
+        BANK,
+        recovery.llm_grader(RecordingLLM(lambda m, s: {"score": 0.5, "reason": ""}), prompt),
     )
     assert [d.score for d in plain.details] == [0.5, 0.5]
 
@@ -487,7 +504,9 @@ def test_a_reduce_that_says_unknown_is_unknown():
 def test_the_judge_prompt_shows_the_rubric_scale_and_levels():
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "LABEL-XYZ", "reason": ""}))
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "r"})
-    recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    recovery.judge_user(
+        out, BANK, recovery.llm_grader(judge_llm, str(prompt_path("recovery_judge")))
+    )
     text = judge_llm.prompt_text(0)
     assert RUBRIC.scale_text() in text and RUBRIC.levels_text() in text
     assert "None" not in text

@@ -48,7 +48,7 @@ def test_an_unknown_label_scores_the_rubric_unknown_score(monkeypatch):
     monkeypatch.setattr(recovery, "RUBRIC", RUBRIC.model_copy(update={"unknown_score": 0.25}))
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "unknown", "reason": ""}))
     judge_llm = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    judged = recovery.judge_user(out, BANK, judge_llm, JUDGE_PROMPT)
+    judged = recovery.judge_user(out, BANK, recovery.llm_grader(judge_llm, JUDGE_PROMPT))
     assert judge_llm.requests == []  # no call for "unknown"
     assert [d.score for d in judged.details] == [0.25, 0.25]
 

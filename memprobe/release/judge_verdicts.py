@@ -1,0 +1,87 @@
+"""The release's recorded judge verdicts: the yardstick for our judges (issue 25).
+
+Every ``output/<run>/recon_judge/user_XXX.json`` of the release holds, per (user, dimension),
+the truth, the bank explanation, the slot-fill label and the score the paper's judge gave it
+(docs/release-format.md §2). A label "unknown" carries no judgement (the rubric gives it 0),
+so only the other labels are pairs. Users are chosen by number: the offline judge is fitted
+on 1-25 and measured on 26-50.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from memprobe.protocol.records import RecordError
+from memprobe.protocol.records import load as load_record
+from memprobe.protocol.recovery import is_unknown
+from memprobe.protocol.rubric import LEVELS
+
+_USER_FILE = re.compile(r"user_(\d+)\.json")
+
+
+class Verdict(BaseModel):
+    """One judged label as the release recorded it."""
+
+    run: str
+    user: str  # user_XXX
+    category: str
+    dimension: str
+    explanation: str
+    truth: str
+    label: str
+    score: float
+
+
+def verdicts(release_dir: str | Path, users: set[int]) -> list[Verdict]:
+    """Every non-"unknown" judged label of the listed users, over every run of the release,
+    in a fixed order (run, user, bank order)."""
+    from memprobe.release.importer import RawReconJudge
+
+    out_dir = Path(release_dir) / "output"
+    runs = sorted(p for p in out_dir.glob("*/recon_judge") if not p.parent.name.startswith("_"))
+    if not runs:
+        raise RecordError(f"{out_dir}: no <run>/recon_judge folders (is release_dir the release?)")
+    found: list[Verdict] = []
+    for judged in runs:
+        for path in sorted(judged.glob("user_*.json")):
+            m = _USER_FILE.fullmatch(path.name)
+            if not m or int(m[1]) not in users:
+                continue
+            raw = load_record(path, RawReconJudge)
+            found += [
+                Verdict(
+                    run=judged.parent.name,
+                    user=path.stem,
+                    category=d.category,
+                    dimension=d.dimension,
+                    explanation=d.explanation,
+                    truth=d.ground_truth,
+                    label=d.predicted,
+                    score=d.score,
+                )
+                for d in raw.details
+                if not is_unknown(d.predicted)
+            ]
+    if not found:
+        raise RecordError(f"{out_dir}: no judged labels for users {sorted(users)[:3]}...")
+    return found
+
+
+def stratified(pairs: list[Verdict], n: int, seed: int) -> list[Verdict]:
+    """``n`` pairs, ``n / 5`` per recorded level, drawn with ``seed`` (ValueError when a level
+    has too few)."""
+    per, rest = divmod(n, len(LEVELS))
+    if rest:
+        raise ValueError(f"n = {n}: expected a multiple of {len(LEVELS)} (equal per level)")
+    rng = random.Random(seed)
+    drawn: list[Verdict] = []
+    for level in LEVELS:
+        pool = [p for p in pairs if p.score == level]
+        if len(pool) < per:
+            raise ValueError(f"only {len(pool)} recorded pairs at level {level:g}, {per} needed")
+        drawn += rng.sample(pool, per)
+    return drawn
