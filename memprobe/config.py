@@ -59,6 +59,7 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "bank.show_axes": True,
     "slotfill.context_tokens": 245_000,
     "slotfill.overflow": "flag",
+    "judge.form": "llm",
     "llm.max_tokens": 8192,
     "system_settings.amem.writer.temperature": 1.0,
     "system_settings.mem0.writer.model": "gpt-4o-mini",

@@ -19,6 +19,9 @@ CALIBRATION = f"{R}/judge_calibration.csv"
 CALIBRATION_LEDGER = f"{R}/usage/judge_calibration/run.csv"
 # The report's opening lines (the judge's verdict), written by the tables job.
 REPORT_HEADER = f"{R}/report_header.rst"
+# judge.cross_check: the two judges per B cell, written by the tables job.
+CROSS_CHECK = f"{R}/judge_cross_check.csv"
+DEGENERATE = f"{R}/degenerate_labels.csv"  # its share is one of the run's last lines
 # The files a judge reads besides its labels: the prompt (an LLM judge); the offline judge's
 # figures (form: scorer, or beside an LLM with cross_check); the pool's axis questions (the
 # offline judge and judge.degenerate_as_unknown). Only what is read is an input, so switching

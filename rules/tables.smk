@@ -76,6 +76,7 @@ rule tables:
         calibration=[] if CFG.release.import_runs else CALIBRATION,
         pool=POOL,
     output:
+        **({"cross_check": CROSS_CHECK} if CFG.judge.cross_check else {}),
         table2=report(
             f"{R}/table2.csv",
             caption="captions/table2.rst",
@@ -123,11 +124,12 @@ rule tables:
         ),
         table2_ci_flags=f"{R}/table2_ci_flags.csv",
         degenerate_labels=report(
-            f"{R}/degenerate_labels.csv",
+            DEGENERATE,
             caption="captions/degenerate_labels.rst",
             category="Beyond the paper",
         ),
         report_header=REPORT_HEADER,
+        # judge.cross_check: the run's judge and the offline judge per B cell.
         paired=report(
             f"{R}/paired.csv",
             caption="captions/paired.rst",

@@ -1,12 +1,13 @@
 """Grade the calibration pairs with the run's judge (memprobe/protocol/calibration.py)."""
 
 from memprobe.protocol import calibration, judges, records
+from memprobe.release import judge_verdicts
 from memprobe.workflow import glue
 
 
 def main(job: glue.Job) -> None:
     files = dict(job.input.items())
-    pairs = calibration.calibration_pairs(job.cfg, files.get("anchors", ""))
+    pairs = judge_verdicts.calibration_pairs(job.cfg, files.get("anchors", ""))
     grade = judges.grader(job.cfg, lambda: job.llm("judge"), files.get("prompt"), files.get("pool"))
     replies = calibration.score_anchors(pairs, grade)
     summary = calibration.summarize(replies)

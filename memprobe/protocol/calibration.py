@@ -97,43 +97,6 @@ def load_anchors(path: str | Path) -> Anchors:
         raise CalibrationError(f"{path}: {records.first_error(err)}") from None
 
 
-def release_anchors(release_dir: str, users: str, n: int, seed: int) -> Anchors:
-    """``n`` pairs the paper's judge scored (``n / 5`` per recorded level), drawn with ``seed``
-    from the non-"unknown" labels of ``users`` over every run of the release."""
-    from memprobe.config import parse_users
-    from memprobe.release.judge_verdicts import stratified, verdicts
-
-    drawn = stratified(verdicts(release_dir, parse_users(users)), n, seed)
-    return Anchors(
-        items=[
-            Anchor(
-                id=f"{v.run}/{v.user}/{v.dimension}",
-                category=v.category,  # type: ignore[arg-type]
-                dimension=v.dimension,
-                explanation=v.explanation,
-                truth=v.truth,
-                label=v.label,
-                kind="recorded",
-                score=v.score,  # type: ignore[arg-type]
-                user=v.user,
-                run=v.run,
-            )
-            for v in drawn
-        ]
-    )
-
-
-def calibration_pairs(cfg, anchors_path: str | Path) -> Anchors:
-    """The run's calibration pairs (``cfg``: the run's Config)."""
-    cal = cfg.judge.calibration
-    if cal.source == "release":
-        try:
-            return release_anchors(cal.release_dir, cal.users, cal.n, cfg.seed)
-        except ValueError as err:  # RecordError too
-            raise CalibrationError(f"judge.calibration (source: release): {err}") from None
-    return load_anchors(anchors_path)
-
-
 class Reply(BaseModel):
     """One calibration pair as the judge scored it (``expected``: the anchor's level, or the
     paper's judge's recorded score)."""
@@ -248,7 +211,7 @@ def verdict(s: Summary, min_kappa: float, max_bias: float) -> str | None:
 STOP_REPLIES = "logs/judge_calibration_stop.csv"
 
 
-def stop_if_failed(cfg, anchors_path: str, prompt: str, pool: str) -> None:
+def stop_if_failed(cfg, pairs: Anchors, prompt: str, pool: str) -> None:
     """``judge.calibration.on_fail: stop``: grade the calibration pairs now (before any job);
     raise CalibrationError with the run's one line when the judge fails. Its replies go to
     STOP_REPLIES, never to the rule's outputs (a stale verdict there would outlive a fix)."""
@@ -264,9 +227,7 @@ def stop_if_failed(cfg, anchors_path: str, prompt: str, pool: str) -> None:
         )
 
     try:
-        replies = score_anchors(
-            calibration_pairs(cfg, anchors_path), judges.grader(cfg, llm, prompt, pool)
-        )
+        replies = score_anchors(pairs, judges.grader(cfg, llm, prompt, pool))
     except (LLMError, records.RecordError) as err:
         raise CalibrationError(f"judge calibration: {err}") from None
     s = summarize(replies)
@@ -289,6 +250,38 @@ def warn_at_end(path: str, settings) -> None:
         return  # no calibration in this run (a partial target)
     if note:
         print(f"memprobe: warning: {note} ({path}); every B cell is flagged", file=sys.stderr)
+
+
+def closing_lines(degenerate: str, cross_check: str | None) -> list[str]:
+    """The run's own last lines: the share of slot-fill labels that only name their slot, and
+    (``judge.cross_check``) how many B cells the two judges disagree on. Files not written by
+    this run (a partial target) give no line."""
+    lines = []
+    rows = _rows(degenerate)
+    if rows:
+        bad = sum(int(r["degenerate"]) for r in rows)
+        total = sum(int(r["n_labels"]) for r in rows)
+        share = f" ({bad / total:.0%})" if total else ""
+        lines.append(
+            f"memprobe: {bad} of {total} slot-fill labels{share} only name their slot "
+            f"(category, dimension or question) instead of a value ({degenerate})"
+        )
+    checked = _rows(cross_check) if cross_check else []
+    if checked:
+        off = sum(r["flagged"] == "True" for r in checked)
+        lines.append(
+            f"memprobe: judge cross-check: the offline judge disagrees on {off} of "
+            f"{len(checked)} B cells by more than the margin ({cross_check})"
+        )
+    return lines
+
+
+def _rows(path: str) -> list[dict[str, str]]:
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+    except FileNotFoundError:
+        return []
 
 
 # -- files ----------------------------------------------------------------------------------

@@ -24,10 +24,16 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memprobe.protocol.records import RecordError, first_error
-from memprobe.protocol.recovery import JudgeItem, JudgeReply, degenerate_kind, is_unknown
+from memprobe.protocol.recovery import (
+    Grader,
+    JudgeItem,
+    JudgeReply,
+    degenerate_kind,
+    is_unknown,
+)
 from memprobe.protocol.rubric import LEVELS, RUBRIC
 from memprobe.vocabulary import CATEGORIES, Category
 
@@ -148,15 +154,26 @@ class Params(BaseModel):
     cuts: list[float] = Field(min_length=len(LEVELS) - 1, max_length=len(LEVELS) - 1)
     fitted_on: str  # what the figures were fitted on, in words
 
-    @model_validator(mode="after")
-    def _consistent(self) -> Params:
-        if tuple(self.weights) != FEATURES:
-            raise ValueError(f"weights: expected the features {', '.join(FEATURES)} in order")
-        if set(self.category_offsets) != set(CATEGORIES):
-            raise ValueError(f"category_offsets: expected one per category {CATEGORIES}")
-        if self.cuts != sorted(self.cuts):
-            raise ValueError("cuts: expected ascending thresholds")
-        return self
+    @field_validator("weights")
+    @classmethod
+    def _every_feature(cls, v: dict[str, float]) -> dict[str, float]:
+        if tuple(v) != FEATURES:
+            raise ValueError(f"expected the features {', '.join(FEATURES)} in this order")
+        return v
+
+    @field_validator("category_offsets")
+    @classmethod
+    def _every_category(cls, v: dict[str, float]) -> dict[str, float]:
+        if set(v) != set(CATEGORIES):
+            raise ValueError(f"expected one offset per category ({', '.join(CATEGORIES)})")
+        return v
+
+    @field_validator("cuts")
+    @classmethod
+    def _ascending(cls, v: list[float]) -> list[float]:
+        if v != sorted(v):
+            raise ValueError("expected ascending thresholds")
+        return v
 
     def latent(self, x: np.ndarray, categories: Sequence[str]) -> np.ndarray:
         w = np.array(list(self.weights.values()))
@@ -212,13 +229,15 @@ def grade(
     return out
 
 
-def grader(params: Params, axes: dict[str, str], encode: Encode | None = None):
-    """A ``recovery.Grader`` that scores with these figures (MiniLM from the run's server)."""
+def grader(params: Params, axes: dict[str, str], encode: Encode | None = None) -> Grader:
+    """A ``recovery.Grader`` that scores with these figures (MiniLM, from the run's embedding
+    server when it has one)."""
     if encode is None:
-        from memprobe.serving.embeddings import encode as encode_
-    else:
-        encode_ = encode
-    return lambda items: grade(params, items, axes, encode_)
+        from memprobe.serving import embeddings
+
+        encode = embeddings.encode
+    run = encode
+    return lambda items: grade(params, items, axes, run)
 
 
 # -- fitting ----------------------------------------------------------------------------

@@ -4,7 +4,8 @@ Every ``output/<run>/recon_judge/user_XXX.json`` of the release holds, per (user
 the truth, the bank explanation, the slot-fill label and the score the paper's judge gave it
 (docs/release-format.md §2). A label "unknown" carries no judgement (the rubric gives it 0),
 so only the other labels are pairs. Users are chosen by number: the offline judge is fitted
-on 1-25 and measured on 26-50.
+on 1-25 and measured on 26-50. ``judge.calibration.source: release`` draws the run's
+calibration pairs from here.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from memprobe.config import Config, parse_users
+from memprobe.protocol import calibration
 from memprobe.protocol.records import RecordError
 from memprobe.protocol.records import load as load_record
 from memprobe.protocol.recovery import is_unknown
@@ -85,3 +88,40 @@ def stratified(pairs: list[Verdict], n: int, seed: int) -> list[Verdict]:
             raise ValueError(f"only {len(pool)} recorded pairs at level {level:g}, {per} needed")
         drawn += rng.sample(pool, per)
     return drawn
+
+
+def release_anchors(release_dir: str, users: str, n: int, seed: int) -> calibration.Anchors:
+    """``n`` pairs the paper's judge scored (``n / 5`` per recorded level), drawn with ``seed``
+    from the non-"unknown" labels of ``users`` over every run of the release."""
+    drawn = stratified(verdicts(release_dir, parse_users(users)), n, seed)
+    return calibration.Anchors(
+        items=[
+            calibration.Anchor(
+                id=f"{v.run}/{v.user}/{v.dimension}",
+                category=v.category,  # type: ignore[arg-type]
+                dimension=v.dimension,
+                explanation=v.explanation,
+                truth=v.truth,
+                label=v.label,
+                kind="recorded",
+                score=v.score,
+                user=v.user,
+                run=v.run,
+            )
+            for v in drawn
+        ]
+    )
+
+
+def calibration_pairs(cfg: Config, anchors_path: str | Path) -> calibration.Anchors:
+    """The run's calibration pairs: the anchors file, or a draw from the release."""
+    cal = cfg.judge.calibration
+    if cal.source == "release":
+        try:
+            assert cal.release_dir, "set when the config loads (config.py)"
+            return release_anchors(cal.release_dir, cal.users, cal.n, cfg.seed)
+        except ValueError as err:  # RecordError too
+            raise calibration.CalibrationError(
+                f"judge.calibration (source: release): {err}"
+            ) from None
+    return calibration.load_anchors(anchors_path)

@@ -176,3 +176,26 @@ def test_the_judge_writes_its_reason_before_its_score():
     schema = recovery.JudgeReply.model_json_schema()
     assert list(schema["properties"]) == ["reason", "score"]
     assert schema["required"] == ["reason", "score"]
+
+
+def test_the_runs_last_lines_report_slot_only_labels_and_the_cross_check(tmp_path):
+    degenerate = tmp_path / "degenerate_labels.csv"
+    degenerate.write_text(
+        "system,mode,n_labels,empty,category_name,dimension_name,axis_question,degenerate,share\n"
+        "longctx_full,dump_all,10,0,5,1,0,6,0.6\n"
+        "longctx_full,retrieve,20,0,3,3,0,6,0.3\n"
+    )
+    checked = tmp_path / "judge_cross_check.csv"
+    checked.write_text(
+        "system,mode,cell,judge,offline,difference,flagged\n"
+        "mem0,dump_all,B,0.75,0.5,-0.25,True\n"
+        "mem0,dump_all,skill,0.75,0.75,0.0,False\n"
+    )
+    lines = calibration.closing_lines(str(degenerate), str(checked))
+    assert lines == [
+        f"memprobe: 12 of 30 slot-fill labels (40%) only name their slot (category, dimension "
+        f"or question) instead of a value ({degenerate})",
+        f"memprobe: judge cross-check: the offline judge disagrees on 1 of 2 B cells by more "
+        f"than the margin ({checked})",
+    ]
+    assert calibration.closing_lines(str(tmp_path / "none.csv"), None) == []

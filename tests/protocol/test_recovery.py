@@ -510,3 +510,36 @@ def test_the_judge_prompt_shows_the_rubric_scale_and_levels():
     text = judge_llm.prompt_text(0)
     assert RUBRIC.scale_text() in text and RUBRIC.levels_text() in text
     assert "None" not in text
+
+
+def test_a_second_opinion_grades_every_label_beside_the_judge():
+    """judge.cross_check: the offline judge's score of each label rides along in its entry."""
+    out = slotfill(
+        store(1, 5),
+        RecordingLLM(
+            lambda m, s: {
+                "label": "unknown" if "verbosity" in m[-1]["content"] else "twice",
+                "reason": "",
+            }
+        ),
+    )
+    seen = []
+
+    def second(items):
+        seen.extend(items)
+        return [recovery.JudgeReply(reason="offline", score=0.25) for _ in items]
+
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.75, "reason": "close"})
+    judged = recovery.judge_user(
+        out,
+        BANK,
+        recovery.llm_grader(judge_llm, str(prompt_path("recovery_judge"))),
+        second_opinion=second,
+    )
+    assert [d.score for d in judged.details] == [0.75, 0.0]  # the judge's, unchanged
+    assert [d.second_opinion for d in judged.details] == [0.25, 0.25]
+    assert [it.truth for it in seen] == ["Checks sources twice", "Wants bullet points"]
+    plain = recovery.judge_user(
+        out, BANK, recovery.llm_grader(judge_llm, str(prompt_path("recovery_judge")))
+    )
+    assert all(d.second_opinion is None for d in plain.details)
