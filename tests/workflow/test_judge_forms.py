@@ -48,7 +48,9 @@ def test_the_offline_judge_calibrates_on_the_releases_pairs(endpoint, workflow_f
 
 
 def test_an_llm_judge_with_the_offline_judge_as_a_second_opinion(endpoint, workflow_factory):
-    wf = workflow_factory(tiny_config(endpoint.base_url, judge={"form": "llm", "cross_check": True}))
+    wf = workflow_factory(
+        tiny_config(endpoint.base_url, judge={"form": "llm", "cross_check": True})
+    )
     proc = wf.run("results/table2.csv")
     assert "HTTP Request" not in proc.stdout + proc.stderr
     results = wf.root / "results"
