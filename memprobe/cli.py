@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memprobe.protocol.records import Memories, RecordError, load
+from memprobe.spec.records import Memories, RecordError, load
 
 DESCRIPTION = (
     "MemProbe's tools around the Snakemake workflow (the run itself is `snakemake`): search a "
@@ -130,9 +130,9 @@ def _audit_sample(args: argparse.Namespace) -> int:
 
 def _offline_judge(args: argparse.Namespace) -> int:
     from memprobe.protocol import offline_judge
-    from memprobe.protocol.records import write_atomic
     from memprobe.release import judge_agreement
     from memprobe.serving.embeddings import encode_local
+    from memprobe.spec.records import write_atomic
 
     if args.offline_command == "fit":
         params = judge_agreement.fit(args.release, args.users, encode_local)

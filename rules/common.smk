@@ -10,9 +10,9 @@ from memprobe.workflow import config_slices
 from memprobe.serving import embed_service
 from memprobe.workflow import preflight
 from memprobe.workflow import shell_job
-from memprobe.workflow import glue
+from memprobe.workflow import step
 from memprobe.release import judge_verdicts
-from memprobe.protocol import taxonomy
+from memprobe.spec import taxonomy
 from memprobe.agents import registry
 from memprobe.config import ConfigError, check_yaml_keys, load_layers, read_config_file
 from memprobe.vocabulary import MODES
@@ -238,7 +238,7 @@ def _rollout_calls():
 
 ROLLOUT_CALLS = _rollout_calls()
 PRIORITY_SCORING = {
-    "stage0": 6,
+    "oracle": 6,
     "probe": 5,
     "slotfill": 4,
     "judge": 3,
@@ -297,7 +297,7 @@ onstart:
     # judge.calibration.on_fail: stop: a judge that fails calibration ends the run before any job.
     if CFG.judge.calibration.on_fail == "stop" and not CFG.release.import_runs:
         try:
-            with glue.wire_to("logs/judge_calibration_onstart.log"):
+            with step.wire_to("logs/judge_calibration_onstart.log"):
                 pairs = judge_verdicts.calibration_pairs(CFG, ANCHORS)
                 calibration.stop_if_failed(
                     CFG, pairs, prompt("recovery_judge"), POOL

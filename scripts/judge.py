@@ -1,8 +1,9 @@
-from memprobe.protocol import judges, records, recovery, taxonomy
-from memprobe.workflow import glue
+from memprobe.protocol import judges, recovery
+from memprobe.spec import records, taxonomy
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     # The rule names the pool (its axis questions) when the offline judge or
     # judge.degenerate_as_unknown reads it, the prompt when an LLM judges.
     files = dict(job.input.items())
@@ -21,4 +22,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output[0], result)
 
 
-glue.run(main)
+step.run(main)

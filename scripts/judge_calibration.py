@@ -1,11 +1,12 @@
 """Grade the calibration pairs with the run's judge (memprobe/protocol/calibration.py)."""
 
-from memprobe.protocol import calibration, judges, records
+from memprobe.protocol import calibration, judges
 from memprobe.release import judge_verdicts
-from memprobe.workflow import glue
+from memprobe.spec import records
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     files = dict(job.input.items())
     pairs = judge_verdicts.calibration_pairs(job.cfg, files.get("anchors", ""))
     grade = judges.grader(job.cfg, lambda: job.llm("judge"), files.get("prompt"), files.get("pool"))
@@ -15,7 +16,7 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output.summary, calibration.summary_csv(summary))
     cfg = job.cfg.judge
     note = calibration.verdict(summary, cfg.min_kappa, cfg.max_bias)
-    glue.log.info(
+    step.log.info(
         "judge calibration (%s, %s) on %d pairs: exact %.2f, within one level %.2f, "
         "bias %+.2f, kappa %.2f (%s the thresholds)",
         cfg.form,
@@ -29,4 +30,4 @@ def main(job: glue.Job) -> None:
     )
 
 
-glue.run(main)
+step.run(main)

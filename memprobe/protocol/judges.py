@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 from memprobe.config import Config
 from memprobe.llm.client import LLM
-from memprobe.protocol import recovery, taxonomy
+from memprobe.protocol import recovery
+from memprobe.spec import taxonomy
 
 
 def offline(cfg: Config, pool: str | None) -> recovery.Grader:

@@ -26,7 +26,6 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memprobe.protocol.records import RecordError, first_error
 from memprobe.protocol.recovery import (
     Grader,
     JudgeItem,
@@ -34,7 +33,8 @@ from memprobe.protocol.recovery import (
     degenerate_kind,
     is_unknown,
 )
-from memprobe.protocol.rubric import LEVELS, RUBRIC
+from memprobe.spec.records import RecordError, first_error
+from memprobe.spec.rubric import LEVELS, RUBRIC
 from memprobe.vocabulary import CATEGORIES, Category
 
 PARAMS = "config/offline_judge.yaml"

@@ -18,10 +18,10 @@ from pydantic import BaseModel
 
 from memprobe.config import Config, parse_users
 from memprobe.protocol import calibration
-from memprobe.protocol.records import RecordError
-from memprobe.protocol.records import load as load_record
 from memprobe.protocol.recovery import is_unknown
-from memprobe.protocol.rubric import LEVELS
+from memprobe.spec.records import RecordError
+from memprobe.spec.records import load as load_record
+from memprobe.spec.rubric import LEVELS
 
 _USER_FILE = re.compile(r"user_(\d+)\.json")
 

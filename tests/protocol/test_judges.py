@@ -7,10 +7,10 @@ import pytest
 
 from memprobe.config import load_config
 from memprobe.protocol import judges, recovery
-from memprobe.protocol.prompts import prompt_path
-from tests.conftest import ROOT, tiny_config
-from tests.protocol.test_offline_judge import bag_of_words
-from tests.recording_llm import RecordingLLM
+from memprobe.spec.prompts import prompt_path
+from tests.helpers.encode import bag_of_words
+from tests.helpers.recording_llm import RecordingLLM
+from tests.helpers.workflow import ROOT, tiny_config
 
 POOL = str(ROOT / "config" / "dimension_pool.yaml")
 ITEM = recovery.JudgeItem(

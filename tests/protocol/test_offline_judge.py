@@ -3,8 +3,6 @@ the shipped figures, and (torch) the refit/measure commands and the built-in anc
 
 from __future__ import annotations
 
-import hashlib
-import re
 import subprocess
 import sys
 
@@ -12,24 +10,16 @@ import numpy as np
 import pytest
 import yaml
 
-from memprobe.protocol import calibration, offline_judge, recovery, taxonomy
-from memprobe.protocol.records import RecordError
-from memprobe.protocol.rubric import LEVELS
+from memprobe.protocol import calibration, offline_judge, recovery
+from memprobe.spec import taxonomy
+from memprobe.spec.records import RecordError
+from memprobe.spec.rubric import LEVELS
 from memprobe.vocabulary import CATEGORIES
-from tests.conftest import ROOT
+from tests.helpers.encode import bag_of_words
+from tests.helpers.workflow import ROOT
 
 RELEASE = ROOT / "tests" / "fixtures" / "release"
 AXES = recovery.pool_axes(taxonomy.load_pool(ROOT / "config" / "dimension_pool.yaml"))
-
-
-def bag_of_words(texts: list[str]) -> np.ndarray:
-    """A deterministic stand-in for MiniLM: hashed word counts, L2-normalised."""
-    out = np.zeros((len(texts), 4096))
-    for i, t in enumerate(texts):
-        for w in re.findall(r"[a-z]+", t.lower()):
-            out[i, int(hashlib.sha256(w.encode()).hexdigest(), 16) % 4096] += 1.0
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    return out / np.where(norms == 0, 1, norms)
 
 
 def params(**update) -> offline_judge.Params:

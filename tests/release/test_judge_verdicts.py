@@ -12,9 +12,9 @@ import pytest
 
 from memprobe.config import ConfigError, load_config
 from memprobe.protocol import calibration, recovery
-from memprobe.protocol.rubric import LEVELS
 from memprobe.release import judge_verdicts
-from tests.conftest import ROOT, tiny_config
+from memprobe.spec.rubric import LEVELS
+from tests.helpers.workflow import ROOT, tiny_config
 
 RELEASE = ROOT / "tests" / "fixtures" / "release"
 
