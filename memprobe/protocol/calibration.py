@@ -66,6 +66,17 @@ class Anchor(BaseModel):
     user: str = ""
     run: str = ""
 
+    def item(self) -> JudgeItem:
+        """The pair as a judge sees it."""
+        return JudgeItem(
+            category=self.category,
+            dimension=self.dimension,
+            explanation=self.explanation,
+            truth=self.truth,
+            label=self.label,
+            where=f"calibration pair {self.id}",
+        )
+
     def reference(self, judged: float) -> float:
         """The accepted level nearest to ``judged`` (``score`` when tolerance is 0)."""
         return min(max(judged, self.score - self.tolerance), self.score + self.tolerance)
@@ -118,19 +129,7 @@ class Reply(BaseModel):
 
 def score_anchors(anchors: Anchors, grade: Grader) -> list[Reply]:
     """Grade every pair exactly as the judge rule grades a label."""
-    replies = grade(
-        [
-            JudgeItem(
-                category=a.category,
-                dimension=a.dimension,
-                explanation=a.explanation,
-                truth=a.truth,
-                label=a.label,
-                where=f"calibration pair {a.id}",
-            )
-            for a in anchors.items
-        ]
-    )
+    replies = grade([a.item() for a in anchors.items])
     return [
         Reply(
             id=a.id,

@@ -10,34 +10,18 @@ from pydantic import BaseModel
 
 from memprobe.config import parse_users
 from memprobe.protocol import calibration, offline_judge
-from memprobe.protocol.recovery import JudgeItem
-from memprobe.release.judge_verdicts import Verdict, stratified, verdicts
-
-
-def item(v: Verdict) -> JudgeItem:
-    return JudgeItem(
-        category=v.category,
-        dimension=v.dimension,
-        explanation=v.explanation,
-        truth=v.truth,
-        label=v.label,
-        where=f"{v.run} {v.user} {v.dimension}",
-    )
+from memprobe.release.judge_verdicts import stratified, verdicts
 
 
 def fit(release_dir: str | Path, users: str, encode: offline_judge.Encode) -> offline_judge.Params:
     pairs = verdicts(release_dir, parse_users(users))
     return offline_judge.fit(
-        [item(v) for v in pairs],
+        [v.item() for v in pairs],
         [v.score for v in pairs],
         encode,
         fitted_on=f"the release's recorded judge scores of users {users}: {len(pairs)} "
         "non-unknown labels over all its runs",
     )
-
-
-def _key(v: Verdict) -> tuple[str, str, str]:
-    return v.run, v.user, v.dimension
 
 
 class Measured(BaseModel):
@@ -59,18 +43,16 @@ def measure(
     """The scorer on every judged label of ``users`` (it never grades a pair twice)."""
     pairs = verdicts(release_dir, parse_users(users))
     sample = stratified(pairs, n, seed)
-    scored = offline_judge.grade(params, [item(v) for v in pairs], {}, encode)
-    ours = {_key(v): float(r.score) for v, r in zip(pairs, scored, strict=True)}
+    scored = offline_judge.grade(params, [v.item() for v in pairs], {}, encode)
+    ours = {v.id: float(r.score) for v, r in zip(pairs, scored, strict=True)}
     by_run: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for v in pairs:
-        by_run[v.run].append((v.score, ours[_key(v)]))
+        by_run[v.run].append((v.score, ours[v.id]))
     return Measured(
         users=users,
         n_natural=len(pairs),
-        stratified=calibration.agreement(
-            [v.score for v in sample], [ours[_key(v)] for v in sample]
-        ),
-        natural=calibration.agreement([v.score for v in pairs], [ours[_key(v)] for v in pairs]),
+        stratified=calibration.agreement([v.score for v in sample], [ours[v.id] for v in sample]),
+        natural=calibration.agreement([v.score for v in pairs], [ours[v.id] for v in pairs]),
         run_mean_diff={
             run: sum(o - r for r, o in rows) / len(rows) for run, rows in sorted(by_run.items())
         },

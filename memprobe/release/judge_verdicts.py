@@ -14,8 +14,6 @@ import random
 import re
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from memprobe.config import Config, parse_users
 from memprobe.protocol import calibration
 from memprobe.protocol.recovery import is_unknown
@@ -26,29 +24,17 @@ from memprobe.spec.rubric import LEVELS
 _USER_FILE = re.compile(r"user_(\d+)\.json")
 
 
-class Verdict(BaseModel):
-    """One judged label as the release recorded it."""
-
-    run: str
-    user: str  # user_XXX
-    category: str
-    dimension: str
-    explanation: str
-    truth: str
-    label: str
-    score: float
-
-
-def verdicts(release_dir: str | Path, users: set[int]) -> list[Verdict]:
+def verdicts(release_dir: str | Path, users: set[int]) -> list[calibration.Anchor]:
     """Every non-"unknown" judged label of the listed users, over every run of the release,
-    in a fixed order (run, user, bank order)."""
+    in a fixed order (run, user, bank order), as calibration pairs scored at the recorded
+    level."""
     from memprobe.release.importer import RawReconJudge
 
     out_dir = Path(release_dir) / "output"
     runs = sorted(p for p in out_dir.glob("*/recon_judge") if not p.parent.name.startswith("_"))
     if not runs:
         raise RecordError(f"{out_dir}: no <run>/recon_judge folders (is release_dir the release?)")
-    found: list[Verdict] = []
+    found: list[calibration.Anchor] = []
     for judged in runs:
         for path in sorted(judged.glob("user_*.json")):
             m = _USER_FILE.fullmatch(path.name)
@@ -56,15 +42,17 @@ def verdicts(release_dir: str | Path, users: set[int]) -> list[Verdict]:
                 continue
             raw = load_record(path, RawReconJudge)
             found += [
-                Verdict(
-                    run=judged.parent.name,
-                    user=path.stem,
-                    category=d.category,
+                calibration.Anchor(
+                    id=f"{judged.parent.name}/{path.stem}/{d.dimension}",
+                    category=d.category,  # type: ignore[arg-type]
                     dimension=d.dimension,
                     explanation=d.explanation,
                     truth=d.ground_truth,
                     label=d.predicted,
+                    kind="recorded",
                     score=d.score,
+                    user=path.stem,
+                    run=judged.parent.name,
                 )
                 for d in raw.details
                 if not is_unknown(d.predicted)
@@ -74,14 +62,14 @@ def verdicts(release_dir: str | Path, users: set[int]) -> list[Verdict]:
     return found
 
 
-def stratified(pairs: list[Verdict], n: int, seed: int) -> list[Verdict]:
+def stratified(pairs: list[calibration.Anchor], n: int, seed: int) -> list[calibration.Anchor]:
     """``n`` pairs, ``n / 5`` per recorded level, drawn with ``seed`` (ValueError when a level
     has too few)."""
     per, rest = divmod(n, len(LEVELS))
     if rest:
         raise ValueError(f"n = {n}: expected a multiple of {len(LEVELS)} (equal per level)")
     rng = random.Random(seed)
-    drawn: list[Verdict] = []
+    drawn: list[calibration.Anchor] = []
     for level in LEVELS:
         pool = [p for p in pairs if p.score == level]
         if len(pool) < per:
@@ -93,24 +81,7 @@ def stratified(pairs: list[Verdict], n: int, seed: int) -> list[Verdict]:
 def release_anchors(release_dir: str, users: str, n: int, seed: int) -> calibration.Anchors:
     """``n`` pairs the paper's judge scored (``n / 5`` per recorded level), drawn with ``seed``
     from the non-"unknown" labels of ``users`` over every run of the release."""
-    drawn = stratified(verdicts(release_dir, parse_users(users)), n, seed)
-    return calibration.Anchors(
-        items=[
-            calibration.Anchor(
-                id=f"{v.run}/{v.user}/{v.dimension}",
-                category=v.category,  # type: ignore[arg-type]
-                dimension=v.dimension,
-                explanation=v.explanation,
-                truth=v.truth,
-                label=v.label,
-                kind="recorded",
-                score=v.score,
-                user=v.user,
-                run=v.run,
-            )
-            for v in drawn
-        ]
-    )
+    return calibration.Anchors(items=stratified(verdicts(release_dir, parse_users(users)), n, seed))
 
 
 def calibration_pairs(cfg: Config, anchors_path: str | Path) -> calibration.Anchors:

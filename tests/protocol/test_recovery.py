@@ -24,6 +24,16 @@ from tests.helpers.recovery_case import BANK, GUIDES, slotfill, store
 from tests.helpers.workflow import local_raw
 
 
+def twice_or_unknown() -> RecordingLLM:
+    """A slot-filler that answers "twice" for the skill and "unknown" for the preference."""
+    return RecordingLLM(
+        lambda m, s: {
+            "label": "unknown" if "verbosity" in m[-1]["content"] else "twice",
+            "reason": "",
+        }
+    )
+
+
 def evidence_answer(messages, schema):
     text = messages[-1]["content"]
     return {"label": "checks sources" if "note 7 " in text else "unknown", "reason": "r"}
@@ -82,15 +92,7 @@ def test_overflow_chunked_is_scored():
 
 
 def test_judge_sees_truth_and_label_and_scores_unknown_zero_without_a_call():
-    out = slotfill(
-        store(1, 5),
-        RecordingLLM(
-            lambda m, s: {
-                "label": "unknown" if "verbosity" in m[-1]["content"] else "twice",
-                "reason": "",
-            }
-        ),
-    )
+    out = slotfill(store(1, 5), twice_or_unknown())
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "partial"})
     judge = recovery.judge_user(
         out, BANK, recovery.llm_grader(judge_llm, str(prompt_path("recovery_judge")))
@@ -486,15 +488,7 @@ def test_the_judge_prompt_shows_the_rubric_scale_and_levels():
 
 def test_a_second_opinion_grades_every_label_beside_the_judge():
     """judge.cross_check: the offline judge's score of each label rides along in its entry."""
-    out = slotfill(
-        store(1, 5),
-        RecordingLLM(
-            lambda m, s: {
-                "label": "unknown" if "verbosity" in m[-1]["content"] else "twice",
-                "reason": "",
-            }
-        ),
-    )
+    out = slotfill(store(1, 5), twice_or_unknown())
     seen = []
 
     def second(items):
