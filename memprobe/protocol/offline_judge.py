@@ -199,7 +199,7 @@ def _slot_only(it: JudgeItem, axes: dict[str, str]) -> str | None:
     if is_unknown(it.label):
         return "label is 'unknown'"
     kind = degenerate_kind(it.label, it.dimension, axes.get(it.dimension))
-    return f"label is a {kind}: it names the slot, not a value" if kind else None
+    return f"label only names its slot ({kind}), no value" if kind else None
 
 
 def grade(

@@ -57,7 +57,10 @@ def test_a_label_that_only_names_its_slot_or_is_unknown_scores_zero():
         generous, [item(x) for x in [*slot_only, "keeps crews in sync"]], AXES, bag_of_words
     )
     assert [r.score for r in replies] == [0.0] * len(slot_only) + [1.0]
-    assert "names the slot" in replies[0].reason and "'unknown'" in replies[4].reason
+    assert (
+        "only names its slot (category_name)" in replies[0].reason
+        and "'unknown'" in replies[4].reason
+    )
 
 
 def test_levels_follow_the_cuts_and_the_category_offsets():
