@@ -2,7 +2,7 @@
 
 Every ``output/<run>/recon_judge/user_XXX.json`` of the release holds, per (user, dimension),
 the truth, the bank explanation, the slot-fill label and the score the paper's judge gave it
-(docs/release-format.md §2). A label "unknown" carries no judgement (the rubric gives it 0),
+(docs/release-format.md §2.8). A label "unknown" carries no judgement (the rubric gives it 0),
 so only the other labels are pairs. Users are chosen by number: the offline judge is fitted
 on 1-25 and measured on 26-50. ``judge.calibration.source: release`` draws the run's
 calibration pairs from here.
