@@ -76,6 +76,7 @@ rule tables:
         calibration=[] if CFG.release.import_runs else CALIBRATION,
         pool=POOL,
     output:
+        # judge.cross_check: the run's judge and the offline judge per B cell.
         **({"cross_check": CROSS_CHECK} if CFG.judge.cross_check else {}),
         table2=report(
             f"{R}/table2.csv",
@@ -129,7 +130,6 @@ rule tables:
             category="Beyond the paper",
         ),
         report_header=REPORT_HEADER,
-        # judge.cross_check: the run's judge and the offline judge per B cell.
         paired=report(
             f"{R}/paired.csv",
             caption="captions/paired.rst",

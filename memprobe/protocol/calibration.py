@@ -20,8 +20,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memprobe.protocol.recovery import Grader, JudgeItem
 from memprobe.spec import records
@@ -98,14 +97,9 @@ class Anchors(BaseModel):
 
 def load_anchors(path: str | Path) -> Anchors:
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        return Anchors.model_validate(raw)
-    except FileNotFoundError:
-        raise CalibrationError(f"{path}: anchors file not found") from None
-    except yaml.YAMLError as err:
-        raise CalibrationError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
-    except ValidationError as err:
-        raise CalibrationError(f"{path}: {records.first_error(err)}") from None
+        return records.load_yaml(path, Anchors, "anchors file")
+    except records.RecordError as err:
+        raise CalibrationError(str(err)) from None
 
 
 class Reply(BaseModel):

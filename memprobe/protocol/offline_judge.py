@@ -18,13 +18,14 @@ release's labels never do that, so no fit could learn it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memprobe.protocol.recovery import (
     Grader,
@@ -33,7 +34,7 @@ from memprobe.protocol.recovery import (
     degenerate_kind,
     is_unknown,
 )
-from memprobe.spec.records import RecordError, first_error
+from memprobe.spec.records import load_yaml
 from memprobe.spec.rubric import LEVELS, RUBRIC
 from memprobe.vocabulary import CATEGORIES, Category
 
@@ -185,14 +186,7 @@ class Params(BaseModel):
 
 
 def load_params(path: str | Path = PARAMS) -> Params:
-    try:
-        return Params.model_validate(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        raise RecordError(f"{path}: offline judge figures not found") from None
-    except yaml.YAMLError as err:
-        raise RecordError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
-    except ValidationError as err:
-        raise RecordError(f"{path}: {first_error(err)}") from None
+    return load_yaml(path, Params, "offline judge figures")
 
 
 def _slot_only(it: JudgeItem, axes: dict[str, str]) -> str | None:
@@ -236,8 +230,7 @@ def grader(params: Params, axes: dict[str, str], encode: Encode | None = None) -
         from memprobe.serving import embeddings
 
         encode = embeddings.encode
-    run = encode
-    return lambda items: grade(params, items, axes, run)
+    return functools.partial(grade, params, axes=axes, encode=encode)
 
 
 # -- fitting ----------------------------------------------------------------------------

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from memprobe.report import tables
-from memprobe.spec.records import Judge, JudgeEntry
+from memprobe.spec.records import Judge
 from tests.helpers.release_fixture import MODES, SYSTEMS, import_records
-from tests.helpers.tables import close, judge_of, row
+from tests.helpers.tables import close, entry_of, judge_of, row
 
 
 @pytest.fixture(scope="module")
@@ -298,17 +298,7 @@ def test_gap_flags_mark_every_value_cell_of_a_flagged_system_only():
 
 def test_degenerate_labels_hand_counts():
     def d(dim, predicted):
-        return JudgeEntry(
-            category="skill_memory",
-            dimension=dim,
-            explanation="",
-            ground_truth="",
-            predicted=predicted,
-            slot_fill_reason="",
-            score=0.0,
-            judge_reason="",
-            scoring_mode="dump_all",
-        )
+        return entry_of(dimension=dim, predicted=predicted)
 
     js = [
         judge_of(
@@ -562,18 +552,7 @@ def test_cross_check_flags_the_cells_where_the_offline_judge_disagrees():
     from memprobe.protocol.recovery import category_means
 
     def entry(cat, score, second):
-        return JudgeEntry(
-            category=cat,
-            dimension=f"{cat}_dim",
-            explanation="",
-            ground_truth="t",
-            predicted="p",
-            slot_fill_reason="",
-            score=score,
-            judge_reason="",
-            scoring_mode="dump_all",
-            second_opinion=second,
-        )
+        return entry_of(cat, score, dimension=f"{cat}_dim", second_opinion=second)
 
     def judged(user, mode, pairs):
         details = [entry(c, s, o) for c, s, o in pairs]

@@ -1,6 +1,6 @@
-"""The judge forms in real Snakemake runs: the offline judge calibrated against the paper's
-judge on the release's pairs, and an LLM judge with the offline judge as a second opinion.
-Neither run prints an HTTP request line on the terminal."""
+"""The judge forms in real Snakemake runs: the offline default's judge, the offline judge
+calibrated against the paper's judge on the release's pairs, and an LLM judge with the offline
+judge as a second opinion. No run prints an HTTP request line on the terminal."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import csv
 import json
 
 import pytest
+import yaml
 
 from memprobe.llm import ledger
 from memprobe.protocol import calibration
@@ -17,6 +18,26 @@ pytestmark = [pytest.mark.workflow, pytest.mark.torch]
 
 RELEASE = str(ROOT / "tests" / "fixtures" / "release")
 JUDGE = "results/longctx_full/user_001/dump_all/judge.json"
+FLAG = "judge failed calibration"
+
+
+def test_the_offline_defaults_judge_passes_calibration_and_flags_nothing(
+    endpoint, workflow_factory
+):
+    """config/config.yaml's judge settings, on the tiny run: a pass, no flag, a quiet wire."""
+    default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["judge"]
+    wf = workflow_factory(tiny_config(endpoint.base_url, judge=default))
+    proc = wf.run("results/table2.csv")
+    results = wf.root / "results"
+    s = calibration.read_summary(results / "judge_calibration.csv")
+    assert calibration.verdict(s, 0.6, 0.15) is None, s
+    flags = sorted(results.glob("*_flags.csv"))
+    assert len(flags) >= 5 and not [p.name for p in flags if FLAG in p.read_text()]
+    assert FLAG not in (results / "report_header.rst").read_text()
+    assert "HTTP Request" not in proc.stdout + proc.stderr
+    assert "memprobe: warning" not in proc.stderr
+    # the run's last lines: the share of slot-only labels
+    assert any("slot-fill labels" in line for line in proc.stderr.splitlines()[-5:])
 
 
 def test_the_offline_judge_calibrates_on_the_releases_pairs(endpoint, workflow_factory):
