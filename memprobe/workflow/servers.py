@@ -6,6 +6,8 @@ embeds nothing, so it starts neither the local llama.cpp server nor the embeddin
 checks no endpoint. What a rule's jobs call is read from the one place that declares it: the
 LLM roles of its config slice (memprobe/workflow/config_slices.py) and, for the rules that run
 a memory system, that system's declaration (agents/registry.py: an LLM write path, embedding).
+The judge role is called only by an LLM judge (``judge.form: llm``); the offline judge
+(``form: scorer``, or beside the LLM with ``judge.cross_check``) embeds instead.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ class Needs:
     roles: frozenset[str]  # the LLM roles the scheduled jobs call
     systems: frozenset[str]  # the memory systems the scheduled jobs run
     local_llm: bool  # a role is served by the run's own llama.cpp server (backend local)
-    embeddings: bool  # a scheduled job's memory system embeds
+    embeddings: bool  # a scheduled job's memory system, or its offline judge, embeds
+    judging: bool  # a scheduled job grades labels with the run's judge (any form)
 
     @property
     def anything(self) -> bool:
@@ -45,9 +48,14 @@ def needs(cfg: Config, jobs: Iterable[tuple[str, Mapping[str, str]]]) -> Needs:
     for name in systems:
         if registry.spec(name).llm_writer:
             roles.add("writer")
+    judging = "judge" in roles
+    offline_judge = judging and (cfg.judge.form == "scorer" or cfg.judge.cross_check)
+    if cfg.judge.form == "scorer":
+        roles.discard("judge")
     return Needs(
         roles=frozenset(roles),
         systems=frozenset(systems),
         local_llm=any(cfg.served_context(r) for r in roles),
-        embeddings=any(registry.spec(s).embeds for s in systems),
+        embeddings=offline_judge or any(registry.spec(s).embeds for s in systems),
+        judging=judging,
     )

@@ -327,3 +327,15 @@ def test_the_documented_paper_estimate_is_what_the_command_prints(tmp_path):
     printed = {" ".join(x.split()) for x in proc.stdout.splitlines()}
     assert len(shown) >= 8
     assert [x for x in shown if " ".join(x.split()) not in printed] == []
+
+
+def test_the_judge_form_and_calibration_source_set_the_judges_calls():
+    def judge_calls(**judge) -> dict[str, float]:
+        cfg = load_config(paper_like(judge=judge, release_dir=str(ROOT / "tests")))
+        lines = estimate.predict(cfg, estimate.priors(cfg))
+        return {x.system: x.calls for x in lines if x.role == "judge"}
+
+    llm = judge_calls()
+    assert llm["(per run)"] == 47 and llm["longctx_full"] > 0  # one call per anchor
+    assert judge_calls(calibration={"source": "release", "n": 100})["(per run)"] == 100
+    assert not any(judge_calls(form="scorer").values())  # the offline judge calls no LLM

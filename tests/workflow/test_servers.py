@@ -14,7 +14,7 @@ U = {"user": "user_001"}
 def test_reading_finished_files_needs_no_server():
     jobs = [("inspector", {}), ("tables", {}), ("audit_agreement", {}), ("users", U)]
     need = servers.needs(LOCAL, jobs)
-    assert not need.anything and not need.local_llm and not need.embeddings
+    assert not need.anything and not need.local_llm and not need.embeddings and not need.judging
 
 
 def test_an_llm_job_needs_the_local_server_and_a_memory_system_the_embedder():
@@ -26,3 +26,17 @@ def test_an_llm_job_needs_the_local_server_and_a_memory_system_the_embedder():
     assert not servers.needs(LOCAL, [("rollout", {**U, "system": "nomem"})]).embeddings
     remote = servers.needs(REMOTE, [("rollout", {**U, "system": "longctx_full"})])
     assert remote.anything and not remote.local_llm and remote.embeddings
+
+
+def test_the_offline_judge_starts_no_llm_server_and_embeds():
+    """judge.form: scorer (config/config.yaml's) grades with no LLM call: a judging job needs
+    no llama.cpp server but the embedder, and is still a judging job (the calibration check)."""
+    scorer = {**local_raw(), "judge": {"form": "scorer"}}
+    judge = ("judge", {**U, "system": "nomem", "mode": "dump_all"})
+    for job in (judge, ("judge_calibration", {})):
+        need = servers.needs(load_config(scorer), [job])
+        assert need.judging and need.embeddings, job
+        assert not need.roles and not need.local_llm, job
+    # an LLM judge with the offline one beside it (cross_check) needs both
+    both = servers.needs(load_config({**scorer, "judge": {"cross_check": True}}), [judge])
+    assert both.roles == {"judge"} and both.local_llm and both.embeddings
