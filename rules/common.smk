@@ -141,7 +141,7 @@ SYSTEMS = CFG.systems
 K = CFG.primary_k
 GUIDES = "prompts/category_guides.yaml"
 # bank.pool: release reads the release's pool from the release checkout (never copied here).
-POOL = CFG.pool_path() or "config/dimension_pool.yaml"
+POOL = paths.pool(CFG)
 # The pool is an input of every bank job: a broken one stops the run here, in one line.
 try:
     taxonomy.load_pool(POOL)
@@ -192,14 +192,9 @@ for _stage in PROMPT_STAGES:
 # Every path of the run (memprobe/workflow/paths.py, docs/runs.md): R = results/<run.name>, the
 # run's own artifacts; the users are made in results/users/<part>-<key>/, shared by the runs
 # whose settings make the same file, and copied into R/users/.
-# The files the users rules read where a config picks them are part of what makes a user
-# (rules/users.smk names the same files): another prompt or pool, another folder.
-USERS_FILES = {
-    "persona": [prompt("persona_narrative")],
-    "bank": [prompt("bank_select"), POOL],
-    "tasks": [prompt(name) for name in ("task_write", "task_critic", "task_edit")],
-}
-PATHS = paths.of(CFG, SLICER, USERS_FILES)
+# The files the users rules read where a config picks them (prompt(), POOL) are part of what
+# makes a user: another prompt or pool, another folder (paths.users_files).
+PATHS = paths.of(CFG, SLICER)
 R = PATHS.results
 
 

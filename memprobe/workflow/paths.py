@@ -48,6 +48,30 @@ def _chains(cfg: Config) -> dict[str, tuple[str, ...]]:
 
 Files = dict[str, list[str]]  # part -> the files its rule reads by the config's choice
 
+# The prompt stages each part's rule reads (rules/users.smk): ``prompts.<stage>`` picks the file.
+USERS_PROMPTS = {
+    "persona": ("persona_narrative",),
+    "bank": ("bank_select",),
+    "tasks": ("task_write", "task_critic", "task_edit"),
+}
+
+
+def pool(cfg: Config) -> str:
+    """The dimension pool the bank rule reads: ours, or the release's (``bank.pool``)."""
+    return cfg.pool_path() or "config/dimension_pool.yaml"
+
+
+def users_files(cfg: Config) -> Files:
+    """The files the users rules read where the config picks them (their prompts, the pool),
+    named as the rules name them: another file, another folder. The Snakefile and the commands
+    that find a run's users outside it (``memprobe estimate``) both key the folders with these."""
+    files = {
+        part: [f"prompts/{getattr(cfg.prompts, stage)}.md" for stage in stages]
+        for part, stages in USERS_PROMPTS.items()
+    }
+    files["bank"].append(pool(cfg))
+    return files
+
 
 def _made_by(cfg: Config, slicer: Slicer, rules: tuple[str, ...], files: Files) -> dict[str, Any]:
     made: dict[str, Any] = {rule: slicer.params(rule) for rule in rules}
@@ -71,10 +95,11 @@ def users_folders(
 ) -> dict[str, str]:
     """part -> its shared folder's name: ``<part>-<key>`` (imported: ``release-<key>``)."""
     slicer = slicer or Slicer(cfg)
+    files = users_files(cfg) if files is None else files
     out = {}
     for part, rules in _chains(cfg).items():
         prefix = "release" if rules == (IMPORT_RULE,) else part
-        out[part] = f"{prefix}-{_digest(_made_by(cfg, slicer, rules, files or {}))}"
+        out[part] = f"{prefix}-{_digest(_made_by(cfg, slicer, rules, files))}"
     return out
 
 

@@ -13,6 +13,7 @@ from memprobe.config import load_config
 from memprobe.llm import ledger
 from memprobe.report import estimate
 from memprobe.report.tables import TABLE2_COLUMNS
+from memprobe.workflow import paths
 from tests.helpers.workflow import tiny_config
 
 pytestmark = pytest.mark.workflow
@@ -86,7 +87,10 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
     assert first and any(r["cached"] == "false" for r in first)
     # `memprobe estimate` fed this run's own ledger predicts it within 10% (calls, tokens).
     cfg = load_config(tiny_config(endpoint.base_url))
-    lines = estimate.predict(cfg, estimate.observed(results, cfg, wf.users))
+    # ... its users' ledgers found where the command looks, from the config alone (docs/runs.md)
+    users = sorted(wf.root / p for p in paths.of(cfg).users.values())
+    assert users == wf.users
+    lines = estimate.predict(cfg, estimate.observed(results, cfg, users))
     ok = [r for r in first if r["status"] == "ok"]
     assert sum(x.calls for x in lines) == pytest.approx(len(ok), rel=0.1)
     for field in ("prompt_tokens", "completion_tokens"):

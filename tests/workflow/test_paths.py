@@ -68,3 +68,15 @@ def test_imported_users_share_one_folder_keyed_by_the_release(tmp_path):
 def test_a_run_name_is_one_folder_and_not_the_shared_users(name):
     with pytest.raises(ConfigError, match=r"^config: run\.name: "):
         load_config(RAW | {"run": {"name": name}})
+
+
+def test_a_runs_users_folders_come_from_its_config_alone():
+    """`memprobe estimate` finds a run's users as the Snakefile keys them, from the config only:
+    the prompt files and the pool the config picks for the users rules (paths.users_files)."""
+    cfg = load_config(RAW)
+    files = paths.users_files(cfg)
+    assert files["bank"] == ["prompts/bank_select.md", "config/dimension_pool.yaml"]
+    assert paths.users_folders(cfg) == paths.users_folders(cfg, files=files)
+    paper = {**RAW, "prompts": {"bank_select": "bank_select_paper"}}
+    moved = paths.users_folders(load_config(paper))
+    assert [p for p in moved if moved[p] != paths.users_folders(cfg)[p]] == ["bank", "tasks"]
