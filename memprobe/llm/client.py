@@ -9,6 +9,11 @@
   identical request (``llm.resample_invalid`` times, never cached) before a re-ask with feedback:
   transient garbage from an endpoint then converges to the reply a clean run would have got,
   while a model that keeps answering wrongly still gets told what was wrong.
+- When the re-asks are spent, ``json()`` hands what it got (:class:`Exhausted`) to the stage's
+  ``recover`` function, whose deterministic stand-in the stage records; without one it fails.
+- A job's ``attempt`` moves every request's seed (``seed + sample + ATTEMPT_STRIDE *
+  attempt``): the attempt after a failed one draws new samples where nothing is cached, while
+  whatever an earlier attempt got is replayed (a call looks up attempts ``attempt`` .. 0).
 - A content-addressed response cache (``memprobe.llm.cache``) and a usage ledger
   (``memprobe.llm.ledger``). API keys are read from the environment at call time and never enter a
   cache key, a ledger row, a log line or an error message.
@@ -24,6 +29,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -50,7 +56,7 @@ from memprobe.llm.providers import (
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["LLM", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
+__all__ = ["LLM", "Exhausted", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -72,6 +78,28 @@ def _strip_fence(text: str) -> str:
 
 def _short(err: BaseException) -> str:
     return f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+
+
+ATTEMPT_STRIDE = 1000  # seed offset per job attempt: far above any sample index
+
+
+@dataclass
+class Exhausted:
+    """A structured chain whose re-asks were spent: what it got, for the stage's recovery.
+
+    ``replies``: every raw reply, in order; ``parsed``: those that matched the schema but
+    failed the stage's ``check`` (in order); ``problem``: the last reply's problem.
+    """
+
+    role: str
+    where: str
+    problem: str
+    replies: list[str] = field(default_factory=list)
+    parsed: list[Any] = field(default_factory=list)
+
+    @property
+    def last(self) -> str:
+        return self.replies[-1] if self.replies else ""
 
 
 # Transient by HTTP semantics; every other 4xx fails the same way on a resend.
@@ -107,6 +135,7 @@ class LLM:
         concurrency: int = 4,
         resample_invalid: int = 2,
         cache_identity: str | None = None,
+        attempt: int = 0,
     ) -> None:
         self.role = role
         self.backend = backend
@@ -122,6 +151,7 @@ class LLM:
         self.backoff_s = backoff_s
         self.concurrency = concurrency
         self.resample_invalid = resample_invalid
+        self.attempt = attempt  # the job's attempt (memprobe/workflow/attempts.py)
         self._api_key_env = api_key_env
         self.endpoint = Endpoint(
             backend, base_url, cache_identity or base_url, api_key_env, timeout_s
@@ -156,13 +186,17 @@ class LLM:
         self.provider = OpenAICompatible(self.endpoint, client)
 
     def _request(
-        self, messages: list[dict[str, str]], schema: type[BaseModel] | None, sample: int
+        self,
+        messages: list[dict[str, str]],
+        schema: type[BaseModel] | None,
+        sample: int,
+        attempt: int = 0,
     ) -> dict[str, Any]:
         req: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "temperature": self.temperature,
-            "seed": self.seed + sample,
+            "seed": self.seed + sample + ATTEMPT_STRIDE * attempt,
         }
         if self.max_tokens:
             req[self._limit_field()] = self.max_tokens
@@ -299,10 +333,20 @@ class LLM:
         reask: int,
         paid: Paid | None = None,
     ) -> tuple[str, str]:
-        """The reply's content and how it came: ``paid`` or ``replayed``."""
-        req = self._request(messages, schema, sample)
-        key = request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
+        """The reply's content and how it came: ``paid`` or ``replayed``.
+
+        What this job's earlier attempts got is replayed (newest first); only a request no
+        attempt has a reply for is paid, with this attempt's seed.
+        """
+        req = self._request(messages, schema, sample, self.attempt)
+        key = self._key(req, sample)
         replayed = self._replay(key, reask)
+        for earlier in range(self.attempt - 1, -1, -1):
+            if replayed is not None:
+                break
+            replayed = self._replay(
+                self._key(self._request(messages, schema, sample, earlier), sample), reask
+            )
         if replayed is not None:
             return replayed, "replayed"
         self.client  # noqa: B018  built before the clock starts
@@ -366,6 +410,9 @@ class LLM:
             self._record(key, reply, latency, cached=False, reask=reask)
         return reply.content
 
+    def _key(self, req: dict[str, Any], sample: int) -> str:
+        return request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
+
     def _limit_field(self) -> str:
         reasoning = re.match(r"^(gpt-5|o[134])", self.model)
         return "max_completion_tokens" if reasoning else "max_tokens"
@@ -396,25 +443,33 @@ class LLM:
         check: Callable[[M], None] | None = None,
         sample: int = 0,
         where: str = "",
+        recover: Callable[[Exhausted], M] | None = None,
     ) -> M:
         """Ask for a reply validating against ``schema`` (and ``check``), re-asking on failure.
 
-        The replies of a chain that succeeded stay cached, so a rerun replays the same chain;
-        those of a chain that failed are dropped, so a rerun asks again instead of failing
-        the same way for ever.
+        The replies of a chain that succeeded stay cached, so a rerun replays the same chain.
+        When the re-asks are spent, ``recover`` (the stage's deterministic stand-in) gets what
+        the chain got and its value is returned; the chain stays cached, so a replay recovers
+        the same way. Without ``recover`` the chain's replies are dropped, so a rerun asks
+        again instead of failing the same way for ever, and the call fails.
         """
         convo = list(messages)
         loc = _where(where)
-        raw = ""
+        raw = problem = ""
         paid: Paid = []
+        spent = Exhausted(self.role, where, "")
         for reask in range(self.max_reasks + 1):
             raw = self._call(convo, schema, sample, loc, reask, paid)
+            spent.replies.append(raw)
+            value: M | None = None
             try:
                 value = schema.model_validate(json.loads(_strip_fence(raw)))
                 if check is not None:
                     check(value)
             except (json.JSONDecodeError, ValidationError, ValueError) as err:
                 problem = _problem(err)
+                if value is not None:
+                    spent.parsed.append(value)
                 convo = [
                     *convo,
                     {"role": "assistant", "content": raw},
@@ -426,6 +481,18 @@ class LLM:
                 ]
                 continue
             return value
+        secret = os.environ.get(self._api_key_env or "")
+        if recover is not None:
+            spent.problem = problem
+            log.warning(
+                "%s",
+                redact(
+                    f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries "
+                    f"(last problem: {problem}); recovering deterministically",
+                    secret,
+                ),
+            )
+            return recover(spent)
         if self.cache is not None:
             for key in paid:
                 self.cache.discard(key)
@@ -433,7 +500,7 @@ class LLM:
             redact(
                 f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries; "
                 f"last problem: {problem}; raw reply: {raw[:300]!r}",
-                os.environ.get(self._api_key_env or ""),
+                secret,
             )
         )
 
@@ -473,8 +540,9 @@ def client_for(
     *,
     ledger_path: str | os.PathLike[str] | None = None,
     job: str = "",
+    attempt: int = 0,
 ) -> LLM:
-    """Build the client of one role from the validated config."""
+    """Build the client of one role from the validated config (``attempt``: the job's)."""
     callstats.client_built()
     s = role_settings(cfg, role)
     try:
@@ -499,6 +567,7 @@ def client_for(
         concurrency=cfg.llm.concurrency,
         resample_invalid=cfg.llm.resample_invalid,
         cache_identity=endpoint.identity,
+        attempt=attempt,
     )
     return llm
 
@@ -535,4 +604,5 @@ def memt_client(cfg: Config, writer: LLM | None) -> LLM:
         max_attempts=cfg.llm.max_attempts,
         backoff_s=cfg.llm.backoff_s,
         cache_identity=endpoint.identity,
+        attempt=writer.attempt if writer else 0,
     )
