@@ -7,7 +7,8 @@ from memprobe.workflow import step
 
 def main(job: step.Job) -> None:
     anchors = calibration.load_anchors(job.input.anchors)
-    replies = calibration.score_anchors(anchors, job.llm("judge"), job.input.prompt)
+    # Its outputs are tables: recovered replies are handed to the job (step.Job.recovered).
+    replies = calibration.score_anchors(anchors, job.llm("judge"), job.input.prompt, job.recovered)
     summary = calibration.summarize(replies)
     records.write_atomic(job.output.replies, calibration.replies_csv(replies))
     records.write_atomic(job.output.summary, calibration.summary_csv(summary))

@@ -52,6 +52,9 @@ from memprobe.llm.providers import (
     provider,
     redact,
 )
+from memprobe.llm.salvage import strip_fence
+from memprobe.spec.records import Metric, Recovery
+from memprobe.vocabulary import Stage
 
 if TYPE_CHECKING:
     import openai
@@ -64,16 +67,6 @@ R = TypeVar("R")
 log = logging.getLogger("memprobe")
 
 Paid = list[str]  # the cache keys a structured chain paid for: dropped if the chain fails
-
-
-def _strip_fence(text: str) -> str:
-    # String operations, not a regex: `\s*(.*?)\s*` backtracks quadratically on long
-    # whitespace replies.
-    text = text.strip()
-    if len(text) >= 6 and text.startswith("```") and text.endswith("```"):
-        inner = text[3:-3]
-        return (inner[4:] if inner.startswith("json") else inner).strip()
-    return text
 
 
 def _short(err: BaseException) -> str:
@@ -100,6 +93,18 @@ class Exhausted:
     @property
     def last(self) -> str:
         return self.replies[-1] if self.replies else ""
+
+    def recovery(
+        self, stage: Stage, action: str, touches: Iterable[Metric] = (), where: str = ""
+    ) -> Recovery:
+        """The record of the stand-in a stage used for this chain."""
+        return Recovery(
+            stage=stage,
+            where=where or self.where,
+            problem=self.problem,
+            action=action,
+            touches=list(touches),
+        )
 
 
 # Transient by HTTP semantics; every other 4xx fails the same way on a resend.
@@ -464,7 +469,7 @@ class LLM:
             spent.replies.append(raw)
             value: M | None = None
             try:
-                value = schema.model_validate(json.loads(_strip_fence(raw)))
+                value = schema.model_validate(json.loads(strip_fence(raw)))
                 if check is not None:
                     check(value)
             except (json.JSONDecodeError, ValidationError, ValueError) as err:
@@ -516,7 +521,7 @@ class LLM:
 
 def _validator(schema: type[BaseModel]) -> Callable[[str], Any]:
     def validate(content: str) -> Any:
-        return schema.model_validate(json.loads(_strip_fence(content)))
+        return schema.model_validate(json.loads(strip_fence(content)))
 
     return validate
 

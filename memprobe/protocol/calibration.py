@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from memprobe.llm.client import LLM
 from memprobe.protocol.recovery import ask_judge
 from memprobe.spec import records
+from memprobe.spec.records import Recovery
 from memprobe.spec.rubric import LEVELS, RUBRIC, Level
 from memprobe.vocabulary import CATEGORIES, Category
 
@@ -104,8 +105,13 @@ class Reply(BaseModel):
     reason: str
 
 
-def score_anchors(anchors: Anchors, llm: LLM, prompt: str) -> list[Reply]:
-    """Ask the judge about every anchor, exactly as the judge rule asks about a label."""
+def score_anchors(
+    anchors: Anchors, llm: LLM, prompt: str, recoveries: list[Recovery] | None = None
+) -> list[Reply]:
+    """Ask the judge about every anchor, exactly as the judge rule asks about a label. A reply
+    recovered as the judge rule recovers it (0.0) counts against the judge, and is listed in
+    ``recoveries`` (in anchor order)."""
+    recovered: dict[str, list[Recovery]] = {}  # per anchor: map() runs them in threads
 
     def one(a: Anchor) -> Reply:
         r = ask_judge(
@@ -116,6 +122,7 @@ def score_anchors(anchors: Anchors, llm: LLM, prompt: str) -> list[Reply]:
             truth=a.truth,
             label=a.label,
             where=f"calibration anchor {a.id}",
+            recoveries=recovered.setdefault(a.id, []),
         )
         judged = float(r.score)
         return Reply(
@@ -129,7 +136,10 @@ def score_anchors(anchors: Anchors, llm: LLM, prompt: str) -> list[Reply]:
             reason=r.reason,
         )
 
-    return llm.map(one, anchors.items)
+    replies = llm.map(one, anchors.items)
+    if recoveries is not None:
+        recoveries += [r for a in anchors.items for r in recovered.get(a.id, [])]
+    return replies
 
 
 class Summary(BaseModel):

@@ -16,12 +16,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memprobe.llm.client import LLM
+from memprobe.llm.client import LLM, Exhausted
+from memprobe.llm.salvage import last_lenient
 from memprobe.spec.prompts import render
 from memprobe.spec.records import (
     Bank,
     Judge,
     JudgeEntry,
+    Metric,
+    Recovery,
     Retrieved,
     RetrievedQuery,
     SlotFill,
@@ -48,6 +51,32 @@ class JudgeReply(BaseModel):
     # schema order, so it compares the values before it commits to a score (issue 18).
     reason: str = Field(max_length=500)
     score: Level
+
+
+def slot_stand_in(spent: Exhausted) -> tuple[SlotReply, Recovery]:
+    """The slot-fill answer when the re-asks ran out: the latest reply with over-long fields
+    cut at a sentence end, else "unknown" with the reason (the protocol's answer for no
+    usable evidence; the judge scores it 0). A cut label or a stand-in "unknown" may score
+    other than a valid reply would have, so B is marked; a cut reason moves nothing."""
+    fixed = last_lenient(spent.replies, SlotReply)
+    if fixed is not None:
+        value, cut = fixed
+        touches: list[Metric] = ["B"] if "label" in cut else []
+        return value, spent.recovery("slotfill", f"cut {', '.join(cut)}", touches)
+    reason = f"stand-in: no valid slot-fill reply ({spent.problem})"[:500]
+    return SlotReply(label=UNKNOWN, reason=reason), spent.recovery("slotfill", "unknown", ("B",))
+
+
+def judge_stand_in(spent: Exhausted) -> tuple[JudgeReply, Recovery]:
+    """The judge's verdict when the re-asks ran out: the latest reply with its reason cut at a
+    sentence end (its score stands), else 0.0, the rubric's score for a label it could not
+    credit (the release's parse-failure score), marked as touching B."""
+    fixed = last_lenient(spent.replies, JudgeReply)
+    if fixed is not None:
+        value, cut = fixed
+        return value, spent.recovery("judge", f"cut {', '.join(cut)}")
+    reason = f"stand-in: no valid judge reply ({spent.problem})"[:500]
+    return JudgeReply(reason=reason, score=0.0), spent.recovery("judge", "score 0.0", ("B",))
 
 
 def serialize(items: list[dict[str, Any]]) -> str:
@@ -151,7 +180,14 @@ def slotfill_user(
     tokens = count_tokens(store_text) if mode == "dump_all" else 0
     over = mode == "dump_all" and tokens > budget
 
+    recovered: dict[str, list[Recovery]] = {}  # per dimension: map() runs them in threads
+
     def ask(category: str, dimension: str, memory_text: str, where: str) -> SlotReply:
+        def stand_in(spent: Exhausted) -> SlotReply:
+            reply, recovery = slot_stand_in(spent)
+            recovered.setdefault(dimension, []).append(recovery)
+            return reply
+
         return llm.json(
             render(
                 prompt,
@@ -162,6 +198,7 @@ def slotfill_user(
             ),
             SlotReply,
             where=where,
+            recover=stand_in,
         )
 
     def one(e) -> SlotFillEntry:
@@ -233,6 +270,7 @@ def slotfill_user(
         overflow_strategy=overflow if over else None,  # type: ignore[arg-type]
         memory_tokens=tokens,
         entries=entries,
+        recoveries=[r for e in bank.entries for r in recovered.get(e.dimension, [])],
     )
 
 
@@ -248,9 +286,24 @@ def category_means(details: list[JudgeEntry]) -> tuple[dict[str, float | None], 
 
 
 def ask_judge(
-    llm: LLM, prompt: str, *, dimension: str, explanation: str, truth: str, label: str, where: str
+    llm: LLM,
+    prompt: str,
+    *,
+    dimension: str,
+    explanation: str,
+    truth: str,
+    label: str,
+    where: str,
+    recoveries: list[Recovery],
 ) -> JudgeReply:
-    """One judge call: the judge rule and the calibration ask exactly this way."""
+    """One judge call: the judge rule and the calibration ask exactly this way (a reply whose
+    re-asks ran out is recovered by ``judge_stand_in`` and listed in ``recoveries``)."""
+
+    def stand_in(spent: Exhausted) -> JudgeReply:
+        reply, recovery = judge_stand_in(spent)
+        recoveries.append(recovery)
+        return reply
+
     messages = render(
         prompt,
         scale=RUBRIC.scale_text(),
@@ -260,11 +313,7 @@ def ask_judge(
         truth=truth,
         label=label,
     )
-    return llm.json(
-        messages,
-        JudgeReply,
-        where=where,
-    )
+    return llm.json(messages, JudgeReply, where=where, recover=stand_in)
 
 
 # -- degenerate labels -------------------------------------------------------------------
@@ -310,6 +359,7 @@ def judge_user(
     """Score every slot-fill label. With ``degenerate_axes`` (dimension -> axis question; the
     ``judge.degenerate_as_unknown`` option) a degenerate label is scored as "unknown"."""
     truth = {e.dimension: e for e in bank.entries}
+    recovered: dict[str, list[Recovery]] = {}  # per dimension: map() runs them in threads
 
     def one(s: SlotFillEntry) -> JudgeEntry:
         e = truth[s.dimension]
@@ -336,6 +386,7 @@ def judge_user(
                 label=s.label,
                 where=f"user {slotfill.user_id}, system {slotfill.system}, {slotfill.mode}, "
                 f"{e.dimension}",
+                recoveries=recovered.setdefault(s.dimension, []),
             )
             score, reason = float(r.score), r.reason
         return JudgeEntry(
@@ -350,10 +401,14 @@ def judge_user(
             scoring_mode=slotfill.mode,
         )
 
-    return judge_record(slotfill, llm.map(one, slotfill.entries))
+    details = llm.map(one, slotfill.entries)
+    in_order = [r for s in slotfill.entries for r in recovered.get(s.dimension, [])]
+    return judge_record(slotfill, details, in_order)
 
 
-def judge_record(slotfill: SlotFill, details: list[JudgeEntry]) -> Judge:
+def judge_record(
+    slotfill: SlotFill, details: list[JudgeEntry], recoveries: list[Recovery] | None = None
+) -> Judge:
     """The judge record of a slot-fill: its scored entries and their category means."""
     per, overall = category_means(details)
     return Judge(
@@ -365,4 +420,5 @@ def judge_record(slotfill: SlotFill, details: list[JudgeEntry]) -> Judge:
         per_category=per,
         overall=overall,
         details=details,
+        recoveries=recoveries or [],
     )

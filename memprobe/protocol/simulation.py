@@ -8,29 +8,64 @@ instance is built (and reset) per user, so nothing crosses users.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from memprobe.agents.base import HistoryTurn, MemorySystem
-from memprobe.llm.client import LLM
+from memprobe.llm.client import LLM, Exhausted
+from memprobe.llm.salvage import cut_at_sentence, json_value, last_lenient, strip_fence
 from memprobe.protocol.users import bank_block, persona_block
 from memprobe.spec.prompts import dialogue, render
 from memprobe.spec.records import (
     Bank,
     Episode,
     Episodes,
+    Metric,
     Persona,
+    Recovery,
     Tasks,
     Turn,
 )
-from memprobe.vocabulary import EndReason, FeedbackType
+from memprobe.vocabulary import FEEDBACK_TYPES, EndReason, FeedbackType
 
 log = logging.getLogger("memprobe")
 
 
+MAX_USER_CHARS = 1500
+FALLBACK_FEEDBACK: FeedbackType = "followup"  # the release's, never a silent "satisfied"
+FALLBACK_TEXT = "Can you go on?"
+
+
 class SimulatorReply(BaseModel):
     feedback_type: FeedbackType
-    text: str = Field(min_length=1, max_length=1500)
+    text: str = Field(min_length=1, max_length=MAX_USER_CHARS)
+
+
+def simulator_stand_in(spent: Exhausted) -> tuple[SimulatorReply, Recovery]:
+    """The user's turn when the re-asks ran out: the latest reply with its text cut at a
+    sentence end to the cap; else its feedback type if valid (``followup`` otherwise, as the
+    release fell back) and its text (or its prose, or a neutral nudge). A stand-in feedback
+    type moves metrics A and C, so it is marked as touching them."""
+    fixed = last_lenient(spent.replies, SimulatorReply)
+    if fixed is not None:
+        value, cut = fixed
+        return value, spent.recovery("simulator", f"cut {', '.join(cut)}")
+    parsed = json_value(spent.last)
+    obj: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
+    given = obj.get("feedback_type")
+    kind: FeedbackType = given if given in FEEDBACK_TYPES else FALLBACK_FEEDBACK
+    text = obj.get("text") if parsed is not None else strip_fence(spent.last)
+    text = cut_at_sentence(text, MAX_USER_CHARS) if isinstance(text, str) else ""
+    parts = [] if kind == given else [f"feedback_type {kind}"]
+    if not text:
+        text = FALLBACK_TEXT
+        parts.append(f"text {FALLBACK_TEXT!r}")
+    action = "stand-in " + " and ".join(parts) if parts else "kept the latest reply's fields"
+    touches: list[Metric] = ["A", "C"] if kind != given else []
+    return SimulatorReply(feedback_type=kind, text=text), spent.recovery(
+        "simulator", action, touches
+    )
 
 
 RECENT_OWN = 3  # the simulator's own latest messages, shown with a do-not-repeat note
@@ -56,6 +91,7 @@ def simulate_user(
     reply: str,
     turn: int,
     where: str,
+    recoveries: list[Recovery] | None = None,
 ) -> SimulatorReply:
     messages = render(
         prompt,
@@ -67,7 +103,14 @@ def simulate_user(
         turn=turn,
         reply=reply,
     )
-    return llm.json(messages, SimulatorReply, where=where)
+
+    def stand_in(spent: Exhausted) -> SimulatorReply:
+        reply, recovery = simulator_stand_in(spent)
+        if recoveries is not None:
+            recoveries.append(recovery)
+        return reply
+
+    return llm.json(messages, SimulatorReply, where=where, recover=stand_in)
 
 
 def run_episode(
@@ -80,6 +123,7 @@ def run_episode(
     task: str,
     target_dimension: str,
     max_turns: int,
+    recoveries: list[Recovery] | None = None,
 ) -> Episode:
     history: list[HistoryTurn] = []
     turns: list[Turn] = []
@@ -87,7 +131,9 @@ def run_episode(
     for turn in range(1, max_turns + 1):
         where = f"user {persona.user_id}, system {system.name}, episode {index}, turn {turn}"
         reply = system.respond(index, task, history)
-        fb = simulate_user(simulator, prompt, persona, bank, task, history, reply, turn, where)
+        fb = simulate_user(
+            simulator, prompt, persona, bank, task, history, reply, turn, where, recoveries
+        )
         turns.append(
             Turn(
                 turn=turn,
@@ -123,10 +169,20 @@ def rollout(
 ) -> Episodes:
     system.reset(persona.user_id)
     episodes: list[Episode] = []
+    recoveries: list[Recovery] = []
     n = len(tasks.tasks)
     for t in tasks.tasks:
         ep = run_episode(
-            system, simulator, prompt, persona, bank, t.index, t.task, t.target_dimension, max_turns
+            system,
+            simulator,
+            prompt,
+            persona,
+            bank,
+            t.index,
+            t.task,
+            t.target_dimension,
+            max_turns,
+            recoveries,
         )
         episodes.append(ep)
         log.info(
@@ -139,4 +195,6 @@ def rollout(
             ep.end_reason,
             len(system.get_all_memories()),
         )
-    return Episodes(user_id=persona.user_id, system=system.name, episodes=episodes)
+    return Episodes(
+        user_id=persona.user_id, system=system.name, episodes=episodes, recoveries=recoveries
+    )
