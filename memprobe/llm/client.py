@@ -80,15 +80,13 @@ ATTEMPT_STRIDE = 1000  # seed offset per job attempt: far above any sample index
 class Exhausted:
     """A structured chain whose re-asks were spent: what it got, for the stage's recovery.
 
-    ``replies``: every raw reply, in order; ``parsed``: those that matched the schema but
-    failed the stage's ``check`` (in order); ``problem``: the last reply's problem.
+    ``replies``: every raw reply, in order; ``problem``: what was wrong with the last one.
     """
 
     role: str
     where: str
     problem: str
     replies: list[str] = field(default_factory=list)
-    parsed: list[Any] = field(default_factory=list)
 
     @property
     def last(self) -> str:
@@ -467,15 +465,12 @@ class LLM:
         for reask in range(self.max_reasks + 1):
             raw = self._through_cache(convo, schema, sample, loc, reask, paid)
             spent.replies.append(raw)
-            value: M | None = None
             try:
                 value = schema.model_validate(json.loads(strip_fence(raw)))
                 if check is not None:
                     check(value)
             except (json.JSONDecodeError, ValidationError, ValueError) as err:
                 problem = _problem(err)
-                if value is not None:
-                    spent.parsed.append(value)
                 convo = [
                     *convo,
                     {"role": "assistant", "content": raw},

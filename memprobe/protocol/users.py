@@ -369,8 +369,8 @@ def bank_stand_in(
     replies = reply_dims(spent.replies)
     chosen: dict[str, dict[str, str]] = {}
     notes: list[str] = []
-    for d in replies[0] if replies else []:
-        if d["name"] in axes and d["name"] not in chosen and len(chosen) < n:
+    for d in replies[0] if replies else []:  # a pick without a value is a missing one
+        if d["name"] in axes and d["name"] not in chosen and d["short"] and len(chosen) < n:
             chosen[d["name"]] = dict(d)
     for name, d in chosen.items():
         if short_problem(d["short"], axes[name]):

@@ -24,7 +24,7 @@ class RecordingLLM:
             except ValueError as err:
                 if recover is None:
                     raise
-                spent = Exhausted("recording", where, str(err), [json.dumps(answer)], [reply])
+                spent = Exhausted("recording", where, str(err), [json.dumps(answer)])
                 return recover(spent)
         return reply
 

@@ -79,7 +79,7 @@ def test_spent_re_asks_go_to_the_stage_recovery_whose_replay_is_the_same(
     [spent] = seen
     assert spent.replies == ["nope", '{"verdict": "far too long a verdict here", "score": 2}']
     assert spent.problem.startswith("verdict: String should have at most 20 characters")
-    assert (spent.role, spent.where, spent.parsed) == ("judge", "w", [])
+    assert (spent.role, spent.where) == ("judge", "w")
     # The chain stays cached: a replay (a new job on the same cache) recovers the same way
     # without a call; without a recover function the chain is dropped and the call fails.
     again = make_llm(rec.base_url, tmp_path, max_reasks=1, resample_invalid=0)
