@@ -92,13 +92,11 @@ class Exhausted:
     def last(self) -> str:
         return self.replies[-1] if self.replies else ""
 
-    def recovery(
-        self, stage: Stage, action: str, touches: Iterable[Metric] = (), where: str = ""
-    ) -> Recovery:
+    def recovery(self, stage: Stage, action: str, touches: Iterable[Metric] = ()) -> Recovery:
         """The record of the stand-in a stage used for this chain."""
         return Recovery(
             stage=stage,
-            where=where or self.where,
+            where=self.where,
             problem=self.problem,
             action=action,
             touches=list(touches),

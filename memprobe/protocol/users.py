@@ -355,7 +355,6 @@ def reply_dims(replies: list[str]) -> list[list[dict[str, str]]]:
 
 def bank_stand_in(
     spent: Exhausted,
-    category: str,
     n: int,
     shown: list[Dimension],
     shorten: Callable[[dict[str, str]], tuple[str, str]],
@@ -504,7 +503,7 @@ def category_dims(
         return shorten_short(d, axes[d["name"]], llm, shorten_prompt, where)
 
     def stand_in(spent: Exhausted) -> Any:
-        dims, recovery = bank_stand_in(spent, cat, n, shown, shorten)
+        dims, recovery = bank_stand_in(spent, n, shown, shorten)
         recoveries.append(recovery)
         return schema.model_validate({"dims": dims})
 
