@@ -192,6 +192,7 @@ class LLM:
         schema: type[BaseModel] | None,
         sample: int,
         attempt: int = 0,
+        stop: list[str] | None = None,
     ) -> dict[str, Any]:
         req: dict[str, Any] = {
             "model": self.model,
@@ -201,6 +202,8 @@ class LLM:
         }
         if self.max_tokens:
             req[self._limit_field()] = self.max_tokens
+        if stop:
+            req["stop"] = list(stop)
         if schema is not None:
             req["response_format"] = {
                 "type": "json_schema",
@@ -334,20 +337,21 @@ class LLM:
         where: str,
         reask: int,
         paid: Paid | None = None,
+        stop: list[str] | None = None,
     ) -> tuple[str, str]:
         """The reply's content and how it came: ``paid`` or ``replayed``.
 
         What this job's earlier attempts got is replayed (newest first); only a request no
         attempt has a reply for is paid, with this attempt's seed.
         """
-        req = self._request(messages, schema, sample, self.attempt)
+        req = self._request(messages, schema, sample, self.attempt, stop)
         key = self._key(req, sample)
         replayed = self._replay(key, reask)
         for earlier in range(self.attempt - 1, -1, -1):
             if replayed is not None:
                 break
             replayed = self._replay(
-                self._key(self._request(messages, schema, sample, earlier), sample), reask
+                self._key(self._request(messages, schema, sample, earlier, stop), sample), reask
             )
         if replayed is not None:
             return replayed, "replayed"
@@ -434,8 +438,16 @@ class LLM:
         return reply.content
 
     # -- public API -----------------------------------------------------------------------
-    def text(self, messages: list[dict[str, str]], *, sample: int = 0, where: str = "") -> str:
-        return self._through_cache(messages, None, sample, _where(where), 0).strip()
+    def text(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        sample: int = 0,
+        where: str = "",
+        stop: list[str] | None = None,
+    ) -> str:
+        """A free-text reply; ``stop``: sequences at which the endpoint ends it (not included)."""
+        return self._through_cache(messages, None, sample, _where(where), 0, stop=stop).strip()
 
     def json(
         self,

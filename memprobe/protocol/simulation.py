@@ -8,9 +8,10 @@ instance is built (and reset) per user, so nothing crosses users.
 from __future__ import annotations
 
 import logging
+from functools import cache
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from memprobe.agents.base import HistoryTurn, MemorySystem
 from memprobe.llm.client import LLM, Exhausted
@@ -32,22 +33,35 @@ from memprobe.vocabulary import FEEDBACK_TYPES, EndReason, FeedbackType
 log = logging.getLogger("memprobe")
 
 
-MAX_USER_CHARS = 1500
+DEFAULT_MAX_REPLY_CHARS = 1500  # simulator.max_reply_chars (config.yaml); the release set none
 FALLBACK_FEEDBACK: FeedbackType = "followup"  # the release's, never a silent "satisfied"
 FALLBACK_TEXT = "Can you go on?"
 
 
 class SimulatorReply(BaseModel):
     feedback_type: FeedbackType
-    text: str = Field(min_length=1, max_length=MAX_USER_CHARS)
+    text: str = Field(min_length=1, max_length=DEFAULT_MAX_REPLY_CHARS)
 
 
-def simulator_stand_in(spent: Exhausted) -> tuple[SimulatorReply, Recovery]:
+@cache
+def reply_schema(max_chars: int | None) -> type[SimulatorReply]:
+    """The simulator's reply with ``text`` capped at ``max_chars`` (None: no cap)."""
+    if max_chars == DEFAULT_MAX_REPLY_CHARS:
+        return SimulatorReply
+    text = (str, Field(min_length=1, max_length=max_chars))
+    return create_model("SimulatorReply", __base__=SimulatorReply, text=text)
+
+
+def simulator_stand_in(
+    spent: Exhausted, max_chars: int | None = DEFAULT_MAX_REPLY_CHARS
+) -> tuple[SimulatorReply, Recovery]:
     """The user's turn when the re-asks ran out: the latest reply with its text cut at a
-    sentence end to the cap; else its feedback type if valid (``followup`` otherwise, as the
-    release fell back) and its text (or its prose, or a neutral nudge). A stand-in feedback
-    type moves metrics A and C, so it is marked as touching them."""
-    fixed = last_lenient(spent.replies, SimulatorReply)
+    sentence end to the cap (``max_chars``; None: no cap, nothing is cut); else its feedback
+    type if valid (``followup`` otherwise, as the release fell back) and its text (or its
+    prose, or a neutral nudge). A stand-in feedback type moves metrics A and C, so it is
+    marked as touching them."""
+    schema = reply_schema(max_chars)
+    fixed = last_lenient(spent.replies, schema)
     if fixed is not None:
         value, cut = fixed
         return value, spent.recovery("simulator", f"cut {', '.join(cut)}")
@@ -56,16 +70,16 @@ def simulator_stand_in(spent: Exhausted) -> tuple[SimulatorReply, Recovery]:
     given = obj.get("feedback_type")
     kind: FeedbackType = given if given in FEEDBACK_TYPES else FALLBACK_FEEDBACK
     text = obj.get("text") if parsed is not None else strip_fence(spent.last)
-    text = cut_at_sentence(text, MAX_USER_CHARS) if isinstance(text, str) else ""
+    text = text.strip() if isinstance(text, str) else ""
+    if max_chars is not None:
+        text = cut_at_sentence(text, max_chars)
     parts = [] if kind == given else [f"feedback_type {kind}"]
     if not text:
         text = FALLBACK_TEXT
         parts.append(f"text {FALLBACK_TEXT!r}")
     action = "stand-in " + " and ".join(parts) if parts else "kept the latest reply's fields"
     touches: list[Metric] = ["A", "C"] if kind != given else []
-    return SimulatorReply(feedback_type=kind, text=text), spent.recovery(
-        "simulator", action, touches
-    )
+    return schema(feedback_type=kind, text=text), spent.recovery("simulator", action, touches)
 
 
 RECENT_OWN = 3  # the simulator's own latest messages, shown with a do-not-repeat note
@@ -91,6 +105,7 @@ def simulate_user(
     reply: str,
     turn: int,
     where: str,
+    max_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
     recoveries: list[Recovery] | None = None,
 ) -> SimulatorReply:
     messages = render(
@@ -105,12 +120,12 @@ def simulate_user(
     )
 
     def stand_in(spent: Exhausted) -> SimulatorReply:
-        reply, recovery = simulator_stand_in(spent)
+        reply, recovery = simulator_stand_in(spent, max_chars)
         if recoveries is not None:
             recoveries.append(recovery)
         return reply
 
-    return llm.json(messages, SimulatorReply, where=where, recover=stand_in)
+    return llm.json(messages, reply_schema(max_chars), where=where, recover=stand_in)
 
 
 def run_episode(
@@ -123,6 +138,7 @@ def run_episode(
     task: str,
     target_dimension: str,
     max_turns: int,
+    max_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
     recoveries: list[Recovery] | None = None,
 ) -> Episode:
     history: list[HistoryTurn] = []
@@ -132,7 +148,17 @@ def run_episode(
         where = f"user {persona.user_id}, system {system.name}, episode {index}, turn {turn}"
         reply = system.respond(index, task, history)
         fb = simulate_user(
-            simulator, prompt, persona, bank, task, history, reply, turn, where, recoveries
+            simulator,
+            prompt,
+            persona,
+            bank,
+            task,
+            history,
+            reply,
+            turn,
+            where,
+            max_chars,
+            recoveries,
         )
         turns.append(
             Turn(
@@ -166,6 +192,7 @@ def rollout(
     bank: Bank,
     tasks: Tasks,
     max_turns: int,
+    max_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
 ) -> Episodes:
     system.reset(persona.user_id)
     episodes: list[Episode] = []
@@ -182,6 +209,7 @@ def rollout(
             t.task,
             t.target_dimension,
             max_turns,
+            max_chars,
             recoveries,
         )
         episodes.append(ep)

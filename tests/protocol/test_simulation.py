@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 
-from memprobe.llm.client import Exhausted
+import pytest
+
+from memprobe.config import load_config
+from memprobe.llm.client import Exhausted, client_for
 from memprobe.protocol import simulation
 from memprobe.spec import records
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import Bank, Episodes, Task, Tasks
 from tests.helpers.jobs import ScriptJob
+from tests.helpers.paper import paper_config, stage_prompt
 from tests.helpers.protocol import TWO_ENTRY_BANK, clients, persona, user_text
+from tests.helpers.workflow import tiny_config
 
 
 def test_simulator_sees_its_last_three_messages_and_the_no_repeat_rule(scripted, tmp_path):
@@ -75,7 +80,7 @@ def test_a_reply_over_the_cap_is_cut_at_a_sentence_end_and_marked(scripted, tmp_
     job, episodes = rollout_job(ep, tmp_path, monkeypatch)
     turn = episodes.episodes[0].turns[0]
     assert turn.feedback_type == "correction"  # the model's own type stands
-    assert len(turn.user_text) <= simulation.MAX_USER_CHARS
+    assert len(turn.user_text) <= simulation.DEFAULT_MAX_REPLY_CHARS
     assert turn.user_text.endswith("already.") and text.startswith(turn.user_text)
     recs = episodes.recoveries
     assert len(recs) == 4  # 2 episodes x 2 turns
@@ -99,3 +104,48 @@ def test_simulator_stand_in_without_any_text_nudges():
     reply, rec = simulation.simulator_stand_in(spent)
     assert (reply.feedback_type, reply.text) == ("satisfied", simulation.FALLBACK_TEXT)
     assert rec.touches == []  # the type is the model's: A and C are as it said
+
+
+def test_paper_simulator_studies_its_bank_and_may_write_past_1500_chars(scripted, tmp_path):
+    long = " ".join(["I had a bay like this once and it was a mess."] * 50)  # ~2,350 chars
+    ep, seen = scripted({"simulator": [{"feedback_type": "add_context", "text": long}]})
+    cfg = paper_config(ep.base_url, tmp_path)
+    llm = client_for("simulator", cfg, ledger_path=tmp_path / "usage.csv")
+    reply = simulation.simulate_user(
+        llm, stage_prompt(cfg, "user_simulator"), persona(), TWO_ENTRY_BANK,
+        "Plan a kayak trip.", [], "Here is a plan.", 1, "test", cfg.simulator.max_reply_chars,
+    )  # fmt: skip
+    assert len(reply.text) > 1500 and reply.text == long
+    body = seen["simulator"][0]
+    assert "maxLength" not in body["response_format"]["json_schema"]["schema"]["properties"]["text"]
+    system, user = body["messages"][0]["content"], user_text(body)
+    # The bank reaches it whole, to be studied; its one restraint is a verbatim entry.
+    for e in TWO_ENTRY_BANK.entries:
+        assert e.short in user and e.explanation in user
+    assert "study the profile and the memory bank" in system
+    assert "never\nrecite a whole bank entry word for word" in system
+    assert "never state" not in (system + user).lower()
+    assert "never quote" not in system.lower()
+    # The reactions tied to the bank, and what does not count as delivered.
+    assert "contradicts what you know (your knowledge_memory)" in system
+    assert "beyond what your skill_memory or knowledge_memory" in system
+    assert "a promise to help, a clarifying question, a generic outline" in system
+    assert body["temperature"] == 0.85
+    # The default config keeps its cap: the same reply is refused there.
+    with pytest.raises(ValueError, match="at most 1500 characters"):
+        simulation.reply_schema(load_config(tiny_config(ep.base_url)).simulator.max_reply_chars)(
+            feedback_type="add_context", text=long
+        )
+
+
+def test_without_a_cap_the_simulator_stand_in_cuts_nothing():
+    long = "I had a bay like this once and it was a mess. " * 50  # ~2,350 characters
+    spent = Exhausted(
+        "simulator", "w", "feedback_type", [json.dumps({"feedback_type": "happy", "text": long})]
+    )
+    uncapped, rec = simulation.simulator_stand_in(spent, None)  # paper.yaml: no cap
+    assert (uncapped.feedback_type, uncapped.text) == ("followup", long.strip())
+    assert rec.touches == ["A", "C"]
+    capped, _ = simulation.simulator_stand_in(spent, simulation.DEFAULT_MAX_REPLY_CHARS)
+    assert len(capped.text) <= simulation.DEFAULT_MAX_REPLY_CHARS
+    assert capped.text.endswith("a mess.") and long.startswith(capped.text)
