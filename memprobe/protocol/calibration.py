@@ -122,7 +122,8 @@ class Reply(BaseModel):
 
 
 def score_anchors(anchors: Anchors, grade: Grader) -> list[Reply]:
-    """Grade every pair exactly as the judge rule grades a label."""
+    """Grade every pair exactly as the judge rule grades a label (a recovered reply, 0.0,
+    counts against the judge; the grader lists it)."""
     replies = grade([a.item() for a in anchors.items])
     return [
         Reply(
@@ -219,8 +220,8 @@ def stop_if_failed(cfg, pairs: Anchors, prompt: str, pool: str) -> None:
             job="judge_calibration/onstart",
         )
 
-    try:
-        replies = score_anchors(pairs, judges.grader(cfg, llm, prompt, pool))
+    try:  # a recovered reply (0.0) counts against the judge; only the verdict is kept here
+        replies = score_anchors(pairs, judges.grader(cfg, llm, prompt, pool, []))
     except (LLMError, records.RecordError) as err:
         raise CalibrationError(f"judge calibration: {err}") from None
     s = summarize(replies)

@@ -34,7 +34,14 @@ def test_the_judge_prompt_shows_the_rubric_scale(monkeypatch):
     monkeypatch.setattr(recovery, "RUBRIC", rubric)
     llm = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
     recovery.ask_judge(
-        llm, JUDGE_PROMPT, dimension="d", explanation="e", truth="t", label="l", where=""
+        llm,
+        JUDGE_PROMPT,
+        dimension="d",
+        explanation="e",
+        truth="t",
+        label="l",
+        where="",
+        recoveries=[],
     )
     text = llm.prompt_text(0)
     assert "1.0 = IDENTICAL: SAME-FACT." in text
