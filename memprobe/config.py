@@ -88,8 +88,9 @@ def _endpoint_url(v: str | None) -> str | None:
     return v
 
 
-# Flags of memt.vllm_args that would undo what vllm_server sets: loopback only, the run's key.
-_VLLM_RESERVED = ("--host", "--api-key")
+# Flags of memt.vllm_args that would undo what vllm_server sets: a Unix socket in a private
+# directory (no TCP port), the run's key.
+_VLLM_RESERVED = ("--host", "--port", "--uds", "--api-key")
 
 
 class RoleOverride(_Strict):
@@ -236,7 +237,6 @@ class MemT(_Strict):
     embedder: str | None = Field(default=None, description="sentence-transformers path or name")
     vllm_bin: str = Field(default="vllm", description="the vllm executable of envs/vllm.yaml")
     vllm_args: list[str] = Field(default_factory=list)
-    port: int = Field(default=0, ge=0, le=65535, description="0 = pick a free port")
     startup_timeout_s: float = Field(default=900.0, gt=0)
     # SLURM placement of the memt jobs; set here, not per rule, so only memt jobs get a GPU.
     gpu_model: str | None = None
@@ -250,8 +250,8 @@ class MemT(_Strict):
         for arg in v:
             if arg.split("=", 1)[0] in _VLLM_RESERVED:
                 raise ValueError(
-                    f"{arg.split('=', 1)[0]} is set by memprobe (loopback only, the run's key "
-                    "through VLLM_API_KEY); remove it"
+                    f"{arg.split('=', 1)[0]} is set by memprobe (a Unix socket in a private "
+                    "directory, the run's key through VLLM_API_KEY); remove it"
                 )
         return v
 

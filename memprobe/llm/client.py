@@ -107,6 +107,7 @@ class LLM:
         concurrency: int = 4,
         resample_invalid: int = 2,
         cache_identity: str | None = None,
+        uds: str | None = None,
     ) -> None:
         self.role = role
         self.backend = backend
@@ -124,7 +125,7 @@ class LLM:
         self.resample_invalid = resample_invalid
         self._api_key_env = api_key_env
         self.endpoint = Endpoint(
-            backend, base_url, cache_identity or base_url, api_key_env, timeout_s
+            backend, base_url, cache_identity or base_url, api_key_env, timeout_s, uds
         )
         self.cache_endpoint = self.endpoint.identity  # the endpoint's identity in cache keys
         self.provider: Provider = provider(self.endpoint)  # shared by the job's roles on it
@@ -511,9 +512,9 @@ def memt_endpoint(cfg: Config) -> Endpoint:
     from memprobe.serving import vllm_server
 
     m = cfg.memt
-    base_url = vllm_server.ensure(m)
+    base_url, uds = vllm_server.ensure(m)
     identity = vllm_server.cache_identity(m, base_url)
-    return Endpoint("memt", base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s)
+    return Endpoint("memt", base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s, uds)
 
 
 def memt_client(cfg: Config, writer: LLM | None) -> LLM:
@@ -535,4 +536,5 @@ def memt_client(cfg: Config, writer: LLM | None) -> LLM:
         max_attempts=cfg.llm.max_attempts,
         backoff_s=cfg.llm.backoff_s,
         cache_identity=endpoint.identity,
+        uds=endpoint.uds,
     )

@@ -20,13 +20,10 @@ across calls. Retries, validation, the cache and the ledger are the caller's
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
 import threading
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -72,6 +69,7 @@ class Endpoint:
     identity: str  # the endpoint in cache keys: its URL, or the served weights
     api_key_env: str | None = None
     timeout_s: float = 120.0
+    uds: str | None = None  # a Unix socket that reaches base_url (the served Mem-T)
 
 
 class Provider(Protocol):
@@ -163,7 +161,7 @@ class OpenAICompatible:
             api_key=key or "no-key",
             max_retries=0,  # retries are the caller's: they honour Retry-After and are logged
             timeout=ep.timeout_s,
-            http_client=_http_client(ep.base_url, ep.timeout_s, ep.backend == "fake"),
+            http_client=_http_client(ep),
         )
 
     def complete(self, req: dict[str, Any]) -> Reply:
@@ -265,46 +263,15 @@ def _fake_transport() -> httpx2.MockTransport:
     return httpx2.MockTransport(handler)
 
 
-@functools.cache
-def _deadline_stream() -> type:
-    """A response body stream that gives up once the call's total time is spent: httpx's
-    timeouts are per read, so a server dripping bytes would otherwise hold a call (and the
-    lock on its key) for ever. Built on first use: httpx2 (openai's HTTP library) is slow
-    to import."""
-    import httpx2
+def _http_client(endpoint: Endpoint) -> httpx2.Client:
+    """The transport of one client: a total deadline per call; proxies never for loopback
+    (nor for a Unix socket)."""
+    from memprobe.llm import deadline
 
-    class Deadline(httpx2.SyncByteStream):
-        def __init__(self, stream: httpx2.SyncByteStream, deadline: float) -> None:
-            self._stream = stream
-            self._deadline = deadline
-
-        def __iter__(self) -> Iterator[bytes]:
-            for chunk in self._stream:
-                if time.monotonic() > self._deadline:
-                    raise httpx2.ReadTimeout("the reply took longer than llm.timeout_s")
-                yield chunk
-
-        def close(self) -> None:
-            self._stream.close()
-
-    return Deadline
-
-
-def _http_client(base_url: str, timeout_s: float, fake: bool) -> httpx2.Client:
-    """The transport of one client: a total deadline per call; proxies never for loopback."""
-    import openai
-
-    def start(request: httpx2.Request) -> None:
-        request.extensions["memprobe_deadline"] = time.monotonic() + timeout_s
-
-    def bound(response: httpx2.Response) -> None:
-        deadline = response.request.extensions.get("memprobe_deadline")
-        if deadline is not None:
-            response.stream = _deadline_stream()(response.stream, deadline)
-
-    kwargs: dict[str, Any] = {"transport": _fake_transport()} if fake else {}
-    return openai.DefaultHttpxClient(
-        trust_env=not is_loopback(base_url),  # HTTP(S)_PROXY must not see loopback traffic
-        event_hooks={"request": [start], "response": [bound]},
-        **kwargs,
+    ep = endpoint
+    return deadline.http_client(
+        ep.timeout_s,
+        trust_env=not (ep.uds or is_loopback(ep.base_url)),  # proxies never see local traffic
+        transport=_fake_transport() if ep.backend == "fake" else None,
+        uds=ep.uds,
     )
