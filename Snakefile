@@ -42,4 +42,4 @@ rule all:
     default_target: True
     input:
         rules.tables.output,
-        rules.inspect.output,
+        rules.inspector.output,

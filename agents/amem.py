@@ -31,8 +31,8 @@ from memprobe.agents.registry import CostPriors, Settings, declare
 from pydantic import BaseModel, Field, create_model
 
 from memprobe.config import WriterSettings
-from memprobe.protocol.prompts import prompt_path, render
-from memprobe.protocol.records import write_atomic
+from memprobe.spec.prompts import prompt_path, render
+from memprobe.spec.records import write_atomic
 
 STORE_FILE = "amem_notes.json"
 NEIGHBOURS = 5

@@ -15,7 +15,7 @@ from memprobe.agents.registry import SystemSpec
 
 from memprobe.config import Config
 from memprobe.llm.client import LLM
-from memprobe.protocol.prompts import dialogue, prompt_path, render
+from memprobe.spec.prompts import dialogue, prompt_path, render
 
 HistoryTurn = dict[str, str]  # {"agent": reply, "user": user message}
 

@@ -15,8 +15,8 @@ import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem
 from memprobe.agents.registry import CostPriors, declare
 
-from memprobe.protocol.records import write_atomic
 from memprobe.serving import embeddings
+from memprobe.spec.records import write_atomic
 
 STORE_FILE = "notes.json"
 

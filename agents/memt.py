@@ -44,9 +44,9 @@ from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
 from memprobe.agents.registry import CostPriors, Resources, declare
 
 from memprobe.llm.client import LLM, memt_client
-from memprobe.protocol.prompts import render
-from memprobe.protocol.records import write_atomic
 from memprobe.serving import embeddings
+from memprobe.spec.prompts import render
+from memprobe.spec.records import write_atomic
 
 COLLECTIONS = ("turns", "facts", "experiences", "personas", "summary")
 FORMATION_TOOLS = ("create_fact", "create_experience", "update_persona", "update_summary")

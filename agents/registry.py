@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 ENTRY_POINT_GROUP = "memprobe.systems"
-# The built-in systems, "module:Class"; each class carries its own declaration. (The order is
-# the paper's Table 5: estimate's priors average over it.)
+# The built-in systems, "module:Class"; each class carries its own declaration. (In the order
+# of the paper's Table 5 rows, which ``specs()`` keeps: built-ins first, then plugins.)
 BUILTIN: tuple[str, ...] = (
     "memprobe.agents.nomem:NoMemory",
     "memprobe.agents.amem:AMem",

@@ -4,7 +4,7 @@ The authors' release is not in this repository, so this writes a synthetic one i
 layout at the release's size (tests/fixtures/make_release_fixture.py with its tables widened:
 50 users x 31 dims x 5 systems, 9 system-modes; ~2.5 turns per episode with replies of ~1,500
 chars; store sizes near the release's, memt ~1 MB per user), imports it with the real
-workflow (config/release.yaml), then times `snakemake inspect` alone and the index page's load
+workflow (config/release.yaml), then times `snakemake inspector` alone and the index page's load
 in headless Chromium. Run from the repository root with the venv active:
 
     python benchmarks/inspect_scale.py --workdir /tmp/inspect-scale
@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from memprobe import CATEGORIES  # noqa: E402
-from memprobe.protocol.taxonomy import load_pool  # noqa: E402
-from tests.conftest import Workflow  # noqa: E402
-from tests.release_fixture import release_config  # noqa: E402
+from memprobe.spec.taxonomy import load_pool  # noqa: E402
+from tests.helpers.release_fixture import release_config  # noqa: E402
+from tests.helpers.workflow import Workflow  # noqa: E402
 
 SYSTEMS = ["nomem", "amem", "longctx_full", "mem0", "memt"]
 COUNTS = {c: n for c, n in zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True)}
@@ -133,16 +133,16 @@ def main() -> None:
     (work / "wf").mkdir()
     wf = Workflow(work / "wf", cfg)
     t0 = time.perf_counter()
-    wf.run("inspect", "--omit-from", "inspect", timeout=3600)
+    wf.run("inspector", "--omit-from", "inspector", timeout=3600)
     print(f"release import (every input of inspect) in {time.perf_counter() - t0:.1f} s")
     t0 = time.perf_counter()
-    wf.run("inspect", timeout=3600)
+    wf.run("inspector", timeout=3600)
     build = time.perf_counter() - t0
     site = work / "wf" / "results" / "inspect"
     index = site / "index.html"
     pages = len(list((site / "cases").iterdir()))
     size = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
-    print(f"snakemake inspect: {build:.1f} s wall (load average {os.getloadavg()[0]:.2f})")
+    print(f"snakemake inspector: {build:.1f} s wall (load average {os.getloadavg()[0]:.2f})")
     mb = index.stat().st_size / 1e6
     print(f"index.html {mb:.2f} MB; {pages} case pages, site {size / 1e6:.0f} MB")
     for i in range(3):

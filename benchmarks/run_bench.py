@@ -17,7 +17,7 @@ What it does, in a temp copy of the workflow (never in the checkout's results/):
    file's dependent set in the DAG (the jobs declaring it as an input and everything
    downstream of them), then restores it;
 7. CPU: every job writes its process CPU, its start-up CPU and the CPU of its LLM calls (paid,
-   replayed) to ``MEMPROBE_JOB_STATS`` (memprobe/llm/callstats.py); the run's children's rusage
+   replayed) to ``MEMPROBE_JOB_STATS`` (memprobe/llm/cpu_cost.py); the run's children's rusage
    gives Snakemake's own share and /proc the fake endpoint's. A second pass reruns every job
    on the warm cache (``--forceall``): every call a replay;
 8. writes the report (default ``benchmarks/RESULTS.md``).
@@ -447,10 +447,10 @@ def main() -> None:
         imports = {
             stmt: min(import_seconds(stmt) for _ in range(3))
             for stmt in (
-                "import memprobe.workflow.glue",
-                "import memprobe.workflow.glue, openai, httpx2",
-                "import memprobe.workflow.glue, memprobe.report.tables",
-                "import memprobe.workflow.glue, memprobe.agents.longctx",
+                "import memprobe.workflow.step",
+                "import memprobe.workflow.step, openai, httpx2",
+                "import memprobe.workflow.step, memprobe.report.tables",
+                "import memprobe.workflow.step, memprobe.agents.longctx",
             )
         }
     finally:
@@ -504,7 +504,7 @@ def main() -> None:
         "",
         "## CPU per job start-up and per LLM call, by stage",
         "",
-        "Each job's own accounting (memprobe/llm/callstats.py): `start-up` = its process CPU until "
+        "Each job's own accounting (memprobe/llm/cpu_cost.py): `start-up` = its process CPU until "
         "its first LLM client was built (interpreter, imports, config, inputs; the whole job for "
         "a stage without LLM calls); `client build` = importing openai and building its client "
         "(once per role and job; counted apart from the calls); `CPU ms/paid call` and "

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memprobe.protocol.records import Memories, RecordError, load
+from memprobe.spec.records import Memories, RecordError, load
 
 DESCRIPTION = (
     "MemProbe's tools around the Snakemake workflow (the run itself is `snakemake`): search a "

@@ -1,5 +1,5 @@
 # Failure attribution, Stage 1/2 on the target episode's transcript (paper §3.5).
-# Stage 0 (rules/users.smk: stage0) is shared by every system and mode.
+# Stage 0 (rules/users.smk: oracle) is shared by every system and mode.
 
 
 rule attribution:

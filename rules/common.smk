@@ -10,7 +10,7 @@ from memprobe.workflow import config_slices
 from memprobe.serving import embed_service
 from memprobe.workflow import preflight
 from memprobe.workflow import shell_job
-from memprobe.protocol import taxonomy
+from memprobe.spec import taxonomy
 from memprobe.agents import registry
 from memprobe.config import ConfigError, check_yaml_keys, load_layers, read_config_file
 from memprobe.vocabulary import MODES
@@ -236,7 +236,7 @@ def _rollout_calls():
 
 ROLLOUT_CALLS = _rollout_calls()
 PRIORITY_SCORING = {
-    "stage0": 6,
+    "oracle": 6,
     "probe": 5,
     "slotfill": 4,
     "judge": 3,

@@ -11,7 +11,7 @@ INSPECT_RETRIEVED = [
 ]
 
 
-rule inspect:
+rule inspector:
     input:
         bank=expand(f"{R}/users/{{user}}/bank.json", user=USERS),
         tasks=expand(f"{R}/users/{{user}}/tasks.json", user=USERS),
@@ -24,7 +24,7 @@ rule inspect:
         judge=JUDGES,
         attribution=ATTRIBUTIONS,
         assets=inspect_site.asset_files(),
-        lib=library("inspect"),
+        lib=library("inspector"),
     output:
         site=directory(f"{R}/inspect"),
         entry=report(
@@ -33,18 +33,18 @@ rule inspect:
             category="Inspector",
         ),
     log:
-        "logs/inspect/inspect.log",
+        "logs/inspector/inspector.log",
     localrule: True
     conda:
         "../envs/memprobe.yaml"
     params:
-        **settings("inspect"),
+        **settings("inspector"),
         users=USERS,
         systems=SYSTEMS,
         pairs=PAIRS,
         k=K,
     script:
-        "../scripts/build_inspector.py"
+        "../scripts/inspector.py"
 
 
 # Human audit (memprobe/report/audit.py): `memprobe audit sample` draws a sample into

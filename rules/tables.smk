@@ -33,8 +33,8 @@ if not CFG.release.import_runs:
     LEDGERS.append(CALIBRATION_LEDGER)
     LEDGERS += [
         ledger(r, user=u)
-        for r in ("persona", "bank", "tasks", "stage0")
-        if r == "stage0" or CFG.users.source == "generate"
+        for r in ("persona", "bank", "tasks", "oracle")
+        if r == "oracle" or CFG.users.source == "generate"
         for u in USERS
     ]
     LEDGERS += [
@@ -175,7 +175,7 @@ if not CFG.release.import_runs:
 
     rule slotfill_sweep:
         input:
-            code="scripts/sweep_slotfill.py",
+            code="scripts/slotfill.py",
             lib=library("slotfill_sweep"),
             memory=f"{R}/{{system}}/{{user}}/retrieved_k{{k}}.json",
             bank=f"{R}/users/{{user}}/bank.json",
@@ -194,7 +194,7 @@ if not CFG.release.import_runs:
             **settings("slotfill_sweep"),
             job=script_job(),
         shell:
-            run_script("slotfill_sweep", "sweep_slotfill")
+            run_script("slotfill_sweep", "slotfill")
 
     rule judge_sweep:
         input:

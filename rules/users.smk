@@ -1,7 +1,7 @@
 # Simulated users: persona -> hidden bank -> leak-controlled tasks (paper §3.2).
 import sys
 
-from memprobe.protocol import taxonomy
+from memprobe.spec import taxonomy
 
 # The pool is validated when the DAG loads: a bad pool stops the run before any job.
 try:
@@ -85,25 +85,25 @@ rule tasks:
         run_script("tasks")
 
 
-rule stage0:
+rule oracle:
     input:
-        code="scripts/stage0.py",
-        lib=library("stage0"),
+        code="scripts/oracle.py",
+        lib=library("oracle"),
         bank=f"{R}/users/{{user}}/bank.json",
         tasks=f"{R}/users/{{user}}/tasks.json",
         prompt=prompt("attribution_oracle"),
     output:
         f"{R}/oracle/{{user}}.json",
     log:
-        "logs/stage0/{user}.log",
-        usage=usage_log("stage0", "user"),
-    priority: PRIORITY_SCORING["stage0"]
+        "logs/oracle/{user}.log",
+        usage=usage_log("oracle", "user"),
+    priority: PRIORITY_SCORING["oracle"]
     conda:
         "../envs/memprobe.yaml"
     resources:
         llm_slots=1,
     params:
-        **settings("stage0"),
+        **settings("oracle"),
         job=script_job(),
     shell:
-        run_script("stage0")
+        run_script("oracle")

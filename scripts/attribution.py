@@ -1,8 +1,9 @@
-from memprobe.protocol import attribution, records
-from memprobe.workflow import glue
+from memprobe.protocol import attribution
+from memprobe.spec import records
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     compat = job.cfg.compat.retrieve_attribution_empty_transcript
     result = attribution.attribute_user(
         records.load(job.input.judge, records.Judge),
@@ -17,4 +18,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output[0], result)
 
 
-glue.run(main)
+step.run(main)

@@ -1,8 +1,9 @@
-from memprobe.protocol import records, taxonomy, users
-from memprobe.workflow import glue
+from memprobe.protocol import users
+from memprobe.spec import records, taxonomy
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     bank = users.make_bank(
         records.load(job.input.persona, records.Persona),
         job.cfg.dims_per_category,
@@ -17,4 +18,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output[0], bank)
 
 
-glue.run(main)
+step.run(main)

@@ -1,9 +1,9 @@
-from memprobe.protocol import records, taxonomy
 from memprobe.release import importer as release
-from memprobe.workflow import glue
+from memprobe.spec import records, taxonomy
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     result = release.retrieved(
         release.Layout(job.cfg),
         job.wildcards.system,
@@ -14,4 +14,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output[0], result)
 
 
-glue.run(main)
+step.run(main)

@@ -1,11 +1,11 @@
 """Every run record of one user, for every configured system and mode, from the release."""
 
-from memprobe.protocol import records
 from memprobe.release import importer as release
-from memprobe.workflow import glue
+from memprobe.spec import records
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     lay = release.Layout(job.cfg)
     user, out = job.wildcards.user, job.output
     bank = records.load(job.input.bank, records.Bank)
@@ -24,4 +24,4 @@ def main(job: glue.Job) -> None:
         records.write_atomic(out.attribution[i], release.attribution(lay, system, mode, user))
 
 
-glue.run(main)
+step.run(main)

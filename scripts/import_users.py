@@ -1,9 +1,9 @@
-from memprobe.protocol import records
 from memprobe.release import importer as release
-from memprobe.workflow import glue
+from memprobe.spec import records
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     user = job.wildcards.user
     bank = release.bank(job.input.bank_file, user, job.cfg.dims_per_category)
     tasks = release.tasks(job.input.task_file, user, bank)
@@ -13,4 +13,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output.tasks, tasks)
 
 
-glue.run(main)
+step.run(main)

@@ -1,8 +1,9 @@
-from memprobe.protocol import records, recovery, taxonomy
-from memprobe.workflow import glue
+from memprobe.protocol import recovery
+from memprobe.spec import records, taxonomy
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     # judge.degenerate_as_unknown: the rule then names the pool (its axis questions) as input.
     pool = dict(job.input.items()).get("pool")
     result = recovery.judge_user(
@@ -16,4 +17,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output[0], result)
 
 
-glue.run(main)
+step.run(main)

@@ -1,10 +1,11 @@
 """Score the calibration anchors with the run's judge (memprobe/protocol/calibration.py)."""
 
-from memprobe.protocol import calibration, records
-from memprobe.workflow import glue
+from memprobe.protocol import calibration
+from memprobe.spec import records
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     anchors = calibration.load_anchors(job.input.anchors)
     replies = calibration.score_anchors(anchors, job.llm("judge"), job.input.prompt)
     summary = calibration.summarize(replies)
@@ -12,7 +13,7 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output.summary, calibration.summary_csv(summary))
     cfg = job.cfg.judge
     note = calibration.verdict(summary, cfg.min_kappa, cfg.max_bias)
-    glue.log.info(
+    step.log.info(
         "judge calibration on %d anchors: exact %.2f, within one level %.2f, bias %+.2f, "
         "kappa %.2f (%s the thresholds)",
         summary.n,
@@ -24,4 +25,4 @@ def main(job: glue.Job) -> None:
     )
 
 
-glue.run(main)
+step.run(main)

@@ -1,12 +1,13 @@
-from memprobe.protocol import records, users
-from memprobe.workflow import glue
+from memprobe.protocol import users
+from memprobe.spec import records
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     persona = users.make_persona(
         job.cfg.seed, job.wildcards.user, job.llm("generator"), job.input.prompt
     )
     records.write_atomic(job.output[0], persona)
 
 
-glue.run(main)
+step.run(main)

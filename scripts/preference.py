@@ -1,8 +1,9 @@
-from memprobe.protocol import preference, records
-from memprobe.workflow import glue
+from memprobe.protocol import preference
+from memprobe.spec import records
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     result = preference.judge_preferences(
         records.load(job.input.episodes, records.Episodes),
         records.load(job.input.bank, records.Bank),
@@ -12,4 +13,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output[0], result)
 
 
-glue.run(main)
+step.run(main)

@@ -1,10 +1,11 @@
 from pathlib import Path
 
-from memprobe.protocol import records, recovery, taxonomy
-from memprobe.workflow import glue
+from memprobe.protocol import recovery
+from memprobe.spec import records, taxonomy
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     system = job.memory_system(Path(job.input.store))
     system.reset(job.wildcards.user)
     system.load(Path(job.input.store))
@@ -18,4 +19,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output[0], retrieved)
 
 
-glue.run(main)
+step.run(main)

@@ -1,10 +1,11 @@
 from pathlib import Path
 
-from memprobe.protocol import records, simulation
-from memprobe.workflow import glue
+from memprobe.protocol import simulation
+from memprobe.spec import records
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     store = Path(job.output.store)
     system = job.memory_system(store)
     episodes = simulation.rollout(
@@ -29,4 +30,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output.memories, memories)
 
 
-glue.run(main)
+step.run(main)

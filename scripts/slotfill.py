@@ -1,14 +1,19 @@
-from memprobe.protocol import records, recovery, taxonomy
-from memprobe.workflow import glue
+from memprobe.protocol import recovery
+from memprobe.spec import records, taxonomy
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
-    mode = job.wildcards.mode
-    memories = retrieved = None
+def main(job: step.Job) -> None:
+    # Rule slotfill_sweep (retrieve mode at the sweep's other ks) has no mode wildcard.
+    mode = dict(job.wildcards).get("mode", "retrieve")
     if mode == "dump_all":
-        memories = records.load(job.input.memory, records.Memories).memories
-    else:
-        retrieved = records.load(job.input.memory, records.Retrieved)
+        read = {
+            "memories": records.load(job.input.memory, records.Memories).memories,
+            "context_tokens": job.cfg.slotfill.context_tokens,
+            "overflow": job.cfg.slotfill.overflow,
+        }
+    else:  # the store's budget and overflow strategy apply to dump_all only
+        read = {"retrieved": records.load(job.input.memory, records.Retrieved)}
     result = recovery.slotfill_user(
         user_id=job.wildcards.user,
         system=job.wildcards.system,
@@ -17,12 +22,9 @@ def main(job: glue.Job) -> None:
         guides=taxonomy.load_guides(job.input.guides),
         llm=job.llm("slotfill"),
         prompt=job.input.prompt,
-        memories=memories,
-        retrieved=retrieved,
-        context_tokens=job.cfg.slotfill.context_tokens,
-        overflow=job.cfg.slotfill.overflow,
+        **read,
     )
     records.write_atomic(job.output[0], result)
 
 
-glue.run(main)
+step.run(main)

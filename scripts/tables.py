@@ -1,9 +1,10 @@
 """Every run table and figure, in one job (see rules/tables.smk for why one)."""
 
 from memprobe.llm import ledger
-from memprobe.protocol import calibration, records, recovery, taxonomy
+from memprobe.protocol import calibration, recovery
 from memprobe.report import figures, tables
-from memprobe.workflow import glue
+from memprobe.spec import records, taxonomy
+from memprobe.workflow import step
 
 
 def write(path: str, df) -> None:
@@ -29,7 +30,7 @@ def judge_note(path, params) -> tuple[str | None, str]:
     return None, f"The judge passed calibration: {figures_}."
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     cfg, i, o, params = job.cfg, job.input, job.output, job.smk.params
     systems, modes = cfg.systems, cfg.modes
     pairs = [tuple(p) for p in params.pairs]
@@ -103,4 +104,4 @@ def main(job: glue.Job) -> None:
     figures.attribution_bars(atts, systems, o.attribution_fig)
 
 
-glue.run(main)
+step.run(main)

@@ -1,8 +1,9 @@
-from memprobe.protocol import records, taxonomy, users
-from memprobe.workflow import glue
+from memprobe.protocol import users
+from memprobe.spec import records, taxonomy
+from memprobe.workflow import step
 
 
-def main(job: glue.Job) -> None:
+def main(job: step.Job) -> None:
     tasks = users.make_tasks(
         records.load(job.input.persona, records.Persona),
         records.load(job.input.bank, records.Bank),
@@ -16,4 +17,4 @@ def main(job: glue.Job) -> None:
     records.write_atomic(job.output[0], tasks)
 
 
-glue.run(main)
+step.run(main)

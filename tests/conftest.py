@@ -1,32 +1,18 @@
-"""Shared fixtures: a loopback fake endpoint and a runner for real Snakemake in a temp dir.
-
-Workflow tests copy the workflow (Snakefile, rules, scripts, prompts, config, profiles) into
-``tmp_path`` and run the real ``snakemake`` CLI there, so parallel test runs never share
-results/, logs/ or the LLM cache.
-"""
+"""The tiers (fast by default, ``--integration`` adds the marked tests) and the shared fixtures:
+a loopback fake endpoint and a runner for real Snakemake in a temp dir (tests/helpers/)."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import shutil
-import subprocess
 import sys
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from memprobe.report.jobdag import job_counts
-from memprobe.testing.background import Background
-from memprobe.testing.fake_endpoint import make_server
-
-ROOT = Path(__file__).resolve().parent.parent
-WORKFLOW_PARTS = ("Snakefile", "rules", "scripts", "prompts", "config", "profiles", "envs")
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+from tests.helpers.endpoint import Endpoint, record_requests
+from tests.helpers.workflow import RUNNING, Workflow
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MEM0_TELEMETRY", "false")
@@ -72,28 +58,11 @@ def _fast_tier_stays_light(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 _REPORTED: set[str] = set()
-_RUNNING: dict[str, pytest.Item] = {}
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    _RUNNING["item"] = item  # before its fixtures, which may build a Workflow
-
-
-def _needs_workflow_mark() -> None:
-    """The fast tier fails a test that builds a test workflow without the `workflow` marker."""
-    item = _RUNNING.get("item")
-    if item is None or item.config.getoption("--integration"):
-        return
-    if not item.get_closest_marker("workflow"):
-        pytest.fail(f"{item.name} runs real Snakemake: mark it `workflow`")
-
-
-class Endpoint(Background):
-    """The fake endpoint on a background thread (``script``: its pinned replies)."""
-
-    def __init__(self, script: str | None = None) -> None:
-        super().__init__(make_server("127.0.0.1", 0, script))
+    RUNNING["item"] = item  # before its fixtures, which may build a Workflow
 
 
 @pytest.fixture
@@ -101,24 +70,6 @@ def endpoint() -> Iterator[Endpoint]:
     ep = Endpoint()
     yield ep
     ep.close()
-
-
-def record_requests(ep: Endpoint) -> dict[str, list[dict]]:
-    """Record every chat request the endpoint receives, per json_schema name (= role)."""
-    seen: dict[str, list[dict]] = defaultdict(list)
-    base = ep.server.RequestHandlerClass
-
-    class Recording(base):  # type: ignore[misc, valid-type]
-        def do_POST(self) -> None:
-            data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = json.loads(data or b"{}")
-            name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
-            seen[name].append(body)
-            self.rfile = io.BytesIO(data)  # let the real handler read the same body
-            super().do_POST()
-
-    ep.server.RequestHandlerClass = Recording
-    return seen
 
 
 @pytest.fixture
@@ -136,60 +87,6 @@ def scripted(tmp_path):
     yield start
     for ep in started:
         ep.close()
-
-
-def tiny_config(base_url: str, **overrides) -> dict:
-    cfg = yaml.safe_load((ROOT / "tests" / "configs" / "tiny.yaml").read_text())
-    cfg["llm"]["base_url"] = base_url
-    for key, value in overrides.items():
-        cfg[key] = value
-    return cfg
-
-
-class Workflow:
-    """A copy of the workflow in a temp dir, with a config file, run by the real CLI."""
-
-    def __init__(self, root: Path, config: dict) -> None:
-        _needs_workflow_mark()
-        self.root = root
-        for part in WORKFLOW_PARTS:
-            src = ROOT / part
-            if src.is_dir():
-                shutil.copytree(src, root / part, dirs_exist_ok=True)
-            else:
-                shutil.copy2(src, root / part)
-        self.config_path = root / "test-config.yaml"
-        self.write_config(config)
-
-    def write_config(self, config: dict) -> None:
-        self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-
-    def run(
-        self, *args: str, check: bool = True, env: dict | None = None, timeout: float = 600
-    ) -> subprocess.CompletedProcess:
-        cmd = [SNAKEMAKE, *args, "--cores", "2", "--configfile", str(self.config_path)]
-        proc = subprocess.run(
-            cmd,
-            cwd=self.root,
-            capture_output=True,
-            text=True,
-            env={**os.environ, **(env or {})},
-            timeout=timeout,
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-        return proc
-
-    def scheduled(self, *args: str) -> dict[str, int]:
-        """Job counts per rule of a dry run (``snakemake -n``)."""
-        proc = self.run(*args, "-n")
-        out = proc.stdout + proc.stderr
-        counts = job_counts(out)
-        # "nothing scheduled" only when Snakemake says so: output we cannot parse is a
-        # failure, never an empty schedule.
-        if not counts and not any(ln.startswith("Nothing to be done") for ln in out.splitlines()):
-            raise AssertionError(f"no job stats in the dry run:\n{out[-2000:]}")
-        return counts
 
 
 @pytest.fixture

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-import pytest
+import copy
+import subprocess
 
-from memprobe.config import ConfigError, load_config, role_settings
-from tests.conftest import tiny_config
+import pytest
+import yaml
+from snakemake.utils import update_config
+
+from memprobe.config import (
+    PAPER_PROTOCOL,
+    ConfigError,
+    check_yaml_keys,
+    load_config,
+    load_layers,
+    role_settings,
+)
+from tests.helpers.workflow import ROOT, SNAKEMAKE, local_raw, tiny_config
 
 
 def base() -> dict:
@@ -87,3 +99,176 @@ def test_bad_input_stops_the_run_with_one_line_and_no_artifact(change, expected,
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("memprobe: ")]
     assert len(lines) == 1 and expected in lines[0], proc.stderr[-2000:]
     assert not (wf.root / "results").exists()
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://x/v1", "http:///v1", "nohost"])
+def test_endpoint_urls_must_be_http_with_a_host(url):
+    raw = tiny_config(url)
+    with pytest.raises(ConfigError, match="llm.base_url"):
+        load_config(raw)
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"], memt={"endpoint": url})
+    with pytest.raises(ConfigError, match="memt.endpoint"):
+        load_config(raw)
+
+
+@pytest.mark.parametrize("arg", ["--host", "--host=0.0.0.0", "--api-key"])
+def test_vllm_args_cannot_override_host_or_key(arg):
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
+    raw["memt"] = {"serve": True, "model_path": "/m", "vllm_args": [arg, "0.0.0.0"]}
+    with pytest.raises(ConfigError, match="memt.vllm_args"):
+        load_config(raw)
+
+
+def test_release_system_names_must_be_safe_path_parts():
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["../../x"])
+    raw["users"] = {"source": "release", "release_dir": "/tmp"}
+    raw["release"] = {"import_runs": True}
+    with pytest.raises(ConfigError, match="system name"):
+        load_config(raw)
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("n_users: 1\nllm:\n  backend: fake\n  backend: openai\n")
+    with pytest.raises(ConfigError, match="line 4: key 'backend' appears twice"):
+        check_yaml_keys([path])
+
+
+@pytest.mark.parametrize("key,value", [("k", [5, 5]), ("modes", ["retrieve", "retrieve"])])
+def test_repeated_k_or_modes_are_refused(key, value):
+    with pytest.raises(ConfigError, match="twice"):
+        load_config(tiny_config("http://127.0.0.1:9/v1", **{key: value}))
+
+
+BASE = {"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}}
+
+
+def dry_run(*args: str) -> subprocess.CompletedProcess:
+    """`snakemake -n` in the repository with the default config plus ``args``."""
+    return subprocess.run(
+        [SNAKEMAKE, "-n", "-q", "--cores", "1", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.workflow
+def test_nested_config_on_the_command_line_reaches_the_model():
+    """The form the README shows: a YAML mapping for a nested key, merged key by key."""
+    proc = dry_run("--config", "llm={concurrency: 0}")
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "memprobe: --config: llm.concurrency: Input should be greater than or equal to 1"
+    )
+    # the other llm keys of config/config.yaml survive the nested override
+    assert dry_run("--config", "llm={concurrency: 2}").returncode == 0
+
+
+@pytest.mark.workflow
+def test_a_command_line_typo_is_blamed_on_the_command_line():
+    proc = dry_run("--config", "n_user=3")
+    assert proc.stderr.strip().splitlines()[-1] == "memprobe: --config: n_user: unknown key"
+
+
+def test_errors_name_the_layer_that_set_the_key():
+    layers = [("config/config.yaml", BASE), ("site.yaml", {"llm": {"timeout_s": -1}})]
+    with pytest.raises(ConfigError, match=r"^site\.yaml: llm\.timeout_s: "):
+        load_layers(layers)
+    # a key nobody set (or a rule across keys) names every layer
+    with pytest.raises(ConfigError, match=r"^a\.yaml \+ b\.yaml: n_users: required key"):
+        load_layers([("a.yaml", {"systems": ["nomem"]}), ("b.yaml", {"llm": {"backend": "fake"}})])
+
+
+def test_a_roles_typo_lists_the_roles():
+    with pytest.raises(ConfigError) as err:
+        load_config({**BASE, "llm": {"backend": "fake", "roles": {"judgee": {"model": "m"}}}})
+    msg = str(err.value)
+    assert "llm.roles.judgee: unknown key" in msg and "judge" in msg and "oracle" in msg
+    assert "skill_memory" not in msg
+
+
+@pytest.mark.workflow
+def test_a_config_that_scores_nothing_stops_before_any_job():
+    proc = dry_run("--config", "systems=[nomem]", "modes=[retrieve]")
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("memprobe: systems ['nomem'] x modes ['retrieve']: nothing would be")
+
+
+def merged(*files: str, base: dict | None = None) -> dict:
+    """Layer config files the way Snakemake does (workflow configfile first)."""
+    cfg = copy.deepcopy(base) if base is not None else {}
+    for f in files:
+        update_config(cfg, yaml.safe_load((ROOT / f).read_text()))
+    return cfg
+
+
+def lookup(values: dict, key: str):
+    for part in key.split("."):
+        values = values[part]
+    return values
+
+
+def other_than(value):
+    if isinstance(value, bool):
+        return not value
+    if value is None:
+        return 3
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, dict):
+        return {k: 1 for k in value}
+    if isinstance(value, list):
+        return value[:1]
+    return f"not {value}"
+
+
+def test_merged_paper_config_holds_every_protocol_key():
+    cfg = load_config(merged("config/config.yaml", "config/paper.yaml"))
+    values = cfg.model_dump()
+    for key, want in PAPER_PROTOCOL.items():
+        assert lookup(values, key) == want, key
+    assert cfg.bank.pool_sample is None and cfg.bank.show_examples
+    assert cfg.n_users == 50 and list(cfg.dims_per_category.values()) == [7, 7, 7, 5, 5]
+    assert cfg.max_turns == 25 and cfg.k == 5 and cfg.slotfill.context_tokens == 245_000
+    assert cfg.llm.timeout_s == 120 and cfg.llm.roles == {}  # nothing of the small-model run
+
+
+def test_paper_config_wins_over_any_base():
+    """Whatever it is layered on, paper.yaml sets every protocol key itself."""
+    hostile: dict = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    for key, want in PAPER_PROTOCOL.items():
+        *parents, leaf = key.split(".")
+        node = hostile
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = other_than(want)
+    cfg = load_config(merged("config/paper.yaml", base=hostile))
+    values = cfg.model_dump()
+    assert {k: lookup(values, k) for k in PAPER_PROTOCOL} == PAPER_PROTOCOL
+
+
+def test_release_compat_layers_on_paper_and_turns_every_switch_on():
+    cfg = load_config(
+        merged("config/config.yaml", "config/paper.yaml", "config/release-compat.yaml")
+    )
+    assert all(cfg.compat.model_dump().values())
+    assert cfg.protocol == "paper"  # the protocol keys still hold
+
+
+def test_a_protocol_key_changed_after_paper_is_one_line():
+    raw = merged("config/config.yaml", "config/paper.yaml")
+    raw["bank"]["pool_sample"] = 6
+    with pytest.raises(ConfigError, match=r"bank\.pool_sample: is 6 but protocol: paper") as err:
+        load_config(raw)
+    assert "\n" not in str(err.value)
+    raw["bank"]["pool_sample"] = None
+    raw["llm"]["roles"] = {"generator": {"max_tokens": 400}}  # merged in from a layer below
+    with pytest.raises(ConfigError, match=r"llm\.roles\.generator: protocol: paper fixes"):
+        load_config(raw)
+
+
+def test_budget_defaults_to_the_served_context_and_cannot_exceed_it():
+    assert load_config(local_raw()).slotfill.context_tokens == 4096
+    with pytest.raises(ConfigError, match=r"slotfill\.context_tokens: 8000 is more than") as err:
+        load_config(local_raw(context_tokens=8000))
+    assert "\n" not in str(err.value)

@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel
 
 from memprobe.config import Config, system_settings_model
-from tests.conftest import ROOT
+from tests.helpers.workflow import ROOT
 
 README = ROOT / "README.md"
 MEMPROBE = str(Path(sys.executable).with_name("memprobe"))
@@ -89,36 +89,36 @@ RUN_BY = [
     (r"^snakemake results/table2\.csv --cores 2$", "benchmarks/quickstart.sh"),
     (r"^python3 -m venv .* python -m pytest -q$", ".ci/run"),
     (r"^python -m pytest -q( --integration)?$", ".ci/run"),
-    (r"^memprobe job\b", "tests/workflow/test_job_by_hand.py::test_a_judge_job_run_by_hand"),
+    (r"^memprobe job\b", "tests/workflow/test_job.py::test_a_judge_job_run_by_hand"),
     (r"^pip install -e '\.\[(dev|kubernetes)\]'", ".ci/run"),
     (r"^pip install '\.\[kubernetes\]'", ".ci/run"),
     (
         r"^memprobe fake-endpoint",
-        "tests/workflow/test_workflow.py::test_tiny_run_builds_every_artifact",
+        "tests/runs/test_workflow.py::test_tiny_run_builds_every_artifact",
     ),
     (
         r"--configfile tests/configs/tiny\.yaml",
-        "tests/workflow/test_workflow.py::test_tiny_run_builds_every",
+        "tests/runs/test_workflow.py::test_tiny_run_builds_every",
     ),
     (
         r"^memprobe audit sample",
-        "tests/report/test_inspect.py::test_audit_sheet_round_trip_to_agreement",
+        "tests/report/test_inspect_site.py::test_audit_sheet_round_trip_to_agreement",
     ),
     (
         r"^snakemake audit_agreement",
-        "tests/report/test_inspect.py::test_audit_sheet_round_trip_to_agreem",
+        "tests/report/test_inspect_site.py::test_audit_sheet_round_trip_to_agreem",
     ),
     (
         r"--configfile config/release\.yaml",
-        "tests/release/test_release.py::test_release_import_builds_ever",
+        "tests/release/test_importer.py::test_release_import_builds_ever",
     ),
     (
         r"^snakemake --report",
-        "tests/release/test_release.py::test_release_import_builds_every_table_and",
+        "tests/release/test_importer.py::test_release_import_builds_every_table_and",
     ),
     (
-        r"^snakemake inspect",
-        "tests/release/test_release.py::test_release_import_builds_every_table_and_t",
+        r"^snakemake inspector",
+        "tests/release/test_importer.py::test_release_import_builds_every_table_and_t",
     ),
     (
         r"^memprobe estimate",
@@ -126,22 +126,22 @@ RUN_BY = [
     ),
     (
         r"^memprobe search",
-        "tests/workflow/test_workflow.py::test_memories_json_and_search_cli_agree",
+        "tests/runs/test_workflow.py::test_memories_json_and_search_cli_agree",
     ),
     (r"^memprobe local-server", "tests/test_readme.py::test_local_server_serves_until_interrupted"),
     (r"^snakemake --unlock", "tests/test_readme.py::test_unlock_after_a_killed_snakemake"),
     (
         r"^snakemake -n --executor slurm",
-        "tests/workflow/test_cluster.py::test_paper_scale_dry_run_lists_job",
+        "tests/runs/test_cluster.py::test_paper_scale_dry_run_lists_job",
     ),
     (
         r"^snakemake -n --executor kubernetes",
-        "tests/workflow/test_kubernetes.py::test_paper_dry_run_builds",
+        "tests/runs/test_kubernetes.py::test_paper_dry_run_builds",
     ),
     (r"^snakemake -n -q$", "benchmarks/run_bench.py"),
     (
         r"^snakemake (-n|--summary|--list-changes|-R)\b",
-        "tests/workflow/test_rerun_precision.py::test_snak",
+        "tests/runs/test_rerun_precision.py::test_snak",
     ),
     (r"^python -X importtime", "benchmarks/run_bench.py"),
     (r"^vllm serve", "needs a GPU"),  # wherever it is named: it serves a model on a GPU

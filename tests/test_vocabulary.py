@@ -8,10 +8,10 @@ import re
 
 from memprobe.config import Config
 from memprobe.protocol.calibration import Anchor
-from memprobe.protocol.records import Turn
 from memprobe.protocol.simulation import SimulatorReply
+from memprobe.spec.records import Turn
 from memprobe.vocabulary import CATEGORIES, FEEDBACK_TYPES, MODES, ROLES
-from tests.conftest import ROOT
+from tests.helpers.workflow import ROOT
 
 # Two neighbours of each vocabulary, as a written-out list would hold them.
 WRITTEN_OUT = {

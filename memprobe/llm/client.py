@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from memprobe.config import Config, role_settings
-from memprobe.llm import callstats, providers
+from memprobe.llm import cpu_cost, providers
 from memprobe.llm.cache import ResponseCache, request_key
 from memprobe.llm.ledger import Ledger
 from memprobe.llm.providers import (
@@ -143,8 +143,8 @@ class LLM:
             client = self.provider.client
         except ProviderError as err:
             raise LLMError(f"role {self.role}: {err}") from None
-        if callstats.enabled():  # start-up work, not the cost of the call that built it
-            callstats.add_call("client", time.thread_time() - cpu)
+        if cpu_cost.enabled():  # start-up work, not the cost of the call that built it
+            cpu_cost.add_call("client", time.thread_time() - cpu)
         return client
 
     @property
@@ -184,7 +184,7 @@ class LLM:
             self._schemas[schema] = schema.model_json_schema()
         return self._schemas[schema]
 
-    def _send(
+    def _with_retries(
         self,
         req: dict[str, Any],
         where: str,
@@ -194,7 +194,8 @@ class LLM:
     ) -> Reply:
         """One finished reply for ``req``: transport faults are retried (``max_attempts``),
         invalid replies re-sampled (``resample_invalid``), both with the identical request.
-        A structured reply cut at max_tokens is returned unvalidated: ``_pay`` raises the limit.
+        A structured reply cut at max_tokens is returned unvalidated: ``_with_token_limit``
+        raises the limit.
         """
         status_errors = providers.status_errors()
         retried: tuple[type[BaseException], ...] = (
@@ -207,7 +208,7 @@ class LLM:
         while True:
             attempt += 1
             try:
-                reply = self._ask(req, key, reask)
+                reply = self._one_request(req, key, reask)
             except status_errors as err:
                 if not _retryable(getattr(err, "status_code", 0)):  # a resend fails the same way
                     raise LLMError(
@@ -247,7 +248,7 @@ class LLM:
             f"{self.max_attempts} attempt(s): {self._safe(last) if last else 'unknown error'}"
         )
 
-    def _ask(self, req: dict[str, Any], key: str, reask: int) -> Reply:
+    def _one_request(self, req: dict[str, Any], key: str, reask: int) -> Reply:
         """One request; a delivered reply without content is on the bill, then an error."""
         reply = self.provider.complete(req)
         if not reply.content:
@@ -290,8 +291,8 @@ class LLM:
                 break
         return min(self.backoff_s * 2 ** (attempt - 1), 30.0)
 
-    @callstats.counted
-    def _call(
+    @cpu_cost.counted
+    def _through_cache(
         self,
         messages: list[dict[str, str]],
         schema: type[BaseModel] | None,
@@ -308,7 +309,7 @@ class LLM:
             return replayed, "replayed"
         self.client  # noqa: B018  built before the clock starts
         if self.cache is None:
-            return self._pay(req, key, where, reask, schema, paid), "paid"
+            return self._with_token_limit(req, key, where, reask, schema, paid), "paid"
         # A parallel job sending the same request holds its lock until the reply is cached:
         # wait for it and replay, don't pay twice.
         asked = time.monotonic()
@@ -318,9 +319,9 @@ class LLM:
             replayed = self._replay(key, reask, waited=time.monotonic() - asked)
             if replayed is not None:
                 return replayed, "replayed"
-            return self._pay(req, key, where, reask, schema, paid), "paid"
+            return self._with_token_limit(req, key, where, reask, schema, paid), "paid"
 
-    def _pay(
+    def _with_token_limit(
         self,
         req: dict[str, Any],
         key: str,
@@ -331,7 +332,7 @@ class LLM:
     ) -> str:
         start = time.monotonic()
         validate = _validator(schema) if schema is not None else None
-        reply = self._send(req, where, key, reask, validate)
+        reply = self._with_retries(req, where, key, reask, validate)
         raises = 0
         while validate is not None and reply.finish_reason == "length":
             # A structured reply cut at max_tokens is broken JSON: ask again with a higher
@@ -348,7 +349,7 @@ class LLM:
                 )
             raises += 1
             req = {**req, field: limit * 2}
-            reply = self._send(req, where, key, reask, validate)
+            reply = self._with_retries(req, where, key, reask, validate)
         latency = time.monotonic() - start
         # Cache first, ledger second: a kill between the two loses a ledger row, never pays
         # twice for a reply that a rerun can replay. A failed write is still on the bill.
@@ -387,7 +388,7 @@ class LLM:
 
     # -- public API -----------------------------------------------------------------------
     def text(self, messages: list[dict[str, str]], *, sample: int = 0, where: str = "") -> str:
-        return self._call(messages, None, sample, _where(where), 0).strip()
+        return self._through_cache(messages, None, sample, _where(where), 0).strip()
 
     def json(
         self,
@@ -409,7 +410,7 @@ class LLM:
         raw = ""
         paid: Paid = []
         for reask in range(self.max_reasks + 1):
-            raw = self._call(convo, schema, sample, loc, reask, paid)
+            raw = self._through_cache(convo, schema, sample, loc, reask, paid)
             try:
                 value = schema.model_validate(json.loads(_strip_fence(raw)))
                 if check is not None:
@@ -476,7 +477,7 @@ def client_for(
     job: str = "",
 ) -> LLM:
     """Build the client of one role from the validated config."""
-    callstats.client_built()
+    cpu_cost.client_built()
     s = role_settings(cfg, role)
     try:
         endpoint = endpoint_for(cfg, s)

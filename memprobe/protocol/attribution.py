@@ -15,8 +15,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from memprobe.llm.client import LLM
-from memprobe.protocol.prompts import dialogue, render
-from memprobe.protocol.records import (
+from memprobe.spec.prompts import dialogue, render
+from memprobe.spec.records import (
     Attribution,
     AttributionEntry,
     Bank,
@@ -27,7 +27,7 @@ from memprobe.protocol.records import (
     Task,
     Tasks,
 )
-from memprobe.protocol.rubric import RUBRIC
+from memprobe.spec.rubric import RUBRIC
 
 EMPTY_TRANSCRIPT = "(empty)"
 

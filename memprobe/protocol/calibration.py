@@ -21,9 +21,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from memprobe.llm.client import LLM
-from memprobe.protocol import records
 from memprobe.protocol.recovery import ask_judge
-from memprobe.protocol.rubric import LEVELS, RUBRIC, Level
+from memprobe.spec import records
+from memprobe.spec.rubric import LEVELS, RUBRIC, Level
 from memprobe.vocabulary import CATEGORIES, Category
 
 # What a label can be; the degenerate ones are what a weak slot-filler writes.
@@ -206,7 +206,7 @@ def stop_if_failed(cfg, anchors_path: str, prompt: str) -> None:
     s = summarize(replies)
     note = verdict(s, cfg.judge.min_kappa, cfg.judge.max_bias)
     if note:
-        from memprobe.protocol.records import write_atomic
+        from memprobe.spec.records import write_atomic
 
         write_atomic(STOP_REPLIES, replies_csv(replies))
         raise CalibrationError(

@@ -12,8 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 from memprobe.llm.client import LLM
-from memprobe.protocol.prompts import render
-from memprobe.protocol.records import Bank, Episodes, PrefEpisode, Preference, PrefScore, PrefTurn
+from memprobe.spec.prompts import render
+from memprobe.spec.records import Bank, Episodes, PrefEpisode, Preference, PrefScore, PrefTurn
 
 
 class PrefItem(BaseModel):

@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from memprobe.llm.client import LLM
-from memprobe.protocol.prompts import render
-from memprobe.protocol.records import (
+from memprobe.spec.prompts import render
+from memprobe.spec.records import (
     Bank,
     Judge,
     JudgeEntry,
@@ -27,8 +27,8 @@ from memprobe.protocol.records import (
     SlotFill,
     SlotFillEntry,
 )
-from memprobe.protocol.rubric import RUBRIC, Level
-from memprobe.protocol.taxonomy import retrieve_query
+from memprobe.spec.rubric import RUBRIC, Level
+from memprobe.spec.taxonomy import retrieve_query
 from memprobe.vocabulary import CATEGORIES
 
 log = logging.getLogger("memprobe")

@@ -13,8 +13,9 @@ from pydantic import BaseModel, Field
 
 from memprobe.agents.base import HistoryTurn, MemorySystem
 from memprobe.llm.client import LLM
-from memprobe.protocol.prompts import dialogue, render
-from memprobe.protocol.records import (
+from memprobe.protocol.users import bank_block, persona_block
+from memprobe.spec.prompts import dialogue, render
+from memprobe.spec.records import (
     Bank,
     Episode,
     Episodes,
@@ -22,7 +23,6 @@ from memprobe.protocol.records import (
     Tasks,
     Turn,
 )
-from memprobe.protocol.users import bank_block, persona_block
 from memprobe.vocabulary import EndReason, FeedbackType
 
 log = logging.getLogger("memprobe")

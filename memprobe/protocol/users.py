@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, WithJsonSchema, create_model
 
 from memprobe.llm.client import LLM
-from memprobe.protocol.prompts import PROMPT_DIR, render
-from memprobe.protocol.records import (
+from memprobe.spec.prompts import PROMPT_DIR, render
+from memprobe.spec.records import (
     Bank,
     BankEntry,
     CriticVerdict,
@@ -24,7 +24,7 @@ from memprobe.protocol.records import (
     Task,
     Tasks,
 )
-from memprobe.protocol.taxonomy import Dimension, Pool, check_counts, load_guides
+from memprobe.spec.taxonomy import Dimension, Pool, check_counts, load_guides
 from memprobe.vocabulary import CATEGORIES
 
 log = logging.getLogger("memprobe")

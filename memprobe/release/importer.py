@@ -28,7 +28,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memprobe.config import Config
-from memprobe.protocol.records import (
+from memprobe.protocol.recovery import judge_record, store_overflows
+from memprobe.spec.records import (
     Attribution,
     AttributionEntry,
     Bank,
@@ -56,11 +57,10 @@ from memprobe.protocol.records import (
     first_error,
     read_json,
 )
-from memprobe.protocol.records import Judge as JudgeRecord
-from memprobe.protocol.records import load as load_record
-from memprobe.protocol.recovery import judge_record, store_overflows
-from memprobe.protocol.rubric import Level
-from memprobe.protocol.taxonomy import retrieve_query
+from memprobe.spec.records import Judge as JudgeRecord
+from memprobe.spec.records import load as load_record
+from memprobe.spec.rubric import Level
+from memprobe.spec.taxonomy import retrieve_query
 from memprobe.vocabulary import CATEGORIES
 
 DEFAULT_RUN_SUFFIX = "_pooled_50"

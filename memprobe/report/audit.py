@@ -24,9 +24,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from memprobe.protocol import records
-from memprobe.protocol.records import Attribution, Bank, Episodes
 from memprobe.report import inspect_site
+from memprobe.spec import records
+from memprobe.spec.records import Attribution, Bank, Episodes
 from memprobe.vocabulary import FEEDBACK_TYPES
 
 LabelType = Literal["feedback", "attribution"]

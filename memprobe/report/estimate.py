@@ -483,7 +483,7 @@ def load_prices(path: str) -> dict[str, Price]:
     import yaml
     from pydantic import ValidationError
 
-    from memprobe.protocol.records import first_error
+    from memprobe.spec.records import first_error
 
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}

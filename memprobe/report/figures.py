@@ -17,8 +17,6 @@ matplotlib.use("Agg")  # files only, never a display
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from memprobe.protocol.records import Attribution, Judge  # noqa: E402
-from memprobe.protocol.rubric import RUBRIC  # noqa: E402
 from memprobe.report.tables import (  # noqa: E402
     COUNT_COLUMNS,
     DAGGER,
@@ -27,6 +25,8 @@ from memprobe.report.tables import (  # noqa: E402
     flagged_pairs,
     mean_std,
 )
+from memprobe.spec.records import Attribution, Judge  # noqa: E402
+from memprobe.spec.rubric import RUBRIC  # noqa: E402
 from memprobe.vocabulary import CATEGORIES, MODES  # noqa: E402
 
 

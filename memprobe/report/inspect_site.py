@@ -17,8 +17,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from memprobe.protocol import records
-from memprobe.protocol.records import (
+from memprobe.protocol.users import content_words
+from memprobe.spec import records
+from memprobe.spec.records import (
     Attribution,
     Bank,
     Episodes,
@@ -28,7 +29,6 @@ from memprobe.protocol.records import (
     SlotFill,
     Tasks,
 )
-from memprobe.protocol.users import content_words
 
 ASSETS = Path(__file__).with_name("inspect_assets")
 # A dump_all case page shows the store's items that share words with the target, the best

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe.protocol.records import Attribution, Episodes, Judge, Memories, Preference
+from memprobe.spec.records import Attribution, Episodes, Judge, Memories, Preference
 from memprobe.vocabulary import CATEGORIES, MODES
 
 TABLE2_COLUMNS = [

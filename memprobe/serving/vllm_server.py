@@ -27,9 +27,9 @@ from pathlib import Path
 
 from memprobe.config import MemT
 from memprobe.llm.providers import LLMError
-from memprobe.protocol.records import write_atomic
 from memprobe.serving import served_process
 from memprobe.serving.local_server import model_cache_dir
+from memprobe.spec.records import write_atomic
 
 ENDPOINT_ENV = "MEMPROBE_MEMT_BASE_URL"  # a server started outside the job (wins over serve)
 KEY_ENV = "MEMPROBE_MEMT_SERVED_KEY"  # the key of the server this job started (client side)

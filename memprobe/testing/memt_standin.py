@@ -118,6 +118,7 @@ def make_server(
     host: str = "127.0.0.1", port: int = 0, api_key: str | None = None, uds: str | None = None
 ) -> socketserver.BaseServer:
     """The stand-in on ``host:port``, or on the Unix socket ``uds`` when given."""
+
     class Handler(QuietJSONHandler):
         protocol_version = "HTTP/1.1"
 

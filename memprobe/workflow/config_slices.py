@@ -44,12 +44,12 @@ class Slice:
     modules: tuple[str, ...] = ()
 
 
-# protocol.rubric: the judge's scale and unknown policy, attribution's threshold, the figures'
+# spec.rubric: the judge's scale and unknown policy, attribution's threshold, the figures'
 # axes and the imported scores' levels; editing it reruns the jobs that read it.
 _JUDGE = Slice(
     keys=("compat.judge_unknown_labels", "judge"),
     roles=("judge",),
-    modules=("protocol.recovery", "protocol.rubric"),
+    modules=("protocol.recovery", "spec.rubric"),
 )
 
 SLICES: dict[str, Slice] = {
@@ -57,15 +57,15 @@ SLICES: dict[str, Slice] = {
     "bank": Slice(
         keys=("dims_per_category", "bank"),
         roles=("generator",),
-        modules=("protocol.users", "protocol.taxonomy"),
+        modules=("protocol.users", "spec.taxonomy"),
     ),
     # task_writer: the task generator's own role where the config has one.
     "tasks": Slice(
         keys=("tasks",),
         roles=("generator", "task_writer", "critic", "editor"),
-        modules=("protocol.users", "protocol.taxonomy"),
+        modules=("protocol.users", "spec.taxonomy"),
     ),
-    "stage0": Slice(roles=("oracle",), modules=("protocol.attribution",)),
+    "oracle": Slice(roles=("oracle",), modules=("protocol.attribution",)),
     "rollout": Slice(
         keys=("max_turns",),
         roles=("simulator", "assistant"),
@@ -74,34 +74,32 @@ SLICES: dict[str, Slice] = {
     ),
     "preference": Slice(roles=("preference",), modules=("protocol.preference",)),
     "probe": Slice(
-        roles=("assistant",), system=True, modules=("protocol.recovery", "protocol.taxonomy")
+        roles=("assistant",), system=True, modules=("protocol.recovery", "spec.taxonomy")
     ),
     # The slot-fill budget and overflow strategy apply to dump_all only.
     "slotfill": Slice(
         roles=("slotfill",),
         per_mode={"dump_all": ("slotfill",)},
-        modules=("protocol.recovery", "protocol.taxonomy"),
+        modules=("protocol.recovery", "spec.taxonomy"),
     ),
     "judge": _JUDGE,
     "attribution": Slice(
         roles=("disclosure",),
         per_mode={"retrieve": ("compat.retrieve_attribution_empty_transcript",)},
-        modules=("protocol.attribution", "protocol.rubric"),
+        modules=("protocol.attribution", "spec.rubric"),
     ),
-    "slotfill_sweep": Slice(
-        roles=("slotfill",), modules=("protocol.recovery", "protocol.taxonomy")
-    ),
+    "slotfill_sweep": Slice(roles=("slotfill",), modules=("protocol.recovery", "spec.taxonomy")),
     "judge_sweep": _JUDGE,
     "judge_calibration": Slice(
-        keys=("judge",), roles=("judge",), modules=("protocol.calibration", "protocol.rubric")
+        keys=("judge",), roles=("judge",), modules=("protocol.calibration", "spec.rubric")
     ),
     "tables": Slice(
-        keys=("seed",), modules=("report.tables", "report.figures", "protocol.rubric")
+        keys=("seed",), modules=("report.tables", "report.figures", "spec.rubric")
     ),  # seed: bootstrap CIs
     "import_users": Slice(keys=("dims_per_category",), modules=("release.importer",)),
-    "import_runs": Slice(keys=("slotfill",), modules=("release.importer", "protocol.rubric")),
+    "import_runs": Slice(keys=("slotfill",), modules=("release.importer", "spec.rubric")),
     "import_retrieved": Slice(modules=("release.importer",)),
-    "inspect": Slice(modules=("report.inspect_site",)),
+    "inspector": Slice(modules=("report.inspect_site",)),
     "audit_agreement": Slice(modules=("report.audit",)),  # its seed is a param of the rule already
 }
 
@@ -186,7 +184,8 @@ def without_credentials(url: str) -> str:
 
 
 def endpoint_identity(cfg: Config, base_url: str | None) -> str:
-    """The endpoint as the response cache keys it (memprobe/llm/client.py ``client_for``)."""
+    """The endpoint as the response cache keys it (``Endpoint.identity``, made by
+    memprobe/llm/providers.py ``endpoint_for``), without the run's port or a credential."""
     if cfg.llm.backend == "fake":
         return "fake"
     if cfg.llm.backend == "local" and not base_url:

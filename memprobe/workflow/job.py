@@ -3,7 +3,7 @@
 Snakemake builds the job (its files, params and log, exactly as a run would, from the same
 Snakefile and config files) but does not run it: the rule's script runs in this process,
 under a debugger if you like (``python -m pdb -m memprobe.cli job ...``), on the job's real
-input files, and writes the job's real output and usage ledger through ``glue.run`` as under
+input files, and writes the job's real output and usage ledger through ``step.run`` as under
 Snakemake. A ``shell:`` rule's script gets the very command line Snakemake would give it
 (memprobe/workflow/shell_job.py); a ``script:`` rule's script gets the job's ``snakemake``
 object. Inputs are never built here: a missing one is a one-line error (run Snakemake first).

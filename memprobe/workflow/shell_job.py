@@ -20,7 +20,7 @@ A ``shell:`` job costs neither. The rule hands the script what ``script:`` would
 ``memprobe job RULE WILDCARD=VALUE ...`` (memprobe/workflow/job.py) runs the same command line
 in-process, by hand.
 
-``SpecJob`` offers the attributes of the ``snakemake`` object that ``glue.Job`` reads, so a
+``SpecJob`` offers the attributes of the ``snakemake`` object that ``step.Job`` reads, so a
 script runs the same under either directive.
 """
 
@@ -83,7 +83,7 @@ def export_config(config: dict[str, Any]) -> Path:
     blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     path = CONFIG_DIR / f"config-{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json"
     if not path.exists():
-        from memprobe.protocol.records import write_atomic
+        from memprobe.spec.records import write_atomic
 
         write_atomic(path, blob)
     os.environ[CONFIG_ENV] = str(path.resolve())

@@ -12,10 +12,14 @@ from memprobe.agents.amem import AMem, enhanced_text, evolution_schema
 from memprobe.config import load_config
 from memprobe.llm.client import client_for
 from memprobe.serving import embeddings
-from tests.conftest import Endpoint, tiny_config
+from tests.helpers.agents import writer_system
+from tests.helpers.endpoint import Endpoint, record_requests
+from tests.helpers.workflow import tiny_config
 
 TASK = "Help me plan a weekend sea kayaking trip for two."
+
 FINAL = "I get seasick on open water, so keep us in the sheltered bay."
+
 NEW_CONTEXT = "A kayaking trip that must avoid open water because the person gets seasick."
 
 
@@ -194,3 +198,13 @@ def test_a_write_encodes_its_notes_while_the_next_call_is_in_flight(
     release.set()
     assert [h["id"] for h in system.search(FINAL, 1)] == ["n0001"]
     assert sent[1:] == [[FINAL]]  # the note's vector came from the encode sent ahead
+
+
+def test_amem_writes_at_its_own_temperature(endpoint, tmp_path):
+    from memprobe.agents.amem import AMem
+
+    seen = record_requests(endpoint)
+    cfg, system = writer_system(AMem, "amem", endpoint.base_url, tmp_path, {"temperature": 1.0})
+    system.end_turn(1, "Help me plan a balcony garden.", [])
+    assert seen["writer"] and {b["temperature"] for b in seen["writer"]} == {1.0}
+    assert client_for("writer", cfg).temperature == 0.0  # only amem's writer changed

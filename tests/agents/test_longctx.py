@@ -5,7 +5,7 @@ from __future__ import annotations
 from memprobe.agents.longctx import LongContext
 
 from memprobe.config import load_config
-from tests.conftest import tiny_config
+from tests.helpers.workflow import tiny_config
 
 HISTORY = [
     {"agent": "Which city?", "user": "Lisbon, in May."},

@@ -12,7 +12,9 @@ import pytest
 
 from memprobe.config import load_config
 from memprobe.llm.client import client_for
-from tests.conftest import tiny_config
+from tests.helpers.agents import writer_system
+from tests.helpers.endpoint import record_requests
+from tests.helpers.workflow import tiny_config
 from tests.netguard.sitecustomize import install
 
 MESSAGES = [
@@ -21,6 +23,7 @@ MESSAGES = [
     "My partner is vegetarian; pack food for that.",
     "Last year we capsized near the pier and lost the map.",
 ]
+
 QUERIES = ["kayak trip", "food preferences", "what went wrong last time", "seasick"]
 
 
@@ -146,3 +149,17 @@ def test_users_do_not_share_a_store(no_network, endpoint, tmp_path):
     b_items = b.get_all_memories()
     assert b_items and not {i["content"] for i in b_items} & {i["content"] for i in a_items}
     assert a.get_all_memories() == a_items  # b's write never reached a
+
+
+@pytest.mark.torch
+def test_mem0_extraction_goes_to_its_configured_model(endpoint, tmp_path):
+    from memprobe.agents.mem0 import Mem0
+
+    seen = record_requests(endpoint)
+    writer = {"model": "extract-4o-mini", "temperature": 0.0, "max_tokens": 2000}
+    _, system = writer_system(Mem0, "mem0", endpoint.base_url, tmp_path, writer)
+    system.end_turn(1, "I get seasick, keep us in the bay.", [])
+    bodies = seen["writer"]
+    assert bodies and {b["model"] for b in bodies} == {"extract-4o-mini"}
+    assert {(b["temperature"], b["max_tokens"]) for b in bodies} == {(0.0, 2000)}
+    assert system.meta()["writer_model"] == "extract-4o-mini"

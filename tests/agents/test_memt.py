@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import sys
 import time
 from pathlib import Path
 
@@ -20,10 +19,13 @@ from memprobe.agents.memt import (
 )
 
 from memprobe.config import ConfigError, load_config
-from memprobe.protocol.prompts import prompt_path
+from memprobe.llm.client import client_for
 from memprobe.serving import served_process, vllm_server
+from memprobe.spec.prompts import prompt_path
 from memprobe.testing.memt_standin import StandIn
-from tests.conftest import tiny_config
+from tests.helpers.endpoint import record_requests
+from tests.helpers.memt import SERVE_STANDIN, fake_vllm, serve_settings
+from tests.helpers.workflow import tiny_config
 
 PROMPTS = {n: str(prompt_path(n)) for n in ("memt_formation", "memt_update", "memt_retrieve")}
 
@@ -77,7 +79,6 @@ def drive(agent: MemT, turns: int = 3) -> None:
         agent.end_episode(episode, task, history)
 
 
-# -- the protocol parser --------------------------------------------------------------------
 def test_parse_tool_calls_keeps_good_calls_and_counts_bad_ones():
     text = (
         '<tool_call>{"name": "create_fact", "arguments": {"content": "likes tea"}}</tool_call>\n'
@@ -98,7 +99,6 @@ def test_parse_tool_calls_keeps_good_calls_and_counts_bad_ones():
     assert parse_tool_calls(text, RETRIEVE_TOOLS)[0] == []
 
 
-# -- the system against the stand-in ------------------------------------------------------
 @pytest.mark.torch
 def test_memt_forms_all_collections_and_search_ranks_k_distinct(standin, tmp_path):
     cfg = memt_config(standin.base_url)
@@ -193,7 +193,6 @@ def test_update_ops_apply_and_bad_ids_are_counted(tmp_path):
     assert agent.store.items["facts"] == {}
 
 
-# -- configuration --------------------------------------------------------------------------
 def test_memt_config_errors_are_one_line():
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
     with pytest.raises(ConfigError, match=r"memt: set memt.endpoint") as err:
@@ -202,40 +201,6 @@ def test_memt_config_errors_are_one_line():
     raw["memt"] = {"serve": True}
     with pytest.raises(ConfigError, match=r"memt: model_path: required"):
         load_config(raw)
-
-
-# -- the vLLM serving path, against a stand-in executable ---------------------------------
-def fake_vllm(tmp_path: Path, body: str) -> str:
-    """An executable named like vllm that records its argv and then runs ``body``."""
-    exe = tmp_path / "vllm"
-    exe.write_text(
-        f"#!{sys.executable}\n"
-        "import json, sys, time\n"
-        f"open({str(tmp_path / 'argv.json')!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
-        f"{body}\n"
-    )
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    return str(exe)
-
-
-SERVE_STANDIN = (
-    "from memprobe.testing.memt_standin import serve\n"
-    "uds = sys.argv[sys.argv.index('--uds') + 1]\n"
-    "time.sleep(1.0)  # a real server takes a while to become healthy\n"
-    "serve(uds)"
-)
-
-
-def serve_settings(tmp_path: Path, exe: str, **extra):
-    raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
-    raw["memt"] = {
-        "serve": True,
-        "model_path": "/models/mem-t-4b",
-        "vllm_bin": exe,
-        "vllm_args": ["--max-model-len", "8192"],
-        **extra,
-    }
-    return load_config(raw).memt
 
 
 def test_serve_command_line(tmp_path):
@@ -290,7 +255,6 @@ def test_ensure_prefers_endpoint_and_env(tmp_path, monkeypatch):
     assert vllm_server.ensure(cfg.memt) == ("http://127.0.0.1:7/v1", None)
 
 
-# -- must-show 1: the tiny workflow with memt ---------------------------------------------
 @pytest.mark.workflow
 def test_tiny_workflow_runs_memt_end_to_end(endpoint, standin, workflow_factory):
     raw = tiny_config(endpoint.base_url, systems=["nomem", "memt"])
@@ -310,3 +274,33 @@ def test_tiny_workflow_runs_memt_end_to_end(endpoint, standin, workflow_factory)
     rows = (results / "table2.csv").read_text()
     assert "memt" in rows
     assert os.path.exists(wf.root / "logs" / "rollout" / "memt" / "user_001.log")
+
+
+@pytest.mark.torch
+def test_memt_turn_order_is_retrieve_reply_write(endpoint, tmp_path):
+    from memprobe.agents.memt import MemT
+
+    seen = record_requests(endpoint)
+    raw = tiny_config(endpoint.base_url, systems=["memt"])
+    raw["llm"]["cache_dir"] = str(tmp_path / "cache")
+    raw["memt"] = {"endpoint": endpoint.base_url, "max_tool_steps": 1}
+    cfg = load_config(raw)
+    prompts = {n: str(prompt_path(n)) for n in ("memt_formation", "memt_update", "memt_retrieve")}
+    agent = MemT(
+        config=cfg, assistant=client_for("assistant", cfg), writer=None, workdir=tmp_path,
+        prompts=prompts,
+    )  # fmt: skip
+    agent.reset("user_001")
+    agent.respond(1, "Help me plan a balcony garden.", [])
+
+    def kind(body: dict) -> str:
+        system = body["messages"][0]["content"]
+        if "search_facts" in system:
+            return "retrieve"
+        if "create_fact" in system:
+            return "write"
+        return "reply" if "personal assistant" in system else "other"
+
+    calls = [kind(b) for b in seen[""]]
+    assert calls == ["retrieve", "reply", "write"], calls
+    assert "max_tokens" not in seen[""][2]  # formation replies are not capped

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import tiny_config
+from tests.helpers.workflow import tiny_config
 
 pytestmark = pytest.mark.workflow
 

@@ -5,108 +5,30 @@ from __future__ import annotations
 import pytest
 
 from memprobe.protocol import attribution
-from memprobe.protocol.prompts import prompt_path
-from memprobe.protocol.records import (
+from memprobe.spec.prompts import prompt_path
+from memprobe.spec.records import (
     Bank,
-    BankEntry,
     Episode,
     Episodes,
     Judge,
     JudgeEntry,
-    Oracle,
     OracleVerdict,
     Task,
     Tasks,
     Turn,
 )
-from tests.recording_llm import RecordingLLM
-
-DIMS = [
-    ("skill_memory", "critical_thinking_skill", 0.25),
-    ("self_model", "prudence_self_view", 0.5),
-    ("episodic_memory", "relocation_event", 0.0),
-    ("assistance_preference", "verbosity_preference", 1.0),
-]
-BANK = Bank(
-    user_id="user_001",
-    entries=[
-        BankEntry(category=c, dimension=d, short=f"short {d}", explanation=f"expl {d}")
-        for c, d, _ in DIMS
-    ],
+from tests.helpers.attribution_case import (
+    BANK,
+    DIMS,
+    EPISODES,
+    ORACLE,
+    PROMPTS,
+    TASKS,
+    answer,
+    judge,
 )
-TASKS = Tasks(
-    user_id="user_001",
-    tasks=[
-        Task(
-            index=i,
-            task=f"TASK-TEXT-{i}",
-            target_category=c,
-            target_dimension=d,
-            target_short=f"short {d}",
-        )
-        for i, (c, d, _) in enumerate(DIMS, 1)
-    ],
-)
-EPISODES = Episodes(
-    user_id="user_001",
-    system="longctx_full",
-    episodes=[
-        Episode(
-            index=i,
-            task=f"TASK-TEXT-{i}",
-            target_dimension=d,
-            end_reason="satisfied",
-            turns=[
-                Turn(
-                    turn=1,
-                    agent_response=f"AGENT-SAID-{i}",
-                    feedback_type="satisfied",
-                    user_text=f"USER-REVEALED-{i}",
-                )
-            ],
-        )
-        for i, (_, d, _) in enumerate(DIMS, 1)
-    ],
-)
-ORACLE = Oracle(
-    user_id="user_001",
-    verdicts={d: OracleVerdict(can_invite=d != "relocation_event", reason="r") for _, d, _ in DIMS},
-)
-PROMPTS = {
-    "disclosure": str(prompt_path("attribution_disclosure")),
-    "subclass": str(prompt_path("attribution_subclass")),
-}
-
-
-def judge(mode: str) -> Judge:
-    return Judge(
-        user_id="user_001",
-        system="longctx_full",
-        mode=mode,
-        per_category={},
-        overall=0.0,
-        details=[
-            JudgeEntry(
-                category=c,
-                dimension=d,
-                explanation=f"expl {d}",
-                ground_truth=f"short {d}",
-                predicted="x",
-                slot_fill_reason="",
-                score=s,
-                judge_reason="",
-                scoring_mode=mode,
-            )
-            for c, d, s in DIMS
-        ],
-    )
-
-
-def answer(messages, schema):
-    text = messages[-1]["content"]
-    if "disclosed" in schema.model_fields:
-        return {"disclosed": "critical_thinking" in text, "evidence": "", "reason": ""}
-    return {"category": "A", "reason": "", "evidence": ""}
+from tests.helpers.protocol import SKILL, clients, user_text
+from tests.helpers.recording_llm import RecordingLLM
 
 
 @pytest.mark.parametrize("mode", ["dump_all", "retrieve"])
@@ -159,7 +81,6 @@ def test_oracle_is_shared_per_user_and_dimension():
     assert not oracle.verdicts["relocation_event"].can_invite
 
 
-# -- Stage 2's "B" branch, the Stage 2 prompt, the 0.75 boundary, no targeted task ---------
 def judged(scores: dict[str, float], mode: str = "dump_all") -> Judge:
     j = judge(mode)
     details = [d.model_copy(update={"score": scores.get(d.dimension, d.score)}) for d in j.details]
@@ -278,3 +199,65 @@ def test_transcript_lines_alternate_agent_then_user():
     assert attribution.transcript_lines(ep) == "Agent: a1\nUser: u1\nAgent: a2\nUser: u2"
     empty = ep.model_copy(update={"turns": []})
     assert attribution.transcript_lines(empty) == attribution.EMPTY_TRANSCRIPT
+
+
+def test_oracle_and_stage2_see_short_and_explanation(scripted, tmp_path):
+    ep, seen = scripted(
+        {
+            "oracle": [{"can_invite": True, "reason": "r"}],
+            "disclosure": [
+                {"disclosed": False, "evidence": "", "reason": "r"},
+                {"category": "A", "reason": "r", "evidence": ""},
+            ],
+        }
+    )
+    _, llm = clients(ep.base_url, tmp_path, "oracle", "disclosure")
+    one = Bank(user_id="user_001", entries=[SKILL])
+    tasks = Tasks(
+        user_id="user_001",
+        tasks=[
+            {
+                "index": 1,
+                "task": "Help me plan.",
+                "target_category": SKILL.category,
+                "target_dimension": SKILL.dimension,
+                "target_short": SKILL.short,
+            }
+        ],
+    )
+    oracle = attribution.run_oracle(
+        one, tasks, llm["oracle"], str(prompt_path("attribution_oracle"))
+    )
+    judge = Judge(
+        user_id="user_001", system="nomem", mode="dump_all", per_category={}, overall=0.0,
+        details=[
+            JudgeEntry(
+                category=SKILL.category, dimension=SKILL.dimension, explanation=SKILL.explanation,
+                ground_truth=SKILL.short, predicted="unknown", slot_fill_reason="", score=0.0,
+                judge_reason="", scoring_mode="dump_all",
+            )
+        ],
+    )  # fmt: skip
+    episodes = Episodes(
+        user_id="user_001",
+        system="nomem",
+        episodes=[
+            Episode(
+                index=1, task="Help me plan.", target_dimension=SKILL.dimension,
+                end_reason="satisfied",
+                turns=[Turn(turn=1, agent_response="ok", feedback_type="satisfied", user_text="k")],
+            )
+        ],
+    )  # fmt: skip
+    prompts = {
+        "disclosure": str(prompt_path("attribution_disclosure")),
+        "subclass": str(prompt_path("attribution_subclass")),
+    }
+    out = attribution.attribute_user(
+        judge, one, tasks, episodes, oracle, llm["disclosure"], prompts
+    )
+    assert out.details[0].label == "agent_elicitation_failure"
+    stage0, (stage1, stage2) = seen["oracle"][0], seen["disclosure"]
+    for body in (stage0, stage1, stage2):
+        assert SKILL.short in user_text(body) and SKILL.explanation in user_text(body)
+    assert '"category": "A" | "B"' in user_text(stage2)  # it is the Stage 2 request

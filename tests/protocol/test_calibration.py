@@ -6,11 +6,12 @@ import pytest
 
 from memprobe import CATEGORIES
 from memprobe.config import ConfigError, load_config
-from memprobe.protocol import calibration, recovery, taxonomy
-from memprobe.protocol.prompts import prompt_path
-from memprobe.protocol.records import Bank, BankEntry, SlotFill, SlotFillEntry
-from tests.conftest import ROOT, tiny_config
-from tests.recording_llm import RecordingLLM
+from memprobe.protocol import calibration, recovery
+from memprobe.spec import taxonomy
+from memprobe.spec.prompts import prompt_path
+from memprobe.spec.records import Bank, BankEntry, SlotFill, SlotFillEntry
+from tests.helpers.recording_llm import RecordingLLM
+from tests.helpers.workflow import ROOT, tiny_config
 
 ANCHORS = ROOT / "config" / "judge_calibration.yaml"
 PROMPT = str(prompt_path("recovery_judge"))

@@ -9,10 +9,10 @@ import pydantic
 import pytest
 
 from memprobe.protocol import preference
-from memprobe.protocol.prompts import prompt_path
-from memprobe.protocol.records import Bank, BankEntry, Episode, Episodes, Turn
 from memprobe.report import tables
-from tests.recording_llm import RecordingLLM
+from memprobe.spec.prompts import prompt_path
+from memprobe.spec.records import Bank, BankEntry, Episode, Episodes, Turn
+from tests.helpers.recording_llm import RecordingLLM
 
 BANK = Bank(
     user_id="user_001",

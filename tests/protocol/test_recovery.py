@@ -6,48 +6,22 @@ import json
 
 import pytest
 
-from memprobe.protocol import recovery, taxonomy
-from memprobe.protocol.prompts import prompt_path
-from memprobe.protocol.records import Bank, BankEntry, Retrieved, RetrievedQuery
-from memprobe.protocol.rubric import RUBRIC
-from tests.recording_llm import RecordingLLM
-
-BANK = Bank(
-    user_id="user_001",
-    entries=[
-        BankEntry(
-            category="skill_memory",
-            dimension="critical_thinking_skill",
-            short="Checks sources twice",
-            explanation="SECRET-EXPLANATION",
-        ),
-        BankEntry(
-            category="assistance_preference",
-            dimension="verbosity_preference",
-            short="Wants bullet points",
-            explanation="SECRET-EXPLANATION-2",
-        ),
-    ],
+from memprobe.config import load_config
+from memprobe.llm.client import client_for
+from memprobe.protocol import recovery
+from memprobe.protocol.recovery import slotfill_user
+from memprobe.spec import taxonomy
+from memprobe.spec.prompts import prompt_path
+from memprobe.spec.records import (
+    Retrieved,
+    RetrievedQuery,
 )
-GUIDES = taxonomy.load_guides()
-
-
-def store(n: int, chars: int) -> list[dict]:
-    return [{"content": f"note {i} " + "y" * chars} for i in range(n)]
-
-
-def slotfill(memories, llm, mode="dump_all", **kw):
-    return recovery.slotfill_user(
-        user_id="user_001",
-        system="memt",
-        mode=mode,
-        bank=BANK,
-        guides=GUIDES,
-        llm=llm,
-        prompt=str(prompt_path("slotfill")),
-        memories=memories,
-        **kw,
-    )
+from memprobe.spec.rubric import RUBRIC
+from tests.helpers.endpoint import record_requests
+from tests.helpers.protocol import TWO_ENTRY_BANK
+from tests.helpers.recording_llm import RecordingLLM
+from tests.helpers.recovery_case import BANK, GUIDES, slotfill, store
+from tests.helpers.workflow import local_raw
 
 
 def evidence_answer(messages, schema):
@@ -129,7 +103,6 @@ def test_store_overflows_threshold():
     assert recovery.store_overflows(store(40, 400), 2000)[0]
 
 
-# -- chunked overflow: every branch, and the budget held for every request ----------------
 def memory_block(text: str) -> str:
     """The memory JSON of a rendered slot-fill prompt (between its two headings)."""
     return text.split("MEMORY RECORDS", 1)[1].split("SLOT\ncategory", 1)[0]
@@ -214,7 +187,6 @@ def test_chunk_items_keeps_order_and_fills_each_chunk():
     assert recovery.chunk_items([], 100) == []
 
 
-# -- retrieve mode: each dimension reads only its own top-k --------------------------------
 def retrieved(items_by_dim: dict[str, list[dict]]) -> Retrieved:
     return Retrieved(
         user_id="user_001",
@@ -491,3 +463,23 @@ def test_the_judge_prompt_shows_the_rubric_scale_and_levels():
     text = judge_llm.prompt_text(0)
     assert RUBRIC.scale_text() in text and RUBRIC.levels_text() in text
     assert "None" not in text
+
+
+def test_store_over_the_served_context_is_flagged_without_a_request(
+    endpoint, tmp_path, monkeypatch
+):
+    seen = record_requests(endpoint)
+    monkeypatch.setenv("MEMPROBE_LOCAL_BASE_URL", endpoint.base_url)
+    monkeypatch.setenv("MEMPROBE_LOCAL_MODEL_ID", "0" * 64)
+    raw = local_raw()
+    raw["llm"]["cache_dir"] = str(tmp_path / "cache")
+    cfg = load_config(raw)
+    llm = client_for("slotfill", cfg)
+    big = [{"content": f"note {i} " + "x" * 400} for i in range(60)]  # ~6k tokens > 4096
+    out = slotfill_user(
+        user_id="user_001", system="memt", mode="dump_all", bank=TWO_ENTRY_BANK, guides=GUIDES,
+        llm=llm, prompt=str(prompt_path("slotfill")), memories=big,
+        context_tokens=cfg.slotfill.context_tokens, overflow=cfg.slotfill.overflow,
+    )  # fmt: skip
+    assert out.overflow and all(not e.called for e in out.entries)
+    assert sum(len(v) for v in seen.values()) == 0

@@ -16,23 +16,31 @@ from memprobe import CATEGORIES
 from memprobe.config import load_config
 from memprobe.llm.client import LLM, LLMError, client_for
 from memprobe.protocol import users
-from memprobe.protocol.prompts import prompt_path
-from memprobe.protocol.records import Bank, BankEntry, Persona, Tasks
-from memprobe.protocol.taxonomy import load_guides, load_pool
-from tests.conftest import tiny_config
+from memprobe.spec.prompts import prompt_path
+from memprobe.spec.records import (
+    Bank,
+    BankEntry,
+    Tasks,
+)
+from memprobe.spec.taxonomy import load_guides, load_pool
+from tests.helpers.protocol import SKILL, TWO_ENTRY_BANK, clients, persona, user_text
+from tests.helpers.workflow import tiny_config
 
 POOL = load_pool()
+
 GUIDES = load_guides()
+
 SKILLS = POOL.names("skill_memory")
+
 TASK_PROMPTS = {
     "write": str(prompt_path("task_write")),
     "critic": str(prompt_path("task_critic")),
     "edit": str(prompt_path("task_edit")),
 }
+
 ONLY_SKILL_2 = {c: (2 if c == "skill_memory" else 0) for c in CATEGORIES}
 
 
-# -- helpers ---------------------------------------------------------------------------
 def make_clients(base_url: str, tmp_path: Path, *, seed: int = 7, **llm) -> dict[str, LLM]:
     cfg = tiny_config(base_url, seed=seed)
     cfg["llm"].update(cache_dir=str(tmp_path / "cache"), **llm)
@@ -42,24 +50,21 @@ def make_clients(base_url: str, tmp_path: Path, *, seed: int = 7, **llm) -> dict
     return {r: client_for(r, config, ledger_path=ledger) for r in roles}
 
 
-def persona(user_id: str = "user_001") -> Persona:
-    attrs = users.sample_attributes(7, user_id)
-    attrs.pop("n_stories")
-    return Persona(**attrs, attitude="Calm.", stories=["A story."], interests=["chess"])
-
-
 def dim(name: str, short: str = "reads manuals twice before starting") -> dict:
     return {"name": name, "short": short, "explanation": "Grounded in their job. It shows."}
 
 
 GOOD = {"dims": [dim(SKILLS[0]), dim(SKILLS[1])]}
+
 MADE_UP = {"dims": [dim(SKILLS[0]), dim("telepathy_skill")]}
+
 DUPLICATE = {"dims": [dim(SKILLS[0]), dim(SKILLS[0])]}
+
 WRONG_COUNT = {"dims": [dim(SKILLS[0])]}
+
 LONG_SHORT = {"dims": [dim(SKILLS[0]), dim(SKILLS[1], " ".join(["word"] * 16))]}
 
 
-# -- 1. bank validation ------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("reply", "expected"),
     [
@@ -123,7 +128,6 @@ def test_bank_fails_loudly_past_its_budget(scripted, tmp_path):
     assert "'telepathy_skill' is not a skill_memory dimension" in msg
 
 
-# -- 2. critic-editor loop ----------------------------------------------------------------
 def one_entry_bank() -> Bank:
     entry = BankEntry(
         category="assistance_preference",
@@ -196,7 +200,6 @@ def test_critic_always_fishing_spends_the_budget(scripted, tmp_path):
     assert tasks.leak.budget_spent == 1
 
 
-# -- leak check ---------------------------------------------------------------------------
 def test_leak_share_counts_echoed_target_words():
     short = "budgets every expense in a spreadsheet"
     assert users.leak_share("Can you help me plan a birthday party?", short) == 0.0
@@ -240,7 +243,6 @@ def test_leak_report_flags_tasks_over_the_threshold(scripted, tmp_path):
     assert tasks.leak.max_share == 1.0 and tasks.leak.mean_share == 0.5
 
 
-# -- 3. determinism -----------------------------------------------------------------------
 def ledger_cached(path: Path) -> list[str]:
     with open(path, newline="") as fh:
         return [row["cached"] for row in csv.DictReader(fh)]
@@ -274,7 +276,6 @@ def test_different_seed_changes_the_attributes():
     assert users.sample_attributes(11, "user_002")["seed"] != a["seed"]
 
 
-# -- persona quality ----------------------------------------------------------------------
 def test_occupations_fit_the_age():
     people = [users.sample_attributes(0, f"user_{i:03d}") for i in range(1, 301)]
     ages = {p["age"] for p in people}
@@ -319,7 +320,6 @@ def test_persona_narrative_follows_the_attributes(scripted, tmp_path):
     assert props["attitude"]["maxLength"] <= 900 and props["values"]["maxLength"] <= 400
 
 
-# -- through the workflow ----------------------------------------------------------------
 @pytest.mark.workflow
 def test_workflow_rerun_of_users_replays_the_cache(endpoint, workflow_factory):
     wf = workflow_factory(tiny_config(endpoint.base_url, n_users=1))
@@ -337,7 +337,7 @@ def test_workflow_rerun_of_users_replays_the_cache(endpoint, workflow_factory):
     wf.run(target)
     assert {f: (users_dir / f).read_text() for f in first} == first
     # The rerun's rows are all cache hits: zero calls. A job rerun on unchanged inputs carries
-    # its finished attempt's rows first (memprobe/workflow/glue.py); those are the first run's own.
+    # its finished attempt's rows first (memprobe/workflow/step.py); those are the first run's own.
     for p in ledgers:
         after = ledger_cached(p)
         carried = after[: len(before[p])] == before[p] and len(after) > len(before[p])
@@ -392,3 +392,66 @@ def test_compact_pool_listing_reaches_the_prompt(tmp_path):
     assert all(f"- {d.name}: {d.axis}" in prompt for d in shown)
     assert "[e.g." not in prompt
     assert bank.entries[0].dimension in {d.name for d in shown}
+
+
+def test_writer_gets_the_category_hint_and_labelled_earlier_tasks(scripted, tmp_path):
+    ep, seen = scripted(
+        {
+            "task_writer": [draft("Help me sort my reading list."), draft("Help me pack.")],
+            "critic": [verdict("neutral", "none")] * 2,
+        }
+    )
+    _, llm = clients(ep.base_url, tmp_path, "task_writer", "critic", "editor")
+    users.make_tasks(persona(), TWO_ENTRY_BANK, GUIDES, llm, TASK_PROMPTS)
+    first, second = seen["task_writer"]
+    hints = users.load_guides(users.HINTS_FILE)
+    assert hints["episodic_memory"] in user_text(second)
+    assert hints["skill_memory"] not in user_text(second)
+    assert "skill_memory/critical_thinking_skill: Help me sort my reading list." in user_text(
+        second
+    )
+    assert "(none yet)" in user_text(first)
+    assert second["temperature"] == 0.7  # the task writer's own role, not the generator's 0.8
+
+
+def test_editor_sees_the_full_target_and_the_profile(scripted, tmp_path):
+    ep, seen = scripted(
+        {
+            "task_writer": [draft("I double-check everything; help me plan.")],
+            "critic": [verdict("fishing"), verdict("neutral", "none")],
+            "editor": [draft("Help me plan a research trip.")],
+        }
+    )
+    _, llm = clients(ep.base_url, tmp_path, "task_writer", "critic", "editor")
+    one = Bank(user_id="user_001", entries=[SKILL])
+    users.make_tasks(persona(), one, GUIDES, llm, TASK_PROMPTS)
+    text = user_text(seen["editor"][0])
+    assert SKILL.explanation in text and SKILL.short in text and SKILL.dimension in text
+    assert users.persona_block(persona()) in text
+
+
+def test_short_repeating_the_axis_is_invalid():
+    axis = "How well do they translate needs into concrete requirements before acting?"
+    dims = [{"name": "d", "short": axis, "explanation": "e"}]
+    with pytest.raises(ValueError, match=r"short repeats the axis question"):
+        users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
+    dims[0]["short"] = "Translate needs into concrete requirements"
+    with pytest.raises(ValueError, match=r"short repeats the axis question"):
+        users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
+    dims[0]["short"] = "Writes a one-page spec with the client before building"
+    users.check_bank_dims(dims, ["d"], 1, "skill_memory", {"d": axis})
+
+
+def test_small_model_listing_hides_the_axis_questions():
+    from memprobe.spec.taxonomy import load_pool
+    from tests.helpers.recording_llm import RecordingLLM
+
+    pool = load_pool()
+    shown = users.pool_candidates(pool, "skill_memory", 1, 4, persona().seed)
+    pick = {"name": shown[0].name, "short": "fixes bikes", "explanation": "e"}
+    counts = {c: int(c == "skill_memory") for c in users.CATEGORIES}
+    for show_axes in (True, False):
+        llm = RecordingLLM(lambda m, s: {"dims": [pick]})
+        prompt = str(prompt_path("bank_select"))
+        users.make_bank(persona(), counts, pool, GUIDES, llm, prompt, 4, False, show_axes)
+        assert (shown[0].axis in llm.prompt_text(0)) is show_axes

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import Workflow
-from tests.reliability.conftest import TARGET, stray_temp_files
+from tests.helpers.reliability import TARGET, stray_temp_files
+from tests.helpers.workflow import Workflow
 
 
 def _cfg(edit):

@@ -14,8 +14,8 @@ from collections import Counter
 import pytest
 
 from memprobe.testing.fake_endpoint import FAULT_KINDS, Faults
-from tests.conftest import Endpoint, Workflow
-from tests.reliability.conftest import (
+from tests.helpers.endpoint import Endpoint
+from tests.helpers.reliability import (
     KEY_ENV,
     SENTINEL,
     TARGET,
@@ -26,6 +26,7 @@ from tests.reliability.conftest import (
     stray_temp_files,
     tables,
 )
+from tests.helpers.workflow import Workflow
 
 pytestmark = pytest.mark.workflow
 

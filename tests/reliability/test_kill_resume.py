@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 
 from memprobe.testing.fake_endpoint import Faults, Gate
-from tests.conftest import SNAKEMAKE, Endpoint, Workflow
-from tests.reliability.conftest import (
+from tests.helpers.endpoint import Endpoint
+from tests.helpers.reliability import (
     KEY_ENV,
     SENTINEL,
     TARGET,
@@ -24,6 +24,7 @@ from tests.reliability.conftest import (
     stray_temp_files,
     tables,
 )
+from tests.helpers.workflow import SNAKEMAKE, Workflow
 
 pytestmark = pytest.mark.workflow
 

@@ -15,7 +15,7 @@ from memprobe.llm.cache import ResponseCache
 from memprobe.llm.client import LLM, LLMError
 from memprobe.llm.ledger import Ledger
 from memprobe.testing.fake_endpoint import FAULT_KINDS, Faults
-from tests.conftest import Endpoint
+from tests.helpers.endpoint import Endpoint
 
 SECRET = "sk-sentinel-0123456789abcdef"
 

@@ -15,7 +15,7 @@ from memprobe.agents import registry
 from memprobe.config import load_config
 from memprobe.llm.ledger import COLUMNS
 from memprobe.report import estimate
-from tests.conftest import ROOT
+from tests.helpers.workflow import ROOT
 
 CLI = str(Path(sys.executable).with_name("memprobe"))
 

@@ -7,10 +7,10 @@ import pytest
 from matplotlib.container import BarContainer
 
 from memprobe import CATEGORIES
-from memprobe.protocol.records import Attribution, AttributionEntry
 from memprobe.report import figures
 from memprobe.report.tables import COUNT_COLUMNS, DAGGER
-from tests.report.test_tables import judge_of
+from memprobe.spec.records import Attribution, AttributionEntry
+from tests.helpers.tables import judge_of
 
 
 @pytest.fixture

@@ -6,31 +6,18 @@ the derivations are in the comments next to each expected value.
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import pytest
 
-from memprobe.protocol.records import Judge, JudgeEntry
 from memprobe.report import tables
-from tests.release_fixture import MODES, SYSTEMS, import_records
+from memprobe.spec.records import Judge, JudgeEntry
+from tests.helpers.release_fixture import MODES, SYSTEMS, import_records
+from tests.helpers.tables import close, judge_of, row
 
 
 @pytest.fixture(scope="module")
 def imported():
     return import_records(SYSTEMS)
-
-
-def row(df: pd.DataFrame, **keys) -> dict:
-    sel = df
-    for k, v in keys.items():
-        sel = sel[sel[k] == v]
-    assert len(sel) == 1, keys
-    return sel.iloc[0].to_dict()
-
-
-def close(a, b) -> bool:
-    return a is not None and not pd.isna(a) and math.isclose(float(a), b, abs_tol=5e-6)
 
 
 def test_pairs_follow_the_release_folders(imported):
@@ -254,7 +241,7 @@ def test_ci_paired_and_table5():
             "finish_reason": "length",
         },
         {
-            "job": "stage0/user_001",
+            "job": "oracle/user_001",
             "role": "oracle",
             "prompt_tokens": "7",
             "completion_tokens": "1",
@@ -266,20 +253,6 @@ def test_ci_paired_and_table5():
     assert (lc["calls"], lc["paid_calls"], lc["total_tokens"]) == (2, 1, 15)
     assert lc["length_cut"] == 1  # a free-text reply cut at max_tokens is counted
     assert row(t5, system="(shared)", role="oracle")["prompt_tokens"] == 7
-
-
-# -- beyond the paper: every table a hand value, and CIs that can fail ---------------------
-def judge_of(system, user, overall, mode="dump_all", flag=False, details=(), per_category=None):
-    return Judge(
-        user_id=user,
-        system=system,
-        mode=mode,
-        overflow=flag,
-        overflow_strategy="flag" if flag else None,
-        per_category=dict(per_category or {}),
-        overall=overall,
-        details=list(details),
-    )
 
 
 def test_topk_sweep_hand_values():
@@ -436,7 +409,7 @@ def test_table2_ci_and_paired_hand_values():
         ("rollout/mem0_graph_user_001/part", "mem0_graph"),  # the tag is all after the rule
         ("rollout/mem0/part", "(shared)"),
         ("rollout/mem0x_user_001", "(shared)"),  # a prefix must end at "_"
-        ("stage0/user_001", "(shared)"),
+        ("oracle/user_001", "(shared)"),
         ("no-slash", "(shared)"),
         ("", "(shared)"),
     ],
@@ -541,7 +514,7 @@ def test_table3_reads_only_listed_pairs_and_a_pair_without_judges_is_empty():
 
 
 def test_small_helpers_hand_values():
-    from memprobe.protocol.records import Memories
+    from memprobe.spec.records import Memories
 
     assert tables.footprint(Memories(user_id="u", system="s", num_memories=0, memories=[])) == (
         0,

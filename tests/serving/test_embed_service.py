@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from memprobe.serving import embed_service, embeddings, served_process
-from tests.squatters import Squatter
+from tests.helpers.squatters import Squatter
 
 pytestmark = pytest.mark.torch  # the server and the fallback load sentence-transformers
 

@@ -1,5 +1,5 @@
-"""What our model servers share (memprobe/serving/served_process.py): the proof that the
-listener is our child comes from the kernel, before any request; the child's environment."""
+"""Starting and trusting served processes (memprobe/serving/served_process.py): the listener is
+proven to be our child by the kernel before any request, children inherit no secret."""
 
 from __future__ import annotations
 
@@ -10,13 +10,24 @@ import sys
 import pytest
 
 from memprobe.serving import served_process
-from tests.squatters import Squatter
+from memprobe.testing.memt_standin import StandIn
+from tests.helpers.squatters import Squatter
 
+SENTINEL = "sk-sentinel-openai-0123456789"
 LISTENER = (
     "import socket, sys, time\n"
     "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
     "print(s.getsockname()[1], flush=True); time.sleep(30)\n"
 )
+
+
+def test_a_server_that_accepts_any_key_is_refused():
+    squatter = StandIn()  # answers every request, with or without a key
+    try:
+        with pytest.raises(served_process.NotOurs, match="does not hold the run's key"):
+            served_process.prove_ours(squatter.base_url, "the-runs-key")
+    finally:
+        squatter.close()
 
 
 def test_a_tcp_listener_is_ours_only_when_our_child_holds_it():
@@ -46,3 +57,11 @@ def test_a_private_dir_is_new_and_only_ours():
     finally:
         served_process.remove_private_dir(first)
         served_process.remove_private_dir(second)
+
+
+def test_children_never_inherit_secrets(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
+    monkeypatch.setenv("HF_TOKEN", "hf_x")
+    env = served_process.child_env(OMP_WAIT_POLICY="PASSIVE")
+    assert "OPENAI_API_KEY" not in env and "HF_TOKEN" not in env
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE" and env["PATH"] == os.environ["PATH"]

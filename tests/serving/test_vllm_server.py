@@ -1,9 +1,10 @@
-"""The served Mem-T policy (memprobe/serving/vllm_server.py) against a fake ``vllm`` executable
-that serves the Mem-T stand-in (vLLM itself lives in its own GPU env): nobody but the process
-the job started ever sees its key or a prompt."""
+"""vLLM for Mem-T (memprobe/serving/vllm_server.py), against a fake ``vllm`` executable that
+serves the Mem-T stand-in (vLLM itself lives in its own GPU env): nobody but the process the
+job started sees its key or a prompt, and the cache identity follows the weights."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -12,10 +13,11 @@ import pytest
 from memprobe.config import load_config
 from memprobe.llm.client import memt_client
 from memprobe.serving import served_process, vllm_server
-from tests.agents.test_memt import SERVE_STANDIN, fake_vllm, serve_settings
-from tests.conftest import tiny_config
-from tests.squatters import Squatter
+from tests.helpers.memt import SERVE_STANDIN, fake_vllm, serve_settings
+from tests.helpers.squatters import Squatter
+from tests.helpers.workflow import tiny_config
 
+SENTINEL = "sk-sentinel-openai-0123456789"
 FORMATION = [
     {"role": "system", "content": "Tools: create_fact, create_experience, update_persona"},
     {"role": "user", "content": "Newest message: I keep two beehives on the roof."},
@@ -34,9 +36,7 @@ def served_config(tmp_path: Path):
     return load_config(raw)
 
 
-def test_a_squatter_on_the_port_gets_no_key_and_the_job_uses_its_own_server(
-    tmp_path, monkeypatch
-):
+def test_a_squatter_on_the_port_gets_no_key_and_the_job_uses_its_own_server(tmp_path, monkeypatch):
     # The attack of issue 27: a process binds the port while vLLM still imports torch, and
     # answers the health check. It must receive no key and no prompt.
     squatter = Squatter()
@@ -69,8 +69,49 @@ def test_a_socket_held_by_another_process_stops_the_job_in_one_line(tmp_path, mo
 
 def test_the_key_must_be_required_by_the_server_we_started(tmp_path):
     # Proven ours, but serving without the key it was given (a vllm that ignores
-    # VLLM_API_KEY): every local process of ours could use it unasked. Refused.
-    body = SERVE_STANDIN.replace("serve(uds)", "import os; os.environ.pop('VLLM_API_KEY'); serve(uds)")
-    m = serve_settings(tmp_path, fake_vllm(tmp_path, body))
+    # VLLM_API_KEY): any process of this user could use it unasked. Refused.
+    body = SERVE_STANDIN.replace("serve(uds)", "os.environ.pop('VLLM_API_KEY'); serve(uds)")
+    m = serve_settings(tmp_path, fake_vllm(tmp_path, "import os\n" + body))
     with pytest.raises(vllm_server.VllmError, match="does not hold the run's key"):
         vllm_server.Server(m, tmp_path / "vllm.log", poll_s=0.1).start()
+
+
+def test_vllm_gets_its_key_in_the_env_not_argv_and_no_other_secret(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
+    body = (
+        "import os\n"
+        f"open({str(tmp_path / 'env.json')!r}, 'w').write(json.dumps(dict(os.environ)))\n"
+        "from memprobe.testing.memt_standin import serve\n"
+        "serve(sys.argv[sys.argv.index('--uds') + 1])"
+    )
+    m = serve_settings(tmp_path, fake_vllm(tmp_path, body))
+    server = vllm_server.Server(m, tmp_path / "vllm.log", poll_s=0.1)
+    server.start()
+    try:
+        env = json.loads((tmp_path / "env.json").read_text())
+        argv = (tmp_path / "argv.json").read_text()
+        assert env["VLLM_API_KEY"] == server.key and server.key not in argv
+        assert "OPENAI_API_KEY" not in env and SENTINEL not in json.dumps(env)
+        assert served_process.status(server.base_url + "/models", uds=server.uds) == 401
+    finally:
+        server.stop()
+
+
+def test_memt_cache_identity_follows_the_weights_not_the_port(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMPROBE_MODEL_CACHE", str(tmp_path / "models"))
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text("{}")
+    (ckpt / "model.safetensors").write_bytes(b"weights-v1")
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
+    raw["memt"] = {"serve": True, "model_path": str(ckpt)}
+    m = load_config(raw).memt
+    a = vllm_server.cache_identity(m, "http://127.0.0.1:40001/v1")
+    assert a == vllm_server.cache_identity(m, "http://127.0.0.1:40002/v1")
+    (ckpt / "model.safetensors").write_bytes(b"weights-v2")  # a new checkpoint, same path
+    assert vllm_server.cache_identity(m, "http://127.0.0.1:40001/v1") != a
+    raw["memt"] = {"endpoint": "http://10.0.0.5:8000/v1", "model_path": str(ckpt)}
+    fixed = load_config(raw).memt
+    before = vllm_server.cache_identity(fixed, fixed.endpoint)
+    (ckpt / "model.safetensors").write_bytes(b"weights-v3")
+    assert vllm_server.cache_identity(fixed, fixed.endpoint) != before

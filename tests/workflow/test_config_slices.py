@@ -18,11 +18,11 @@ from memprobe.agents import registry
 from pydantic import BaseModel
 
 from memprobe.config import Config, load_config
-from memprobe.protocol.records import RecordError
 from memprobe.serving import local_server
+from memprobe.spec.records import RecordError
 from memprobe.workflow import config_slices as cs
-from memprobe.workflow import glue, shell_job
-from tests.conftest import ROOT, tiny_config
+from memprobe.workflow import shell_job, step
+from tests.helpers.workflow import ROOT, tiny_config
 
 SYSTEMS = ["nomem", "longctx_full", "amem", "mem0", "memt"]
 
@@ -160,7 +160,7 @@ def test_local_model_identity_is_the_cache_identity_without_reading_the_model(
 
 
 def run_job(monkeypatch, main) -> int:
-    """glue.run as a shell job of rule judge with a usage log; returns the exit status.
+    """step.run as a shell job of rule judge with a usage log; returns the exit status.
     Like Snakemake, it deletes the job's logs (the ledger is one) before the attempt."""
     Path("results/usage/judge/user_001.csv").unlink(missing_ok=True)
     spec = json.dumps({"input": {"all": [], "names": {}}, "output": {"all": [], "names": {}},
@@ -168,7 +168,7 @@ def run_job(monkeypatch, main) -> int:
     argv = ["judge.py", "judge", "logs/judge.log", "results/usage/judge/user_001.csv", spec]
     monkeypatch.setattr(sys, "argv", argv)
     try:
-        glue.run(main)
+        step.run(main)
     except SystemExit as exit:
         return int(exit.code or 0)
     return 0
@@ -182,10 +182,10 @@ def test_a_failed_attempts_calls_stay_on_the_ledger_of_the_attempt_that_succeeds
     shell_job.export_config({"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}})
     ledger = Path("results/usage/judge/user_001.csv")
 
-    def ask(job: glue.Job) -> None:
+    def ask(job: step.Job) -> None:
         job.llm("judge").text([{"role": "user", "content": "hello"}])
 
-    def fails(job: glue.Job) -> None:
+    def fails(job: step.Job) -> None:
         ask(job)
         raise RecordError("the reply did not fit")
 
@@ -203,8 +203,8 @@ def test_a_job_that_calls_an_llm_declares_its_ledger(tmp_path, monkeypatch):
         config={"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}},
         input=[], output=[], wildcards={}, rule="tables", log=[],
     )  # fmt: skip
-    job = glue.Job(smk)
-    with pytest.raises(glue.ConfigError, match="declares no `usage` log"):
+    job = step.Job(smk)
+    with pytest.raises(step.ConfigError, match="declares no `usage` log"):
         job.llm("judge")
 
 

@@ -14,7 +14,7 @@ from memprobe.agents.base import HistoryTurn, MemorySystem
 from memprobe.agents.registry import Settings, declare
 from pydantic import Field
 
-from memprobe.protocol.prompts import render
+from memprobe.spec.prompts import render
 
 STORE_FILE = "tinymem.json"
 

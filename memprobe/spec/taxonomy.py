@@ -1,0 +1,157 @@
+"""The dimension pool (config/dimension_pool.yaml) and the category guides (prompts/)."""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import cache
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
+
+from memprobe.spec.prompts import PROMPT_DIR
+from memprobe.vocabulary import CATEGORIES
+
+ROOT = Path(__file__).resolve().parents[2]
+POOL_FILE = ROOT / "config" / "dimension_pool.yaml"
+GUIDES_FILE = PROMPT_DIR / "category_guides.yaml"
+
+
+# The issue asks for at least 25 axes per category so that 7 picks still leave a real choice.
+MIN_DIMS_PER_CATEGORY = 25
+
+
+class TaxonomyError(ValueError):
+    pass
+
+
+class Dimension(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    axis: str = Field(min_length=10)
+    answer_space: list[str] = Field(min_length=3, max_length=6)
+    source: str = Field(min_length=3)
+
+    @field_validator("name")
+    @classmethod
+    def _snake(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", v):
+            raise ValueError(f"{v!r} is not snake_case")
+        return v
+
+    @field_validator("axis")
+    @classmethod
+    def _question(cls, v: str) -> str:
+        # An axis is the neutral question the dimension answers, never a stance.
+        if not v.strip().endswith("?"):
+            raise ValueError("must be a question (ending with '?') naming the axis, not a value")
+        return v.strip()
+
+    @field_validator("answer_space")
+    @classmethod
+    def _distinct_examples(cls, v: list[str]) -> list[str]:
+        cleaned = [a.strip() for a in v]
+        if any(not a for a in cleaned):
+            raise ValueError("example values must be non-empty")
+        if len({a.lower() for a in cleaned}) != len(cleaned):
+            raise ValueError("example values must be distinct")
+        return cleaned
+
+
+class Category(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: str = Field(min_length=10)
+    dimensions: list[Dimension] = Field(min_length=MIN_DIMS_PER_CATEGORY)
+
+
+class Pool(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    meta: dict[str, str] = Field(default_factory=dict)
+    categories: dict[str, Category]
+
+    def names(self, category: str) -> list[str]:
+        return [d.name for d in self.categories[category].dimensions]
+
+    def dimension(self, category: str, name: str) -> Dimension:
+        for d in self.categories[category].dimensions:
+            if d.name == name:
+                return d
+        raise KeyError(name)
+
+
+def _read_yaml(path: Path):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            # The C loader (libyaml) when present: the pool is read at every DAG load.
+            return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+    except FileNotFoundError:
+        raise TaxonomyError(f"{path}: file not found") from None
+    except yaml.YAMLError as err:
+        raise TaxonomyError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+
+
+@cache
+def load_pool(path: str | os.PathLike[str] = POOL_FILE) -> Pool:
+    raw = _read_yaml(Path(path))
+    try:
+        pool = Pool.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise TaxonomyError(f"{path}: {_loc(raw, first['loc'])}: {_msg(first)}") from None
+    missing = [c for c in CATEGORIES if c not in pool.categories]
+    extra = [c for c in pool.categories if c not in CATEGORIES]
+    if missing or extra:
+        raise TaxonomyError(
+            f"{path}: categories must be exactly {', '.join(CATEGORIES)}"
+            f" (missing: {missing or '-'}, unknown: {extra or '-'})"
+        )
+    seen: set[str] = set()
+    for cat in CATEGORIES:
+        for name in pool.names(cat):
+            if name in seen:
+                raise TaxonomyError(f"{path}: categories.{cat}: duplicate dimension {name!r}")
+            seen.add(name)
+    return pool
+
+
+def _loc(raw, loc: tuple) -> str:
+    """Dotted key path, with the dimension's name where the index points at one."""
+    parts = [str(p) for p in loc]
+    try:
+        if parts[0] == "categories" and parts[2] == "dimensions":
+            name = raw["categories"][parts[1]]["dimensions"][int(parts[3])].get("name")
+            if name:
+                parts[3] = f"{parts[3]}({name})"
+    except (IndexError, KeyError, TypeError, ValueError, AttributeError):
+        pass
+    return ".".join(parts)
+
+
+def _msg(error: ErrorDetails) -> str:
+    msg = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "too_short" and error["loc"][-1] == "dimensions":
+        msg = f"at least {MIN_DIMS_PER_CATEGORY} dimensions are required ({msg})"
+    return msg
+
+
+def check_counts(pool: Pool, counts: dict[str, int], source: str = "dims_per_category") -> None:
+    """Every category must hold at least as many dimensions as a bank picks from it."""
+    for cat, n in counts.items():
+        have = len(pool.names(cat))
+        if n > have:
+            raise TaxonomyError(f"{source}.{cat}: {n} requested, the pool has only {have}")
+
+
+@cache
+def load_guides(path: str | os.PathLike[str] = GUIDES_FILE) -> dict[str, str]:
+    raw = _read_yaml(Path(path))
+    if not isinstance(raw, dict) or sorted(raw) != sorted(CATEGORIES):
+        raise TaxonomyError(f"{path}: expected exactly the keys {', '.join(CATEGORIES)}")
+    return {k: " ".join(str(v).split()) for k, v in raw.items()}
+
+
+def retrieve_query(dimension: str, category: str, guides: dict[str, str]) -> str:
+    """The user-agnostic per-dimension query of retrieve mode (paper §3.4)."""
+    return f"What best describes the user's {dimension.replace('_', ' ')}? {guides[category]}"

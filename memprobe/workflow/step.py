@@ -1,0 +1,166 @@
+"""What every Snakemake script shares: config, logging, LLM clients, clean failures.
+
+A script ends with ``step.run(main)``; ``main`` gets a ``Job``. Known errors (bad config, bad
+input file, an LLM that never answered validly) become one line on stderr and in the job log,
+exit status 1, and Snakemake removes the job's outputs, so no partial artifact survives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memprobe.config import Config, ConfigError, load_config
+from memprobe.llm.client import LLM, LLMError, client_for
+from memprobe.spec.prompts import PromptError
+from memprobe.spec.records import RecordError
+from memprobe.spec.taxonomy import TaxonomyError
+
+if TYPE_CHECKING:
+    from memprobe.agents.base import MemorySystem
+
+KNOWN_ERRORS = (ConfigError, LLMError, RecordError, PromptError, TaxonomyError, ValueError)
+log = logging.getLogger("memprobe")
+
+
+class Job:
+    """The job a script's ``main`` gets: Snakemake's job (the ``snakemake`` object of a
+    ``script:`` rule, or ``shell_job.SpecJob`` under ``shell:``) with its validated config,
+    its LLM clients and memory system, and the life of its usage ledger."""
+
+    def __init__(self, smk: Any) -> None:
+        self.smk = smk
+        self.cfg: Config = load_config(dict(smk.config))
+        self.input = smk.input
+        self.output = smk.output
+        self.wildcards = smk.wildcards
+        self.rule = smk.rule
+        tag = "_".join(f"{v}" for v in dict(smk.wildcards).values()) or "all"
+        self.name = f"{smk.rule}/{tag}"
+        # The usage ledger is the job's `usage` log (rules/common.smk: usage_log). Snakemake
+        # deletes a job's logs before each attempt, so calls are first recorded in a pending
+        # file that becomes the ledger when the job succeeds: what a killed or failed attempt
+        # paid (and the next attempt replays from the cache) stays on the bill.
+        usage = getattr(smk.log, "usage", None)
+        self.ledger_path = Path(usage) if usage else None
+
+    @property
+    def pending_ledger(self) -> Path | None:
+        path = self.ledger_path
+        return path.with_name(path.name + ".partial") if path else None
+
+    def llm(self, role: str) -> LLM:
+        if self.pending_ledger is None:
+            raise ConfigError(f"rule {self.rule}: calls an LLM but declares no `usage` log")
+        return client_for(role, self.cfg, ledger_path=self.pending_ledger, job=self.name)
+
+    def memory_system(self, workdir: Path) -> MemorySystem:
+        """The job's memory system (its ``system`` wildcard), its LLM roles and prompt files."""
+        from memprobe.agents import registry
+
+        name = self.wildcards.system
+        return registry.create(
+            name,
+            config=self.cfg,
+            assistant=self.llm("assistant"),
+            writer=self.llm("writer") if registry.spec(name).llm_writer else None,
+            prompts=prompt_inputs(self),
+            workdir=workdir,
+        )
+
+    @property
+    def signature(self) -> str:
+        """This job as run now: its rule, wildcards, params (the config slice) and inputs."""
+        files = [
+            (str(p), st.st_size, st.st_mtime_ns)
+            for p in map(Path, self.input)
+            if p.is_file() and (st := p.stat())
+        ]
+        job = [self.name, sorted(dict(self.smk.params).items(), key=str), files]
+        return hashlib.sha256(json.dumps(job, default=str).encode()).hexdigest()
+
+    def carry_finished_attempt(self) -> None:
+        """Keep the bill of an attempt that finished but was never recorded.
+
+        A kill between the script's end and Snakemake's bookkeeping reruns the job, and
+        Snakemake deletes its logs first: the finished attempt's paid rows would vanish while
+        the rerun only replays them. Its copy (``.last``) is carried into this attempt's
+        pending ledger when the job is the same one (same params and inputs); a job rerun
+        because something changed starts a new bill.
+        """
+        pending, last = self.pending_ledger, self.last_ledger
+        if pending is None or last is None or not last.exists():
+            return
+        sig = last.with_name(last.name + ".sig")
+        same = sig.exists() and sig.read_text() == self.signature
+        if same and not pending.exists():
+            shutil.copyfile(last, pending)
+        last.unlink()
+        sig.unlink(missing_ok=True)
+
+    @property
+    def last_ledger(self) -> Path | None:
+        path = self.ledger_path
+        return path.with_name(path.name + ".last") if path else None
+
+    def finish(self) -> None:
+        """The job succeeded: its pending calls become its declared ledger."""
+        pending, last = self.pending_ledger, self.last_ledger
+        if self.ledger_path and pending and last and pending.exists():
+            shutil.copyfile(pending, last)
+            last.with_name(last.name + ".sig").write_text(self.signature)
+            os.replace(pending, self.ledger_path)
+
+
+def prompt_inputs(job: Job) -> dict[str, str]:
+    """Named prompt inputs of a rule (``<name>_prompt=...``) as ``{name: path}``."""
+    return {
+        key.removesuffix("_prompt"): str(value)
+        for key, value in dict(job.input.items()).items()
+        if key.endswith("_prompt")
+    }
+
+
+def setup_logging(logfile: str | None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if logfile:
+        Path(logfile).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(logfile, mode="w", encoding="utf-8"))
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(message)s",
+        datefmt="%H:%M:%S",
+        handlers=handlers,
+        force=True,
+    )
+    for noisy in ("httpx", "openai", "httpcore", "sentence_transformers"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def run(main: Callable[[Job], None]) -> None:
+    """Run a script's ``main``: under ``script:`` Snakemake (or ``memprobe job``'s mock) put
+    ``snakemake`` in the script's globals; under ``shell:`` the job comes on the command line
+    (memprobe/workflow/shell_job.py)."""
+    smk = sys.modules["__main__"].__dict__.get("snakemake")
+    if smk is None:
+        from memprobe.workflow.shell_job import SpecJob
+
+        if len(sys.argv) != 5:
+            sys.exit(f"usage: {sys.argv[0]} RULE LOG USAGE JOB_JSON (run through snakemake)")
+        smk = SpecJob(*sys.argv[1:])
+    setup_logging(smk.log[0] if len(smk.log) else None)
+    try:
+        job = Job(smk)
+        job.carry_finished_attempt()
+        main(job)
+        job.finish()
+    except KNOWN_ERRORS as err:
+        log.error("memprobe: %s: %s", smk.rule, err)
+        sys.exit(1)

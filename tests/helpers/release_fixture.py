@@ -1,0 +1,90 @@
+"""The synthetic release fixture (tests/fixtures/release) and a config that imports it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from memprobe.config import Config, load_config
+from memprobe.release import importer as release
+from tests.helpers.workflow import tiny_config
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "release"
+USERS = ("user_001", "user_002", "user_003")
+SYSTEMS = ["nomem", "longctx_full", "memt"]
+MODES = ["dump_all", "retrieve"]
+
+
+def release_config(**overrides) -> dict:
+    """config/release.yaml, narrowed to the fixture: 3 users, 2/2/2/1/1 dims, 3 systems.
+
+    context_tokens 2000 leaves 1200 tokens (~4800 chars) for the store: memt's stores of
+    users 2 and 3 (20x400 and 30x300 chars) overflow, user 1's (3x100) fits.
+    """
+    cfg = yaml.safe_load((ROOT / "config" / "release.yaml").read_text())
+    cfg.update(
+        n_users=3,
+        release_dir=str(FIXTURE),
+        dims_per_category={
+            "skill_memory": 2,
+            "knowledge_memory": 2,
+            "episodic_memory": 2,
+            "self_model": 1,
+            "assistance_preference": 1,
+        },
+        systems=list(SYSTEMS),
+        slotfill={"context_tokens": 2000, "overflow": "flag"},
+    )
+    cfg.update(overrides)
+    return cfg
+
+
+def release_users_config(base_url: str, **overrides) -> dict:
+    """The tiny workflow on the fixture's users: banks and tasks imported, the runs our own."""
+    dims = release_config()["dims_per_category"]
+    return tiny_config(
+        base_url,
+        users={"source": "release"},
+        release_dir=str(FIXTURE),
+        dims_per_category=dims,
+        **overrides,
+    )
+
+
+def cfg_model(**overrides) -> Config:
+    return load_config(release_config(**overrides))
+
+
+def import_records(systems: list[str]) -> dict:
+    """Every record the release import makes of the fixture's runs of these systems."""
+    cfg = cfg_model(systems=list(systems))
+    lay = release.Layout(cfg)
+    pairs = release.pairs(cfg)
+    out = {"pairs": pairs, "episodes": [], "prefs": [], "mems": [], "judges": [], "atts": []}
+    for u in USERS:
+        bank = release.bank(lay.bank_file, u, cfg.dims_per_category)
+        tasks = release.tasks(lay.task_file(u), u, bank)
+        for s in systems:
+            mem = release.memories(lay, s, u)
+            out["mems"].append(mem)
+            out["episodes"].append(release.episodes(lay, s, u, tasks))
+            out["prefs"].append(release.preference(lay, s, u, tasks))
+            for m in MODES:
+                if (s, m) in pairs:
+                    out["judges"].append(release.scores(lay, s, m, u, bank, mem)[1])
+                    out["atts"].append(release.attribution(lay, s, m, u))
+    return out
+
+
+EXPECTED_ORDER = [
+    "critical_thinking_skill",
+    "reading_comprehension_skill",
+    "financial_literacy_knowledge",
+    "procedural_knowledge",
+    "legal_or_administrative_event",
+    "relocation_event",
+    "prudence_self_view",
+    "verbosity_preference",
+]

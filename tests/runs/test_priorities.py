@@ -1,0 +1,37 @@
+"""Job priorities (issue 20): the longest remaining chain first, as Snakemake's dry run shows."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import pytest
+
+from tests.helpers.workflow import tiny_config
+
+pytestmark = pytest.mark.workflow
+
+
+def test_user_jobs_then_heavier_systems_rollouts_then_scoring_then_leaves(workflow_factory):
+    wf = workflow_factory(
+        tiny_config("http://127.0.0.1:9/v1", systems=["nomem", "longctx_full", "amem"])
+    )
+    out = wf.run("results/table2.csv", "-n").stdout
+    prio: dict[str, set[int]] = defaultdict(set)
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        if not rule:
+            continue
+        system = re.search(r"wildcards: .*?system=(\w+)", block)
+        got = re.search(r"^\s+priority: (-?\d+)", block, re.M)
+        name = rule.group(1) + (f"/{system.group(1)}" if rule.group(1) == "rollout" else "")
+        prio[name].add(int(got.group(1)) if got else 0)
+    one = {name: max(values) for name, values in prio.items()}
+    assert all(len(values) == 1 for values in prio.values()), prio
+    # A user's chain head unlocks every rollout; A-Mem's writer calls make its rollout longest.
+    assert one["persona"] > one["bank"] > one["tasks"] > one["rollout/amem"]
+    assert one["rollout/amem"] > one["rollout/longctx_full"] >= one["rollout/nomem"]
+    rollouts = min(v for k, v in one.items() if k.startswith("rollout/"))
+    scoring = [one[r] for r in ("oracle", "probe", "slotfill", "judge", "attribution")]
+    assert rollouts > max(scoring) and scoring == sorted(scoring, reverse=True)
+    assert min(scoring) > one["preference"] > one.get("tables", 0)

@@ -1,0 +1,356 @@
+"""The local backend: model assembly from part wheels, checks before any job, the real server."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib.util
+import os
+import random
+import sys
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from memprobe.config import LocalModel, load_config
+from memprobe.llm.client import client_for
+from memprobe.serving import local_server, served_process
+from memprobe.serving.local_server import LocalModelError, ModelPack
+from tests.helpers.workflow import tiny_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def make_pack(root: Path, n_parts: int, prefix: str = "synthmodel-part") -> tuple[ModelPack, bytes]:
+    """Installable-looking packages ``synthmodel_partN/data/partNN.bin`` on ``root``."""
+    rng = random.Random(n_parts)
+    whole = b""
+    for i in range(1, n_parts + 1):
+        data = root / f"{prefix.replace('-', '_')}{i}" / "data"
+        data.mkdir(parents=True)
+        (data.parent / "__init__.py").write_text("")
+        chunk = (b"GGUF" if i == 1 else b"") + rng.randbytes(rng.randint(10, 300))
+        (data / f"part{i:02d}.bin").write_bytes(chunk)
+        whole += chunk
+    pack = ModelPack(
+        name="qwen2.5-coder-0.5b",
+        dist_prefix=prefix,
+        n_parts=n_parts,
+        version="0.0.1",
+        sha256=hashlib.sha256(whole).hexdigest(),
+        size=len(whole),
+        upstream="synthetic",
+    )
+    return pack, whole
+
+
+@pytest.fixture
+def synth(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv(local_server.CACHE_ENV, str(tmp_path / "models"))
+    importlib.invalidate_caches()
+    pack, whole = make_pack(site, 11)  # 11 parts: part10/part11 must follow part9
+    monkeypatch.setitem(local_server.PACKS, pack.name, pack)
+    yield pack, whole, tmp_path / "models"
+    for name in [m for m in sys.modules if m.startswith("synthmodel_part")]:
+        del sys.modules[name]
+
+
+def test_parts_are_joined_in_numeric_order_and_cached_once(synth):
+    pack, whole, cache = synth
+    resolved = local_server.resolve_model(LocalModel())
+    assert resolved.path.parent == cache
+    assert resolved.path.read_bytes() == whole
+    assert resolved.sha256 == pack.sha256
+    stamp = resolved.path.stat().st_mtime_ns
+    again = local_server.resolve_model(LocalModel())
+    assert again.path == resolved.path and again.path.stat().st_mtime_ns == stamp
+
+
+def test_a_corrupted_cache_file_is_rebuilt_from_the_parts(synth):
+    pack, whole, _ = synth
+    path = local_server.resolve_model(LocalModel()).path
+    path.write_bytes(b"GGUF" + b"\0" * (len(whole) - 4))  # same size, wrong bytes
+    assert local_server.resolve_model(LocalModel()).path.read_bytes() == whole
+
+
+def test_assembly_with_a_wrong_checksum_leaves_no_file(synth, monkeypatch):
+    pack, _, cache = synth
+    bad = ModelPack(**{**pack.__dict__, "sha256": "0" * 64})
+    monkeypatch.setitem(local_server.PACKS, pack.name, bad)
+    with pytest.raises(LocalModelError) as err:
+        local_server.resolve_model(LocalModel())
+    assert "\n" not in str(err.value) and "expected 000000000000" in str(err.value)
+    assert not any(cache.iterdir())
+
+
+def test_a_missing_part_package_names_it_and_the_install_command(synth, monkeypatch):
+    pack, _, _ = synth
+    more = ModelPack(**{**pack.__dict__, "n_parts": 12})
+    monkeypatch.setitem(local_server.PACKS, pack.name, more)
+    with pytest.raises(LocalModelError) as err:
+        local_server.resolve_model(LocalModel())
+    msg = str(err.value)
+    assert "\n" not in msg and "synthmodel-part12==0.0.1" in msg and ".[model]" in msg
+
+
+def test_model_path_is_checked_for_existence_gguf_magic_and_sha256(tmp_path):
+    with pytest.raises(LocalModelError, match=r"^llm\.local\.model_path: .*does not exist$"):
+        local_server.resolve_model(LocalModel(model_path=str(tmp_path / "nope.gguf")))
+    notgguf = tmp_path / "x.bin"
+    notgguf.write_bytes(b"PK\3\4 not a model")
+    with pytest.raises(LocalModelError, match="is not a GGUF file"):
+        local_server.resolve_model(LocalModel(model_path=str(notgguf)))
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(range(200)))
+    right = hashlib.sha256(gguf.read_bytes()).hexdigest()
+    ok = local_server.resolve_model(LocalModel(model_path=str(gguf), sha256=right.upper()))
+    assert ok.path == gguf and ok.sha256 == right
+    with pytest.raises(LocalModelError, match=r"^llm\.local\.sha256: .*expected ffffffffffff"):
+        local_server.resolve_model(LocalModel(model_path=str(gguf), sha256="f" * 64))
+
+
+def test_pinned_packs_match_the_pyproject_extras():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert extras["model"] == local_server.PACKS["qwen2.5-coder-0.5b"].requirements()
+    assert extras["model-1-5b"] == local_server.PACKS["qwen2.5-coder-1.5b"].requirements()
+
+
+def test_cache_keys_of_the_local_backend_do_not_depend_on_the_port(tmp_path, monkeypatch):
+    raw = {
+        "n_users": 1,
+        "systems": ["nomem"],
+        "llm": {"backend": "local", "cache_dir": str(tmp_path / "llm")},
+    }
+    cfg = load_config(raw)
+    monkeypatch.setenv(local_server.MODEL_ID_ENV, "ab" * 32)
+    ids = []
+    for port in (40001, 40002):
+        monkeypatch.setenv(local_server.BASE_URL_ENV, f"http://127.0.0.1:{port}/v1")
+        llm = client_for("judge", cfg, ledger_path=tmp_path / "u.csv")
+        assert llm.base_url.endswith(f":{port}/v1")
+        ids.append(llm.cache_endpoint)
+    assert ids[0] == ids[1] == f"local-gguf:{'ab' * 32}"
+
+
+def local_config(tmp_path: Path, **local) -> dict:
+    return {
+        "seed": 1,
+        "n_users": 1,
+        "dims_per_category": dict.fromkeys(
+            (
+                "skill_memory",
+                "knowledge_memory",
+                "episodic_memory",
+                "self_model",
+                "assistance_preference",
+            ),
+            1,
+        ),
+        "systems": ["nomem"],
+        "max_turns": 2,
+        "llm": {"backend": "local", "model": "local-test", "local": local},
+    }
+
+
+def _one_line_failure(wf, expected: str) -> None:
+    proc = wf.run("results/table2.csv", check=False, env={local_server.BASE_URL_ENV: ""})
+    assert proc.returncode != 0
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("memprobe: ")]
+    assert len(lines) == 1 and expected in lines[0], (proc.stdout + proc.stderr)[-2000:]
+    assert not (wf.root / "results").exists()  # no job ran
+    assert not (wf.root / "logs" / "local_server.log").exists()  # no server was started
+
+
+@pytest.mark.workflow
+def test_missing_model_path_stops_the_run_at_dag_load(tmp_path, workflow_factory):
+    missing = tmp_path / "gone.gguf"
+    wf = workflow_factory(local_config(tmp_path, model_path=str(missing)))
+    _one_line_failure(wf, f"llm.local.model_path: {missing} does not exist")
+
+
+@pytest.mark.workflow
+def test_checksum_mismatch_stops_the_run_before_any_job(tmp_path, workflow_factory):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + os.urandom(1000))
+    wf = workflow_factory(local_config(tmp_path, model_path=str(gguf), sha256="0" * 64))
+    _one_line_failure(wf, "llm.local.sha256: ")
+
+
+def _model_installed() -> bool:
+    if importlib.util.find_spec("xllamacpp") is None:
+        return False
+    try:
+        local_server.part_files(local_server.PACKS["qwen2.5-coder-0.5b"])
+    except LocalModelError:
+        return False
+    return True
+
+
+class Verdict(BaseModel):
+    label: Literal["same", "different"]
+    reason: str = Field(max_length=80)
+
+
+@pytest.mark.local_model
+@pytest.mark.skipif(not _model_installed(), reason="model packages not installed (.[model])")
+def test_real_server_gives_a_schema_valid_reply_through_our_client(tmp_path, monkeypatch):
+    monkeypatch.delenv(local_server.BASE_URL_ENV, raising=False)
+    monkeypatch.delenv(local_server.MODEL_ID_ENV, raising=False)
+    raw = {
+        "n_users": 1,
+        "systems": ["nomem"],
+        "llm": {
+            "backend": "local",
+            "model": "qwen2.5-coder-0.5b",
+            "max_tokens": 60,
+            "cache_dir": str(tmp_path / ".cache" / "llm"),
+            "local": {"context_tokens": 1024},
+        },
+    }
+    cfg = load_config(raw)
+    base_url = local_server.start_for_run(cfg, log_path=tmp_path / "server.log")
+    try:
+        server = local_server._run_server
+        assert server is not None and server.proc is not None
+        env = Path(f"/proc/{server.proc.pid}/environ").read_bytes().split(b"\0")
+        assert b"OMP_WAIT_POLICY=PASSIVE" in env
+        assert local_server.state_path(cfg).is_file()
+        ledger = tmp_path / "usage.csv"
+        llm = client_for("judge", cfg, ledger_path=ledger, job="smoke")
+        assert llm.base_url == base_url and llm.temperature == 0.0
+        msgs = [
+            {"role": "system", "content": "Compare two facts. Reply in JSON."},
+            {"role": "user", "content": "A: Paris is in France.\nB: Paris is in Japan."},
+        ]
+        verdict = llm.json(msgs, Verdict)
+        assert verdict.label in ("same", "different")
+        rows = list(csv.DictReader(ledger.open()))
+        assert rows and all(r["role"] == "judge" and r["cached"] == "false" for r in rows)
+        assert rows[0]["model"] == "qwen2.5-coder-0.5b" and int(rows[0]["prompt_tokens"]) > 0
+        _assert_locked_down(server, base_url, cfg)
+        pid = server.proc.pid
+    finally:
+        local_server.stop_for_run(cfg)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the server process is gone
+    assert local_server.BASE_URL_ENV not in os.environ
+    assert not local_server.state_path(cfg).exists()
+
+
+def _assert_locked_down(server, base_url: str, cfg) -> None:
+    """Issue 16: the run's key is required, foreign origins get no CORS grant, no /slots,
+    and the key is in no argv and no state file."""
+    import urllib.request
+
+    models = base_url + "/models"
+    assert served_process.status(models) == 401
+    assert served_process.status(models, {"Authorization": "Bearer wrong"}) == 401
+    assert served_process.status(models, {"Authorization": f"Bearer {server.key}"}) == 200
+    root = base_url.removesuffix("/v1")
+    slots = served_process.status(root + "/slots", {"Authorization": f"Bearer {server.key}"})
+    assert slots != 200
+    preflight = urllib.request.Request(
+        base_url + "/chat/completions",
+        method="OPTIONS",
+        headers={
+            "Origin": "http://evil.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type",
+        },
+    )
+    with served_process.open_direct(preflight, timeout=10) as resp:
+        allowed = resp.headers.get("Access-Control-Allow-Origin")
+        credentials = resp.headers.get("Access-Control-Allow-Credentials")
+    assert allowed not in ("*", "http://evil.example") and credentials != "true"
+    cmdline = Path(f"/proc/{server.proc.pid}/cmdline").read_bytes()
+    assert server.key.encode() not in cmdline
+    assert server.key not in local_server.state_path(cfg).read_text()
+    assert os.environ[local_server.KEY_ENV] == server.key  # how the jobs learn it
+
+
+FAKE_LLAMA = Path(__file__).resolve().parent / "fake_llama"
+
+
+def fake_llama_run(tmp_path: Path, workflow_factory, fail: bool):
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(60))
+    sha = hashlib.sha256(gguf.read_bytes()).hexdigest()
+    raw = local_config(tmp_path, model_path=str(gguf), sha256=sha, startup_timeout_s=60)
+    raw["llm"] |= {"max_attempts": 1, "backoff_s": 0.0}
+    wf = workflow_factory(raw)
+    log = tmp_path / "fake_llama.log"
+    env = {
+        "PYTHONPATH": str(FAKE_LLAMA),
+        "MEMPROBE_FAKE_LLAMA": str(log),
+        "MEMPROBE_FAKE_LLAMA_FAIL": "1" if fail else "0",
+        local_server.BASE_URL_ENV: "",
+    }
+    proc = wf.run("results/table2.csv", check=False, env=env)
+    lines = log.read_text().split("\n") if log.exists() else []
+    starts = [int(x.split()[1]) for x in lines if x.startswith("start ")]
+    calls = [x for x in lines if x.startswith("call ")]
+    state = wf.root / local_server.state_path(load_config(raw))
+    return wf, proc, starts, calls, state
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.workflow
+def test_a_local_run_serves_every_job_from_one_server_and_stops_it(tmp_path, workflow_factory):
+    wf, proc, starts, calls, state = fake_llama_run(tmp_path, workflow_factory, fail=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (wf.root / "results" / "table2.csv").exists()
+    assert len(starts) == 1  # one server for the whole run (onstart), not one per job
+    assert len(calls) >= 5 and {c.split()[1] for c in calls} == {str(starts[0])}
+    assert "memprobe: local model ready at http://127.0.0.1:" in proc.stderr
+    # onsuccess: the server is stopped and its state file removed
+    assert not state.exists()
+    assert _gone(starts[0])
+    # the run's key never lands in an artifact or a log
+    key_lines = [ln for ln in proc.stderr.splitlines() if "Bearer" in ln]
+    assert not key_lines
+
+
+@pytest.mark.workflow
+def test_a_failed_local_run_stops_its_server_too(tmp_path, workflow_factory):
+    wf, proc, starts, calls, state = fake_llama_run(tmp_path, workflow_factory, fail=True)
+    assert proc.returncode != 0
+    assert len(starts) == 1 and calls  # the jobs reached it, and failed
+    assert not state.exists()  # onerror
+    assert _gone(starts[0])
+
+
+def test_local_server_key_is_in_no_argv_and_no_state_file(tmp_path):
+    from memprobe.config import LocalModel
+    from memprobe.serving import local_server
+
+    server = local_server.Server(
+        local_server.ResolvedModel(tmp_path / "m.gguf", None), LocalModel(), tmp_path / "log"
+    )
+    assert server.key and server.key not in " ".join(server.command(5))
+    assert "--port" not in server.command(5)  # the child binds a port itself
+
+
+def test_the_local_backend_refuses_a_cluster_executor():
+    from memprobe.serving import local_server
+
+    raw = tiny_config("http://127.0.0.1:9/v1")
+    raw["llm"] = {"backend": "local"}
+    cfg = load_config(raw)
+    local_server.check_executor(cfg, non_local_exec=False)
+    with pytest.raises(local_server.LocalModelError, match="cluster executor"):
+        local_server.check_executor(cfg, non_local_exec=True)

@@ -1,0 +1,39 @@
+"""The typed records and their I/O (memprobe/spec/records.py): unreadable inputs are one line
+naming the file, NaN is no score, artifacts follow the umask."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import pytest
+
+from memprobe.spec import records
+
+
+@pytest.mark.parametrize("kind", ["latin1", "directory", "deep"])
+def test_unreadable_json_inputs_fail_in_one_line_naming_the_file(tmp_path, kind):
+    path = tmp_path / "in.json"
+    if kind == "latin1":
+        path.write_bytes('{"name": "Jos\xe9"}'.encode("latin-1"))
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(records.RecordError) as err:
+        records.read_json(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_nan_scores_are_refused(tmp_path):
+    entry = {f: "x" for f in records.JudgeEntry.model_fields} | {"score": "NaN"}
+    path = tmp_path / "judge_entry.json"
+    path.write_text(json.dumps(entry).replace('"NaN"', "NaN"))  # json.load reads bare NaN
+    with pytest.raises(records.RecordError, match="score"):
+        records.load(path, records.JudgeEntry)
+
+
+def test_artifacts_follow_the_umask(tmp_path):
+    records.write_atomic(tmp_path / "a.json", {"x": 1})
+    mode = stat.S_IMODE((tmp_path / "a.json").stat().st_mode)
+    assert mode == 0o666 & ~records._UMASK

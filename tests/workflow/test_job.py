@@ -1,0 +1,67 @@
+"""One job run by hand (`memprobe job`) writes what Snakemake wrote, byte for byte; jobs run on
+the interpreter that runs Snakemake, so a venv's snakemake works without activating the venv."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memprobe.workflow.job import JobError, parse_wildcards
+from tests.helpers.workflow import tiny_config
+
+JUDGE = "results/longctx_full/user_001/retrieve/judge.json"
+
+
+def test_wildcards_are_name_value_pairs():
+    assert parse_wildcards(["user=user_001", "mode=a=b"]) == {"user": "user_001", "mode": "a=b"}
+    for bad in ("user", "=user_001"):
+        with pytest.raises(JobError, match="expected WILDCARD=VALUE"):
+            parse_wildcards([bad])
+
+
+@pytest.mark.workflow
+def test_a_judge_job_run_by_hand_writes_the_file_snakemake_wrote(endpoint, workflow_factory):
+    wf = workflow_factory(tiny_config(endpoint.base_url))
+    venv_bin = str(Path(sys.executable).parent)  # not resolved: the venv's own bin/
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin)
+    env = {"PATH": path, "VIRTUAL_ENV": ""}  # as if the venv were never activated
+    wf.run(JUDGE, env=env)
+    out = wf.root / JUDGE
+    by_snakemake = out.read_bytes()
+    out.unlink()
+
+    wildcards = ["user=user_001", "system=longctx_full", "mode=retrieve"]
+    cmd = [sys.executable, "-m", "memprobe.cli", "job", "judge", *wildcards]
+    subprocess.run(
+        [*cmd, "--configfile", str(wf.config_path)],
+        cwd=wf.root,
+        env={**os.environ, **env},
+        check=True,
+        timeout=300,
+    )
+    assert out.read_bytes() == by_snakemake
+    assert (wf.root / "results/usage/judge/longctx_full_user_001_retrieve.csv").exists()
+
+    # A job whose input was never built is one line, and writes nothing.
+    proc = subprocess.run(
+        [
+            *cmd[:-3],
+            "user=user_002",
+            "system=longctx_full",
+            "mode=retrieve",
+            "--configfile",
+            str(wf.config_path),
+        ],  # fmt: skip
+        cwd=wf.root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith("memprobe job: job judge")
+    assert "is missing" in proc.stderr
+    assert not (wf.root / "results/longctx_full/user_002/retrieve/judge.json").exists()
