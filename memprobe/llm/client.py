@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -250,7 +251,8 @@ class LLM:
 
     def _one_request(self, req: dict[str, Any], key: str, reask: int) -> Reply:
         """One request; a delivered reply without content is on the bill, then an error."""
-        reply = self.provider.complete(req)
+        embeddings = "input" in req  # LLM.embed's request; every other one is a chat completion
+        reply = self.provider.embed(req) if embeddings else self.provider.complete(req)
         if not reply.content:
             # Paid for (a reasoning model can spend all of max_tokens thinking): billed, retried.
             self._record(key, reply, 0.0, cached=False, reask=reask, status="empty")
@@ -294,7 +296,7 @@ class LLM:
     @cpu_cost.counted
     def _through_cache(
         self,
-        messages: list[dict[str, str]],
+        req: dict[str, Any],
         schema: type[BaseModel] | None,
         sample: int,
         where: str,
@@ -302,7 +304,6 @@ class LLM:
         paid: Paid | None = None,
     ) -> tuple[str, str]:
         """The reply's content and how it came: ``paid`` or ``replayed``."""
-        req = self._request(messages, schema, sample)
         key = request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
         replayed = self._replay(key, reask)
         if replayed is not None:
@@ -388,7 +389,25 @@ class LLM:
 
     # -- public API -----------------------------------------------------------------------
     def text(self, messages: list[dict[str, str]], *, sample: int = 0, where: str = "") -> str:
-        return self._through_cache(messages, None, sample, _where(where), 0).strip()
+        req = self._request(messages, None, sample)
+        return self._through_cache(req, None, sample, _where(where), 0).strip()
+
+    def embed(
+        self, texts: list[str], *, dimensions: int | None = None, where: str = ""
+    ) -> list[list[float]]:
+        """One embedding per text from the endpoint's ``/embeddings``: cached, retried and on
+        the ledger like every chat call (the client of :meth:`embedder`)."""
+        req: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
+        if dimensions:
+            req["dimensions"] = dimensions
+        return json.loads(self._through_cache(req, None, 0, _where(where), 0))
+
+    def embedder(self, model: str) -> LLM:
+        """An embeddings client for ``model`` on this client's endpoint: the same key (and
+        plain-http rule), cache, ledger (role ``embedder``), timeouts and retries."""
+        twin = copy.copy(self)
+        twin.role, twin.model, twin._schemas = "embedder", model, {}
+        return twin
 
     def json(
         self,
@@ -405,12 +424,31 @@ class LLM:
         those of a chain that failed are dropped, so a rerun asks again instead of failing
         the same way for ever.
         """
-        convo = list(messages)
-        loc = _where(where)
-        raw = ""
         paid: Paid = []
+        try:
+            return self._reask_chain(messages, schema, check, sample, _where(where), paid)
+        except Exception:
+            # Failed however it ended (no valid reply, a cut reply, a rejected request, retries
+            # spent): its earlier paid steps must not replay on the rerun.
+            if self.cache is not None:
+                for key in paid:
+                    self.cache.discard(key)
+            raise
+
+    def _reask_chain(
+        self,
+        messages: list[dict[str, str]],
+        schema: type[M],
+        check: Callable[[M], None] | None,
+        sample: int,
+        loc: str,
+        paid: Paid,
+    ) -> M:
+        convo = list(messages)
+        raw = ""
         for reask in range(self.max_reasks + 1):
-            raw = self._through_cache(convo, schema, sample, loc, reask, paid)
+            req = self._request(convo, schema, sample)
+            raw = self._through_cache(req, schema, sample, loc, reask, paid)
             try:
                 value = schema.model_validate(json.loads(_strip_fence(raw)))
                 if check is not None:
@@ -428,9 +466,6 @@ class LLM:
                 ]
                 continue
             return value
-        if self.cache is not None:
-            for key in paid:
-                self.cache.discard(key)
         raise LLMError(
             redact(
                 f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries; "

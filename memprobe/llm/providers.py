@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from memprobe.config import Config
-from memprobe.testing.fake_responder import completion_body, fake_content
+from memprobe.testing.fake_responder import completion_body, embedding_body, fake_content
 
 if TYPE_CHECKING:
     import httpx2
@@ -78,6 +78,11 @@ class Provider(Protocol):
     def complete(self, req: dict[str, Any]) -> Reply:
         """Send one chat-completions request: ``status_errors()`` for an HTTP error status,
         ``transport_errors()`` for no answer, ``InvalidReply``/``ValueError`` for a bad body."""
+        ...
+
+    def embed(self, req: dict[str, Any]) -> Reply:
+        """Send one embeddings request; the reply's content is the vectors as a JSON list (in
+        input order), its prompt tokens the endpoint's usage. Errors as for ``complete``."""
         ...
 
 
@@ -184,6 +189,28 @@ class OpenAICompatible:
             str(choice.get("finish_reason") or ""),
         )
 
+    def embed(self, req: dict[str, Any]) -> Reply:
+        import httpx2
+
+        resp = self.client.post(
+            "/embeddings", cast_to=httpx2.Response, body=req, options=_BEARER_AUTH
+        )
+        body = _mapping(resp.json())
+        rows = body.get("data")
+        texts = req["input"]
+        if not isinstance(rows, list) or len(rows) != len(texts):
+            raise InvalidReply(f"the endpoint's reply holds no {len(texts)} embeddings")
+        rows = sorted(map(_mapping, rows), key=lambda r: _count(r.get("index")))
+        vectors = [r.get("embedding") for r in rows]
+        if not all(isinstance(v, list) and v and _numbers(v) for v in vectors):
+            raise InvalidReply("an embedding in the endpoint's reply is not a list of numbers")
+        usage = _mapping(body.get("usage"))
+        return Reply(json.dumps(vectors), _count(usage.get("prompt_tokens")), 0, "")
+
+
+def _numbers(values: list[Any]) -> bool:
+    return all(isinstance(x, int | float) and not isinstance(x, bool) for x in values)
+
 
 _BEARER_AUTH: Any = {"security": {"bearer_auth": True}}  # what create() asks of the client
 
@@ -258,6 +285,8 @@ def _fake_transport() -> httpx2.MockTransport:
 
     def handler(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content or b"{}")
+        if request.url.path.endswith("/embeddings"):
+            return httpx2.Response(200, json=embedding_body(body))
         return httpx2.Response(200, json=completion_body(body, fake_content(body)))
 
     return httpx2.MockTransport(handler)
