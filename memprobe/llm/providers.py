@@ -20,6 +20,7 @@ across calls. Retries, validation, the cache and the ledger are the caller's
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -100,8 +101,17 @@ def redact(text: str, *secrets: str | None) -> str:
 
 
 def is_loopback(url: str) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-    return host == "localhost" or host == "::1" or host.startswith("127.")
+    """Whether ``url``'s host is this machine: a loopback IP address, or exactly ``localhost``.
+
+    Never a DNS name that merely starts like one (``127.attacker.example``,
+    ``127.0.0.1.nip.io``): a key may go there over plain http, and proxies are skipped."""
+    host = urlsplit(url).hostname or ""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _clean(content: str) -> str:
