@@ -65,3 +65,24 @@ def test_children_never_inherit_secrets(monkeypatch):
     env = served_process.child_env(OMP_WAIT_POLICY="PASSIVE")
     assert "OPENAI_API_KEY" not in env and "HF_TOKEN" not in env
     assert env["OMP_WAIT_POLICY"] == "PASSIVE" and env["PATH"] == os.environ["PATH"]
+
+
+def test_children_get_an_allowlisted_environment(monkeypatch):
+    # A key under any configured name, credentials in URLs, an SSH agent: none reach a server.
+    leaks = {
+        "OPENAI_PROD": "sk-live-0123456789",  # a key under a name no pattern knows
+        "MY_LLM_CRED": "sk-live-0123456789",
+        "HTTPS_PROXY": "http://bob:hunter2@proxy.example:3128",
+        "https_proxy": "http://bob:hunter2@proxy.example:3128",
+        "DATABASE_URL": "postgres://app:pw@db.example/x",
+        "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+        "HF_ENDPOINT": "https://user:pw@hub.example",  # an allowed prefix, credentials inside
+    }
+    for name, value in leaks.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HF_HOME", "/data/hf")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    env = served_process.child_env(VLLM_API_KEY="the-childs-own")
+    assert not set(leaks) & set(env)
+    assert env["HF_HOME"] == "/data/hf" and env["CUDA_VISIBLE_DEVICES"] == "0"
+    assert env["VLLM_API_KEY"] == "the-childs-own" and env["HOME"] == os.environ["HOME"]
