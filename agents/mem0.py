@@ -80,6 +80,12 @@ def _import_mem0(home: Path, hybrid: bool):
     from mem0.utils import spacy_models
 
     telemetry.MEM0_TELEMETRY = False  # also when mem0 was imported before us
+    if hybrid:  # fastembed reads its cache from the environment when mem0 loads BM25
+        cache = _fastembed_cache()
+        problem = not_ours(cache)
+        if problem:
+            raise ValueError(f"system_settings.mem0.hybrid_search: {problem}")
+        os.environ["FASTEMBED_CACHE_PATH"] = str(cache)
     # Off (or without its model, where spaCy would download it): mark spaCy unavailable.
     off = not (hybrid and _installed("en_core_web_sm"))
     spacy_models._load_failed_full = off
@@ -136,16 +142,38 @@ def _embedder_class():
 
 
 def _fastembed_cache() -> Path:
-    return Path(
-        os.environ.get("FASTEMBED_CACHE_PATH") or Path(tempfile.gettempdir()) / "fastembed_cache"
-    )
+    """Where fastembed finds the BM25 model of hybrid search: ``FASTEMBED_CACHE_PATH``, else a
+    folder of this user's cache. Never fastembed's own default, ``/tmp/fastembed_cache``, where
+    any other user could plant the model first."""
+    if os.environ.get("FASTEMBED_CACHE_PATH"):
+        return Path(os.environ["FASTEMBED_CACHE_PATH"])
+    from memprobe.serving.local_server import model_cache_dir
+
+    return model_cache_dir().parent / "fastembed"
+
+
+def not_ours(cache: Path) -> str | None:
+    """Why models under ``cache`` cannot be trusted (another user owns or can write a part of
+    it), or None."""
+    me = os.getuid()
+    for path in [cache, *cache.rglob("*")] if cache.exists() else []:
+        st = path.lstat()
+        if st.st_uid != me or (st.st_mode & 0o022 and not path.is_symlink()):
+            return f"{path} is owned by uid {st.st_uid} or writable by others"
+    return None
 
 
 def hybrid_models_missing() -> list[str]:
-    """What mem0's hybrid search needs and this machine lacks (nothing may download)."""
+    """What mem0's hybrid search needs and this machine lacks (nothing may download), and a
+    model cache that is not this user's alone."""
     missing = [m for m in ("spacy", "en_core_web_sm", "fastembed") if not _installed(m)]
     cache = _fastembed_cache()
-    if not any(cache.glob("*bm25*")):
+    problem = not_ours(cache)
+    if problem:
+        missing.append(
+            f"fastembed's model cache of this user only (FASTEMBED_CACHE_PATH: {problem})"
+        )
+    elif not any(cache.glob("*bm25*")):
         missing.append(f"fastembed's Qdrant/bm25 model (in {cache})")
     return missing
 

@@ -28,6 +28,17 @@ def _umask() -> int:
 _UMASK = _umask()
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd``: ``os.write`` may write fewer (a full disk, a
+    signal); a write that makes no progress is ENOSPC, raised like any other failure."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(28, "No space left on device (a write made no progress)")
+        view = view[n:]
+
+
 class RecordError(ValueError):
     """An artifact or input file that is missing, unreadable or of the wrong shape."""
 

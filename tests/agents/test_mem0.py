@@ -206,3 +206,37 @@ def test_openai_embeddings_are_ledgered_and_replayed_from_the_cache(no_network, 
     assert len(endpoint.server.embedding_requests) == len(sent)  # nothing asked again
     assert len(replayed) == len(rows) and {r["cached"] for r in replayed} == {"true"}
     assert again == first
+
+
+def test_the_bm25_model_cache_is_this_users_alone(tmp_path, monkeypatch):
+    # fastembed's default, /tmp/fastembed_cache, is shared: another user could plant the BM25
+    # model that hybrid search (the paper protocol) loads.
+    import os
+    import tempfile
+
+    from memprobe.agents import mem0
+
+    monkeypatch.delenv("FASTEMBED_CACHE_PATH", raising=False)
+    monkeypatch.setenv("MEMPROBE_MODEL_CACHE", str(tmp_path / "models"))
+    cache = mem0._fastembed_cache()
+    assert cache == tmp_path / "fastembed" != Path(tempfile.gettempdir()) / "fastembed_cache"
+
+    def cache_lines():
+        return [m for m in mem0.hybrid_models_missing() if "fastembed's" in m]
+
+    assert cache_lines() == [f"fastembed's Qdrant/bm25 model (in {cache})"]
+    model = cache / "models--Qdrant--bm25" / "config.json"
+    model.parent.mkdir(parents=True)
+    model.write_text("{}")
+    assert cache_lines() == []
+    model.parent.chmod(0o777)  # anyone may swap the model
+    (line,) = cache_lines()
+    assert "writable by others" in line and "\n" not in line
+    model.parent.chmod(0o755)
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(cache))  # a configured path is checked too
+    model.chmod(0o666)
+    assert "writable by others" in cache_lines()[0]
+    model.chmod(0o644)
+    if os.getuid() == 0:  # only root can hand a file to another user
+        os.chown(model, 12345, 12345)  # planted by another user
+        assert "owned by uid 12345" in cache_lines()[0]
