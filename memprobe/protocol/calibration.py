@@ -12,7 +12,6 @@ flagged (``warn``) or the run stops before any rollout (``stop``).
 from __future__ import annotations
 
 import csv
-import io
 import sys
 from pathlib import Path
 from typing import Literal
@@ -22,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from memprobe.llm.client import LLM
 from memprobe.protocol.recovery import ask_judge
-from memprobe.spec import records
+from memprobe.spec import records, sheets
 from memprobe.spec.rubric import LEVELS, RUBRIC, Level
 from memprobe.vocabulary import CATEGORIES, Category
 
@@ -254,11 +253,7 @@ def replies_csv(replies: list[Reply]) -> str:
 
 
 def _csv(rows: list[dict], columns: list[str]) -> str:
-    out = io.StringIO()
-    w = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    return out.getvalue()
+    return sheets.csv_text(rows, columns)  # a judge's reason never reads as a formula
 
 
 def read_summary(path: str | Path) -> Summary:
