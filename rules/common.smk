@@ -12,7 +12,7 @@ from memprobe.workflow import preflight
 from memprobe.workflow import shell_job
 from memprobe.spec import taxonomy
 from memprobe.agents import registry
-from memprobe.config import ConfigError, check_yaml_keys, load_layers, read_config_file
+from memprobe.config import ConfigError, load_layers, read_config_file
 from memprobe.vocabulary import MODES
 
 
@@ -28,8 +28,7 @@ def config_layers():
 
 
 try:
-    check_yaml_keys(workflow.configfiles)
-    CFG = load_layers(config_layers())
+    CFG = load_layers(config_layers())  # read_config_file refuses a key given twice
 except ConfigError as err:
     sys.exit(f"memprobe: {err}")
 

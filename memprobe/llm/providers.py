@@ -87,7 +87,12 @@ class Provider(Protocol):
         ...
 
 
-_BEARER = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"'=:\s]+)[^\s\"',}]+")
+# A credential after its label: Authorization schemes (Bearer, and Basic with its base64), and
+# key=, token=, secret=, password= as in headers, JSON and query strings.
+_BEARER = re.compile(
+    r"(?i)(bearer\s+|basic\s+(?=[A-Za-z0-9+/]{8,}=*)"
+    r"|(?:api[_-]?key|token|secret|password)[\"'=:\s]+)[^\s\"',}&]+"
+)
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
 
 

@@ -329,9 +329,8 @@ def stop_for_run(cfg: Config) -> None:
 
 def config_from_files(paths: list[str]) -> Config:
     """Layer config files as Snakemake does (later files win key by key) and validate."""
-    from memprobe.config import check_yaml_keys, load_layers, read_config_file
+    from memprobe.config import load_layers, read_config_file
 
-    check_yaml_keys(paths)
     return load_layers([(path, read_config_file(path)) for path in paths])
 
 

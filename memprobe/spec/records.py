@@ -339,6 +339,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise RecordError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
     except UnicodeDecodeError:
         raise RecordError(f"{path}: not UTF-8 text (expected a JSON file)") from None
+    except ValueError as err:  # a number past Python's limit (an integer of 4,300+ digits)
+        raise RecordError(f"{path}: not a JSON file we read ({str(err).split(':')[0]})") from None
     except RecursionError:
         raise RecordError(f"{path}: JSON nested too deeply to read") from None
     except OSError as err:  # a directory, no permission, an I/O error

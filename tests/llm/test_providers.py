@@ -47,3 +47,23 @@ def test_no_key_goes_over_plain_http_to_a_name_that_looks_like_loopback(tmp_path
     with pytest.raises(LLMError, match="plain http") as err:
         llm.text([{"role": "user", "content": "hi"}])
     assert "sk-sentinel" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "text,shown",
+    [
+        ("Authorization: Basic dXNlcjpodW50ZXIy", "Authorization: Basic ***"),
+        (
+            "GET https://h.example/v1?token=abc123secret&x=1",
+            "GET https://h.example/v1?token=***&x=1",
+        ),
+        ("X-Memprobe-Token: 0123abcd", "X-Memprobe-Token: ***"),
+        ('{"password": "hunter2"}', '{"password": "***"}'),
+        ("Bearer sk-abc", "Bearer ***"),
+        ("prompt_tokens: 5, basic steps", "prompt_tokens: 5, basic steps"),  # not credentials
+    ],
+)
+def test_redaction_covers_basic_auth_and_token_fields(text, shown):
+    from memprobe.llm.providers import redact
+
+    assert redact(text) == shown
