@@ -122,16 +122,16 @@ def test_a_squatter_on_the_port_gets_nothing_and_the_run_uses_its_own_server(
 ):
     squatter = Squatter()  # a real socket on the port the run used to pick for its server
     monkeypatch.setattr(served_process, "free_port", lambda: squatter.port)  # it bound first
+    texts = ["Mara takes her insulin before the 7am swim."]
     try:
         where = embed_service.start_for_run(tmp_path / "embed.log")
-        assert served_process.peer_pid(where) == embed_service._run_server.proc.pid
-        texts = ["Mara takes her insulin before the 7am swim."]
         served = embeddings.encode(texts)
-        assert embeddings.load_model.cache_info().currsize == 0  # the run's server encoded them
-        np.testing.assert_allclose(served, embeddings.encode_local(texts), atol=1e-6)
     finally:
         squatter.close()
     assert squatter.connections == 0 and squatter.received == b""  # no token, no text
+    assert embeddings.load_model.cache_info().currsize == 0  # the run's own server encoded them
+    assert served_process.peer_pid(where) == embed_service._run_server.proc.pid
+    np.testing.assert_allclose(served, embeddings.encode_local(texts), atol=1e-6)
 
 
 def test_a_socket_held_by_another_process_stops_the_start_in_one_line(

@@ -41,15 +41,16 @@ def test_a_squatter_on_the_port_gets_no_key_and_the_job_uses_its_own_server(tmp_
     # answers the health check. It must receive no key and no prompt.
     squatter = Squatter()
     monkeypatch.setattr(served_process, "free_port", lambda: squatter.port)
+    reply, uds = "", None
     try:
         llm = memt_client(served_config(tmp_path), None)
-        reply = llm.text(FORMATION)
-        assert '"name": "create_fact"' in reply and "beehives" in reply  # the stand-in's answer
-        assert llm.endpoint.uds == vllm_server._server.uds  # type: ignore[union-attr]
+        reply, uds = llm.text(FORMATION), llm.endpoint.uds
+        assert uds == vllm_server._server.uds  # type: ignore[union-attr]
     finally:
         vllm_server.stop()
         squatter.close()
-    assert squatter.connections == 0 and squatter.received == b""
+        assert squatter.connections == 0 and squatter.received == b""  # no key, no prompt
+    assert '"name": "create_fact"' in reply and "beehives" in reply  # the stand-in's answer
 
 
 def test_a_socket_held_by_another_process_stops_the_job_in_one_line(tmp_path, monkeypatch):
