@@ -405,6 +405,7 @@ def test_the_key_file_is_private_and_outlives_no_stop(tmp_path, case, signals):
     key_file = Path(line[2:].strip())
     assert key_file.stat().st_mode & 0o777 == 0o600 and not key_file.is_symlink()
     assert "MEMPROBE_LOCAL_API_KEY=" in key_file.read_text()
+    time.sleep(1.0)  # the stand-in server ignores SIGTERM by now: stopping takes its grace
     for sig in signals:
         proc.send_signal(sig)
         time.sleep(0.3)
