@@ -54,7 +54,7 @@ def _backend_class() -> type:
         def close(self) -> None:
             self._inner.close()
 
-        def start_tls(self, ssl_context, server_hostname=None, timeout=None):  # type: ignore[no-untyped-def]
+        def start_tls(self, ssl_context, server_hostname=None, timeout=None):
             wait = _left(timeout, httpcore2.ConnectTimeout)
             return Stream(self._inner.start_tls(ssl_context, server_hostname, wait))
 
@@ -65,11 +65,11 @@ def _backend_class() -> type:
         def __init__(self, inner: Any) -> None:
             self._inner = inner
 
-        def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):  # type: ignore[no-untyped-def]
+        def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
             wait = _left(timeout, httpcore2.ConnectTimeout)
             return Stream(self._inner.connect_tcp(host, port, wait, local_address, socket_options))
 
-        def connect_unix_socket(self, path, timeout=None, socket_options=None):  # type: ignore[no-untyped-def]
+        def connect_unix_socket(self, path, timeout=None, socket_options=None):
             wait = _left(timeout, httpcore2.ConnectTimeout)
             return Stream(self._inner.connect_unix_socket(path, wait, socket_options))
 
@@ -94,7 +94,7 @@ def bounded(transport: Any) -> Any:
 def _client_class() -> type:
     import openai
 
-    class Client(openai.DefaultHttpxClient):  # type: ignore[misc,valid-type]
+    class Client(openai.DefaultHttpxClient):
         """openai's default HTTP client whose transports (direct and proxies) are bounded."""
 
         def _init_transport(self, *args: Any, **kwargs: Any) -> Any:

@@ -21,7 +21,7 @@ class QuietJSONHandler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         if self.request.family == socket.AF_UNIX:  # no Nagle there, and no option to set
-            self.disable_nagle_algorithm = False
+            setattr(self, "disable_nagle_algorithm", False)  # noqa: B010  this request only
         super().setup()
 
     def log_message(self, fmt: str, *args: Any) -> None:
