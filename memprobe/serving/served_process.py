@@ -65,12 +65,6 @@ class NotOurs(RuntimeError):
     """The server on the port does not hold the run's key: someone else answers there."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def health_url(base_url: str) -> str:
     # Both servers answer /health at the root, next to /v1.
     return base_url.rstrip("/").removesuffix("/v1") + "/health"

@@ -40,7 +40,8 @@ def test_a_squatter_on_the_port_gets_no_key_and_the_job_uses_its_own_server(tmp_
     # The attack of issue 27: a process binds the port while vLLM still imports torch, and
     # answers the health check. It must receive no key and no prompt.
     squatter = Squatter()
-    monkeypatch.setattr(served_process, "free_port", lambda: squatter.port)
+    # (The job picks no port any more: vLLM gets a private Unix socket.)
+    monkeypatch.setattr(served_process, "free_port", lambda: squatter.port, raising=False)
     reply, uds = "", None
     try:
         llm = memt_client(served_config(tmp_path), None)
