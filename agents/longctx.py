@@ -2,7 +2,9 @@
 
 Notes are ``[Task k] <task>``, ``Agent: <reply>`` and ``User: <message>`` in chronological
 order. By default the final agent reply of each task is stored too; the release dropped it
-(docs/release-format.md §3.5), which ``compat.longctx_drop_final_reply`` reproduces.
+(docs/release-format.md §3.5), which ``compat.longctx_drop_final_reply`` reproduces. The
+release's longctx reply prompt had no line asking to tailor the help to the person (its
+memory systems' prompts had one): ``system_settings.longctx_full.tailor: false``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem
-from memprobe.agents.registry import CostPriors, declare
+from memprobe.agents.registry import CostPriors, Settings, declare
 
 from memprobe.serving import embeddings
 from memprobe.spec.records import write_atomic
@@ -21,10 +23,18 @@ from memprobe.spec.records import write_atomic
 STORE_FILE = "notes.json"
 
 
+class LongContextSettings(Settings):
+    """``system_settings.longctx_full``."""
+
+    # The reply scaffold's "Tailor your help to this person" (ours: every memory system's).
+    tailor: bool = True
+
+
 @declare(
     "longctx_full",
     searchable=True,
     embeds=True,
+    settings=LongContextSettings,
     reads=("compat.longctx_drop_final_reply",),
     priors=CostPriors(
         table5_m=(238.12, 4.82),

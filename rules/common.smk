@@ -12,7 +12,7 @@ from memprobe.workflow import preflight
 from memprobe.workflow import shell_job
 from memprobe.spec import taxonomy
 from memprobe.agents import registry
-from memprobe.config import ConfigError, load_layers, read_config_file
+from memprobe.config import PROMPT_STAGES, ConfigError, load_layers, read_config_file
 from memprobe.vocabulary import MODES
 
 
@@ -119,7 +119,8 @@ USERS = CFG.user_ids
 SYSTEMS = CFG.systems
 K = CFG.primary_k
 GUIDES = "prompts/category_guides.yaml"
-POOL = "config/dimension_pool.yaml"
+# bank.pool: release reads the release's pool from the release checkout (never copied here).
+POOL = CFG.pool_path() or "config/dimension_pool.yaml"
 # The pool is an input of every bank job: a broken one stops the run here, in one line.
 try:
     taxonomy.load_pool(POOL)
@@ -155,7 +156,16 @@ wildcard_constraints:
 
 
 def prompt(name):
+    """A prompt file; a protocol stage's is the one the config picks (``prompts.<stage>``)."""
+    if name in PROMPT_STAGES:
+        name = getattr(CFG.prompts, name)
     return f"prompts/{name}.md"
+
+
+# A stage pointed at a prompt file that is not there stops the run here, in one line.
+for _stage in PROMPT_STAGES:
+    if not os.path.exists(prompt(_stage)):
+        sys.exit(f"memprobe: prompts.{_stage}: {prompt(_stage)}: file not found")
 
 
 def agent_module(wildcards):

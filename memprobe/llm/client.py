@@ -158,7 +158,11 @@ class LLM:
         self.provider = OpenAICompatible(self.endpoint, client)
 
     def _request(
-        self, messages: list[dict[str, str]], schema: type[BaseModel] | None, sample: int
+        self,
+        messages: list[dict[str, str]],
+        schema: type[BaseModel] | None,
+        sample: int,
+        stop: list[str] | None = None,
     ) -> dict[str, Any]:
         req: dict[str, Any] = {
             "model": self.model,
@@ -168,6 +172,8 @@ class LLM:
         }
         if self.max_tokens:
             req[self._limit_field()] = self.max_tokens
+        if stop:
+            req["stop"] = list(stop)
         if schema is not None:
             req["response_format"] = {
                 "type": "json_schema",
@@ -388,8 +394,16 @@ class LLM:
         return reply.content
 
     # -- public API -----------------------------------------------------------------------
-    def text(self, messages: list[dict[str, str]], *, sample: int = 0, where: str = "") -> str:
-        req = self._request(messages, None, sample)
+    def text(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        sample: int = 0,
+        where: str = "",
+        stop: list[str] | None = None,
+    ) -> str:
+        """A free-text reply; ``stop``: sequences at which the endpoint ends it (not included)."""
+        req = self._request(messages, None, sample, stop)
         return self._through_cache(req, None, sample, _where(where), 0).strip()
 
     def embed(

@@ -67,7 +67,7 @@ SLICES: dict[str, Slice] = {
     ),
     "oracle": Slice(roles=("oracle",), modules=("protocol.attribution",)),
     "rollout": Slice(
-        keys=("max_turns",),
+        keys=("max_turns", "simulator"),
         roles=("simulator", "assistant"),
         system=True,
         modules=("protocol.simulation",),
@@ -139,6 +139,7 @@ SHAPE: tuple[str, ...] = (
     "release_dir",
     "release",
     "protocol",
+    "prompts",  # which prompt file a stage reads: a rule input, so a change reruns its jobs
 )
 
 # Folded into each role's identity (``role_identity``), never a slice entry of their own.
