@@ -30,6 +30,37 @@ def test_a_server_that_accepts_any_key_is_refused():
         squatter.close()
 
 
+def test_the_wrong_key_of_the_proof_cannot_be_guessed():
+    # A server that refuses only the wrong key it can predict from the real one (the real
+    # one reversed plus a fixed suffix, as the proof once sent) must not pass the proof.
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from memprobe.testing.background import Background
+
+    key, seen = "the-runs-key", []
+
+    class Guesser(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            sent = self.headers.get("Authorization", "")
+            seen.append(sent)
+            self.send_response(401 if sent == f"Bearer {key[::-1]}-not-the-key" else 200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = Background(ThreadingHTTPServer(("127.0.0.1", 0), Guesser))
+    try:
+        for _ in range(2):
+            with pytest.raises(served_process.NotOurs, match="does not hold the run's key"):
+                served_process.prove_ours(server.base_url, key)
+    finally:
+        server.close()
+    wrong = [s for s in seen if s != f"Bearer {key}"]
+    assert len(wrong) == 2 and wrong[0] != wrong[1]  # a fresh random wrong key each time
+
+
 def test_a_tcp_listener_is_ours_only_when_our_child_holds_it():
     child = subprocess.Popen(
         [sys.executable, "-c", LISTENER], stdout=subprocess.PIPE, text=True, start_new_session=True
