@@ -17,7 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
-from memprobe.config import DEFAULT_RUN
+from memprobe.config import (
+    DEFAULT_RUN,
+    WORKFLOW_CONFIG,
+    Config,
+    load_layers,
+    read_config_file,
+)
 from memprobe.report.jobdag import job_counts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +68,13 @@ class Workflow:
     def write_config(self, config: dict) -> None:
         self.config = config
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    @property
+    def cfg(self) -> Config:
+        """The run's config as Snakemake builds it: the copy's config/config.yaml, then the
+        test's file (a setting the test's file leaves out is config.yaml's)."""
+        files = [self.root / WORKFLOW_CONFIG, self.config_path]
+        return load_layers([(str(f), read_config_file(f)) for f in files])
 
     @property
     def name(self) -> str:
