@@ -25,6 +25,7 @@ from memprobe.spec.records import (
     Tasks,
 )
 from memprobe.spec.taxonomy import load_guides, load_pool
+from memprobe.workflow import paths
 from tests.helpers.jobs import ScriptJob
 from tests.helpers.paper import all_text, merged, paper_config, stage_prompt
 from tests.helpers.protocol import EPISODE, SKILL, TWO_ENTRY_BANK, clients, persona, user_text
@@ -372,7 +373,9 @@ def test_persona_narrative_follows_the_attributes(scripted, tmp_path):
 @pytest.mark.workflow
 def test_workflow_rerun_of_users_replays_the_cache(endpoint, workflow_factory):
     wf = workflow_factory(tiny_config(endpoint.base_url, n_users=1))
-    target = wf.target("users/user_001/tasks.json")
+    # the tasks job's own file, in the shared users' folder (docs/runs.md): the run's copy
+    # would stand in for it on the rerun
+    target = f"{paths.of(wf.cfg).users['tasks']}/user_001/tasks.json"
     wf.run(target)
     # made in the shared users' folders (docs/runs.md), one per file and its settings
     made = {f"{part}.json": wf.shared(part) / "user_001" for part in ("persona", "bank", "tasks")}
