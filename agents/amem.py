@@ -94,6 +94,7 @@ class AMemSettings(Settings):
     """``system_settings.amem``: its write path's model (the release wrote at 1.0)."""
 
     writer: WriterSettings = Field(default_factory=WriterSettings)
+    """A-Mem's write path, over the `writer` role"""
 
 
 @declare(

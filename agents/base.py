@@ -42,7 +42,7 @@ class MemorySystem(ABC):
         self,
         *,
         config: Config,
-        assistant: LLM,
+        assistant: LLM | None,  # None: a store opened to be searched alone (memprobe search)
         writer: LLM | None = None,
         workdir: Path | None = None,
         prompts: dict[str, str] | None = None,
@@ -105,6 +105,7 @@ class MemorySystem(ABC):
         system = messages[0]
         user = {"role": "user", "content": agent_input(task, history)}
         where = f"user {self.user_id}, turn {len(history) + 1}"
+        assert self.assistant is not None, "a system that replies has its assistant role"
         return self.assistant.text([system, *prior, user], where=where)
 
     def recall(self, task: str, history: list[HistoryTurn]) -> list[str]:

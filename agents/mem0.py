@@ -130,10 +130,15 @@ class Mem0Settings(Settings):
     """
 
     writer: WriterSettings = Field(default_factory=WriterSettings)
+    """mem0's extraction model, over the `writer` role"""
     embedder: Literal["minilm", "openai"] = "minilm"
+    """`minilm` (offline) or `openai` (the release's text-embedding-3-small)"""
     embedder_model: str = "text-embedding-3-small"
-    embedder_dims: int = Field(default=1536, ge=1, description="for embedder openai")
+    """the OpenAI embedding model (embedder `openai`)"""
+    embedder_dims: int = Field(default=1536, ge=1)
+    """its vector size (embedder `openai`)"""
     hybrid_search: bool = False
+    """mem0's BM25 + entity boost (its models must be installed; checked before any job)"""
 
 
 @declare(

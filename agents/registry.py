@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 from collections.abc import Callable
 from functools import cache
 from importlib.metadata import entry_points
@@ -42,9 +43,10 @@ class _Frozen(BaseModel):
 
 
 class Settings(BaseModel):
-    """Base of a system's settings model: unknown keys and non-finite numbers are errors."""
+    """Base of a system's settings model: unknown keys and non-finite numbers are errors; a
+    field's docstring is its description (docs/configuration.md)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
 
 class Resources(_Frozen):
@@ -191,13 +193,20 @@ def builtin(name: str) -> bool:
     return s is not None and s.target in BUILTIN
 
 
+def unknown(name: str) -> str:
+    """Why ``name`` is not a system: what was found, and where a plugin must be installed."""
+    return (
+        f"unknown system {name!r}; expected one of {', '.join(system_names())} (the built-ins "
+        f"and the {ENTRY_POINT_GROUP!r} entry points installed for {sys.executable}: a plugin "
+        "must be installed into the interpreter that runs snakemake, docs/plugins.md)"
+    )
+
+
 def spec(name: str) -> SystemSpec:
     try:
         return specs()[name]
     except KeyError:
-        raise ValueError(
-            f"unknown system {name!r}; expected one of {', '.join(system_names())}"
-        ) from None
+        raise ValueError(unknown(name)) from None
 
 
 def create(name: str, **kwargs: Any) -> Any:

@@ -75,7 +75,8 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # A field's docstring is its description: docs/configuration.md is generated from them.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
 
 def _endpoint_url(v: str | None) -> str | None:
@@ -96,10 +97,16 @@ class RoleOverride(_Strict):
     """Per-role endpoint settings; anything unset falls back to the ``llm`` defaults."""
 
     base_url: str | None = None
+    """the role's own endpoint; a role with its own endpoint sends only its own key"""
     model: str | None = None
+    """the role's model"""
     api_key_env: str | None = None
+    """the variable holding the role's key"""
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    """the role's temperature (unset: the release's for that role; the writer's is per system, under
+    `system_settings`)"""
     max_tokens: int | None = Field(default=None, ge=1)
+    """the role's reply bound"""
 
     _url = field_validator("base_url")(_endpoint_url)
 
@@ -112,30 +119,46 @@ class LocalModel(_Strict):
     """
 
     package: Literal["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] = "qwen2.5-coder-0.5b"
+    """a pinned PyPI model pack: `qwen2.5-coder-0.5b` (extra `model`) or `qwen2.5-coder-1.5b` (extra
+    `model-1-5b`)"""
     model_path: str | None = None
+    """serve this GGUF instead of the package's"""
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$")
+    """`model_path`'s checksum, checked before any job"""
     threads: int = Field(default=2, ge=1)
-    context_tokens: int = Field(default=4096, ge=512, description="per server slot")
+    """llama.cpp threads"""
+    context_tokens: int = Field(default=4096, ge=512, description="context per server slot")
     parallel: int = Field(default=1, ge=1, description="server slots (concurrent requests)")
     startup_timeout_s: float = Field(default=300.0, gt=0)
+    """how long the model may take to load"""
 
 
 class LLMSettings(_Strict):
     backend: Literal["openai", "local", "fake"]
+    """`openai` (any OpenAI-compatible endpoint), `local` (the run's llama.cpp server) or `fake`
+    (schema-valid replies, for tests and dry runs)"""
     base_url: str | None = None
+    """the endpoint (required for `openai` unless every role sets its own)"""
     model: str = "gpt-5.4-mini"
+    """the model name sent to the endpoint"""
     api_key_env: str = "OPENAI_API_KEY"
+    """the variable the key is read from at call time (never stored)"""
     max_tokens: int | None = Field(default=None, ge=1)
+    """reply bound per call (unset: the server's)"""
     timeout_s: float = Field(default=120.0, gt=0)
+    """total time one request may take"""
     max_attempts: int = Field(default=5, ge=1, description="transport tries per request")
     max_reasks: int = Field(default=2, ge=0, description="re-asks after an invalid reply")
     resample_invalid: int = Field(
         default=2, ge=0, description="identical re-sends of an empty/non-JSON/off-schema reply"
     )
     backoff_s: float = Field(default=1.0, ge=0)
+    """the first retry's wait (doubling; a Retry-After wins)"""
     concurrency: int = Field(default=4, ge=1, description="parallel calls inside one job")
     cache_dir: str = ".cache/llm"
+    """the content-addressed response cache"""
     roles: dict[Role, RoleOverride] = Field(default_factory=dict)
+    """per-role endpoint settings over the defaults above (roles: `memprobe.vocabulary.ROLES`)"""
     local: LocalModel = Field(default_factory=LocalModel)
 
     _url = field_validator("base_url")(_endpoint_url)
@@ -159,10 +182,15 @@ class Compat(_Strict):
     """
 
     longctx_drop_final_reply: bool = False
+    """release quirk: longctx_full does not store a task's last reply"""
     retrieve_attribution_empty_transcript: bool = False
+    """release quirk: retrieve-mode attribution reads an empty transcript"""
     judge_unknown_labels: bool = False
+    """release behaviour: call the judge for "unknown" labels too (by default they score 0 without a
+    call)"""
     # memt search: the release returned items in ReAct discovery order (scores were None).
     memt_discovery_order: bool = False
+    """release quirk: memt's top-k in ReAct discovery order, not by similarity"""
 
 
 DEFAULT_CONTEXT_TOKENS = 128_000
@@ -173,7 +201,10 @@ class SlotFill(_Strict):
     # (backend local: llm.local.context_tokens), else 128,000. A store over it is flagged (the
     # paper's dagger) without a request, so it must never exceed what the endpoint serves.
     context_tokens: int | None = Field(default=None, ge=256)
+    """dump_all budget of the slot-filler (unset: 128000, or `llm.local.context_tokens` on backend
+    local, which it may not exceed)"""
     overflow: Literal["flag", "chunked"] = "flag"
+    """a store over budget: `flag` (the paper's †) or `chunked` (map over chunks, then reduce)"""
 
 
 class JudgeSettings(_Strict):
@@ -185,16 +216,23 @@ class JudgeSettings(_Strict):
     """
 
     calibration: Literal["warn", "stop"] = "warn"
+    """a judge that fails the anchors: `warn` (flag every B cell) or `stop` (end the run before any
+    rollout)"""
     min_kappa: float = Field(default=0.6, ge=-1.0, le=1.0)
+    """least quadratic-weighted κ on the anchors"""
     max_bias: float = Field(default=0.15, ge=0.0, le=1.0)
+    """largest |mean score difference| on the anchors"""
     # Score a slot-fill label that names the slot (category, dimension, axis question) as
     # "unknown" instead of asking the judge: a protocol difference (docs/fidelity.md).
     degenerate_as_unknown: bool = False
+    """score a slot-fill label that names its slot (category, dimension, axis question) as "unknown"
+    without a judge call (a protocol difference)"""
 
 
 class TaskGen(_Strict):
     max_edits: int = Field(default=3, ge=0, description="editor rounds before a task is marked")
     leak_threshold: float = Field(default=0.5, ge=0, le=1)
+    """share of a target's words in its task that flags a leak"""
 
 
 class BankGen(_Strict):
@@ -210,7 +248,9 @@ class BankGen(_Strict):
         default=None, ge=1, description="candidates shown per category (None: the whole pool)"
     )
     show_examples: bool = True
+    """show the pool's sample values to the bank generator"""
     show_axes: bool = True
+    """show each pool dimension's axis question to the bank generator"""
 
 
 class MemT(_Strict):
@@ -222,25 +262,40 @@ class MemT(_Strict):
     """
 
     endpoint: str | None = None
+    """a running Mem-T server (OpenAI-compatible)"""
     serve: bool = False
+    """each memt job starts `vllm serve` on its GPU instead"""
     model_path: str | None = None
+    """local Mem-T-4B weights (`memt.serve`)"""
     model: str = Field(default="Mem-T-4B", description="served model name")
     api_key_env: str = "MEMT_API_KEY"
+    """the variable holding the Mem-T server's key"""
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)  # the release's hard-coded value
+    """Mem-T's sampling temperature (the release's)"""
     # No cap by default: the release sent none, and a formation reply with many tool calls
     # cut at a cap loses its last calls; the server's context still bounds every reply.
     max_tokens: int | None = Field(default=None, ge=1)
+    """reply bound per Mem-T call (unset: none, as in the release)"""
     max_tool_steps: int = Field(default=6, ge=1)
+    """ReAct steps per search"""
     update_topk: int = Field(default=3, ge=1)
+    """similar items shown to an update call"""
     search_topk: int = Field(default=5, ge=1, description="items per search_* tool call")
-    embedder: str | None = Field(default=None, description="sentence-transformers path or name")
+    embedder: str | None = Field(
+        default=None,
+        description="sentence-transformers path or name, local (unset: the packaged MiniLM)",
+    )
     vllm_bin: str = Field(default="vllm", description="the vllm executable of envs/vllm.yaml")
     vllm_args: list[str] = Field(default_factory=list)
-    port: int = Field(default=0, ge=0, le=65535, description="0 = pick a free port")
+    """extra `vllm serve` flags"""
+    port: int = Field(default=0, ge=0, le=65535, description="vLLM's port (0: a free one)")
     startup_timeout_s: float = Field(default=900.0, gt=0)
+    """how long the served model may take to be healthy"""
     # SLURM placement of the memt jobs; set here, not per rule, so only memt jobs get a GPU.
     gpu_model: str | None = None
+    """SLURM GPU model of the memt jobs (`--gpus=MODEL:1`)"""
     cpus_per_gpu: int | None = Field(default=None, ge=1)
+    """SLURM `--cpus-per-gpu` of the memt jobs"""
 
     _url = field_validator("endpoint")(_endpoint_url)
 
@@ -270,8 +325,11 @@ class WriterSettings(_Strict):
     """
 
     model: str | None = None
+    """the write path's model"""
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    """the write path's temperature"""
     max_tokens: int | None = Field(default=None, ge=1)
+    """the write path's reply bound"""
 
 
 class SystemSettings(_Strict):
@@ -301,7 +359,9 @@ _SYSTEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 class Users(_Strict):
     source: Literal["generate", "release"] = "generate"
+    """`generate` the users, or take the release's banks and tasks (`release`)"""
     release_dir: str | None = None
+    """a checkout of the authors' release (`users.source: release`)"""
 
 
 class Release(_Strict):
@@ -315,11 +375,14 @@ class Release(_Strict):
     """
 
     import_runs: bool = False
+    """also import the release's run records, so the tables rebuild the paper's"""
     runs: dict[str, str] = Field(
         default_factory=dict, description="system -> release run id (default <system>_pooled_50)"
     )
     bank_file: str = "Deeppersona/data/user_memory_banks_pooled_final.json"
+    """the bank file inside the release"""
     tasks_dir: str = "benchmark_data/CustomTasksPooledFinal"
+    """the task folder inside the release"""
 
 
 def _default_dims() -> dict[Any, int]:  # keys: the categories (the field's Literal)
@@ -328,15 +391,22 @@ def _default_dims() -> dict[Any, int]:  # keys: the categories (the field's Lite
 
 class Config(_Strict):
     seed: int = 0
+    """the run's seed (personas, sampling seeds, bootstrap CIs)"""
     n_users: int = Field(ge=1)
+    """simulated users, `user_001` on"""
     results_dir: str = "results"
+    """where every artifact goes"""
     users: Users = Field(default_factory=Users)
     # Top-level alias of users.release_dir, so `--config release_dir=PATH` works.
     release_dir: str | None = None
+    """`users.release_dir` as a top-level key, so `--config release_dir=PATH` works"""
     release: Release = Field(default_factory=Release)
     dims_per_category: dict[Category, int] = Field(default_factory=_default_dims)
+    """targets per category"""
     systems: list[str] = Field(min_length=1)
+    """the memory systems run: `nomem`, `longctx_full`, `amem`, `mem0`, `memt`, plugins"""
     modes: list[Mode] = Field(default_factory=lambda: list(MODES))
+    """the access modes scored"""
 
     @field_validator("modes")
     @classmethod
@@ -346,7 +416,9 @@ class Config(_Strict):
         return v
 
     k: int | list[int] = 5
+    """top-k of retrieve mode (a list runs a sweep; the first is the tables')"""
     max_turns: int = Field(default=25, ge=1)
+    """turn cap per episode"""
     compat: Compat = Field(default_factory=Compat)
     tasks: TaskGen = Field(default_factory=TaskGen)
     bank: BankGen = Field(default_factory=BankGen)
@@ -358,6 +430,8 @@ class Config(_Strict):
     )
     # A config that names a protocol must hold every key of it (config/paper.yaml).
     protocol: Literal["paper"] | None = None
+    """`paper`: every protocol key must hold the paper's value after the merge (config/paper.yaml)
+    """
     llm: LLMSettings
 
     @field_validator("dims_per_category")
@@ -374,7 +448,7 @@ class Config(_Strict):
     @field_validator("systems")
     @classmethod
     def _known_systems(cls, v: list[str], info: ValidationInfo) -> list[str]:
-        from memprobe.agents.registry import system_names
+        from memprobe.agents.registry import system_names, unknown
 
         known = system_names()
         # An import of the release's run records needs the names only, not the systems.
@@ -384,7 +458,7 @@ class Config(_Strict):
             if not _SYSTEM_NAME.fullmatch(name):  # it becomes a path component and a wildcard
                 raise ValueError(f"system name {name!r}: expected letters, digits, _ . -")
             if name not in known and not importing:
-                raise ValueError(f"unknown system {name!r}; expected one of {', '.join(known)}")
+                raise ValueError(unknown(name))
         if len(set(v)) != len(v):
             raise ValueError("a system is listed twice")
         return v

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -31,6 +32,15 @@ def test_tiny_config_is_valid_and_derives_users():
     assert cfg.primary_k == 5
     assert role_settings(cfg, "simulator")["temperature"] == 0.85
     assert role_settings(cfg, "judge")["temperature"] == 0.0
+
+
+def test_an_unknown_system_says_where_plugins_were_looked_for():
+    raw = base() | {"systems": ["gpt_memory"]}
+    with pytest.raises(ConfigError) as err:
+        load_config(raw)
+    line = str(err.value)
+    assert "'memprobe.systems' entry points" in line and sys.executable in line, line
+    assert "\n" not in line
 
 
 def test_default_dims_are_the_papers():
@@ -153,7 +163,7 @@ def dry_run(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.workflow
 def test_nested_config_on_the_command_line_reaches_the_model():
-    """The form the README shows: a YAML mapping for a nested key, merged key by key."""
+    """The form docs/configuration.md shows: a YAML mapping for a nested key, merged key by key."""
     proc = dry_run("--config", "llm={concurrency: 0}")
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines()[-1] == (
