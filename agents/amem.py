@@ -27,10 +27,10 @@ from types import GenericAlias
 from typing import Any, Literal
 
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
-from memprobe.agents.registry import CostPriors, Settings, declare
 from pydantic import BaseModel, Field, create_model
 
 from memprobe.config import WriterSettings
+from memprobe.registry.systems import CostPriors, Settings, declare
 from memprobe.spec.prompts import prompt_path, render
 from memprobe.spec.records import write_atomic
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem
-from memprobe.agents.registry import CostPriors, declare
 
+from memprobe.registry.systems import CostPriors, declare
 from memprobe.serving import embeddings
 from memprobe.spec.records import write_atomic
 

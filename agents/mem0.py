@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
-from memprobe.agents.registry import CostPriors, Settings, declare
 from pydantic import BaseModel, Field
 
 from memprobe.config import WriterSettings
 from memprobe.llm.client import LLM
+from memprobe.registry.systems import CostPriors, Settings, declare
 
 RECALL_K = 5
 GET_ALL_K = 100_000  # larger than any store: get_all must return everything

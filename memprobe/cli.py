@@ -43,7 +43,7 @@ def dump_items(path: str) -> list[dict]:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from memprobe.agents import registry
+    from memprobe.registry import systems as registry
 
     spec = registry.spec(args.system)
     if not spec.searchable:
@@ -72,7 +72,7 @@ def _search(args: argparse.Namespace) -> int:
 def _open_store(name: str, store: Path, configfiles: list[str]) -> Any:
     """A rollout's store (results/<system>/<user>/store), opened as the probe job opens it but
     without the assistant and writer roles: a search that calls them needs `memprobe job probe`."""
-    from memprobe.agents import registry
+    from memprobe.registry import systems as registry
     from memprobe.report.estimate import load_configs
 
     if not store.is_dir():
@@ -232,9 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="config file(s) layered on config/config.yaml, as the Snakefile does",
     )
-    e.add_argument(
-        "--config", nargs="+", metavar="KEY=VALUE", help="overrides, e.g. llm.concurrency=8 k=10"
-    )
+    e.add_argument("--config", nargs="+", metavar="KEY=VALUE", help="overrides, e.g. top_k=10")
     e.add_argument("--ledger", help="results dir of an earlier run (default: results_dir)")
     e.add_argument("--no-ledger", action="store_true", help="use the paper's priors only")
     e.add_argument("--prices", help="YAML: model: {input: USD, output: USD} per 1M tokens")

@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from memprobe.registry import RegistryError, backends
+from memprobe.registry import systems as registry
 from memprobe.vocabulary import CATEGORIES, MODES, ROLES, Category, Mode, Role
 
 # Sampling temperatures per role: the release's (docs/release-format.md §4) except "writer",
@@ -52,7 +54,7 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "n_users": 50,
     "dims_per_category": dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True)),
     "modes": list(MODES),
-    "k": 5,
+    "top_k": 5,
     "max_turns": 25,
     "bank.pool_sample": None,
     "bank.show_examples": True,
@@ -134,7 +136,7 @@ class LocalModel(_Strict):
 
 
 class LLMSettings(_Strict):
-    backend: Literal["openai", "local", "fake"]
+    backend: str
     """`openai` (any OpenAI-compatible endpoint), `local` (the run's llama.cpp server) or `fake`
     (schema-valid replies, for tests and dry runs)"""
     base_url: str | None = None
@@ -162,6 +164,13 @@ class LLMSettings(_Strict):
     local: LocalModel = Field(default_factory=LocalModel)
 
     _url = field_validator("base_url")(_endpoint_url)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, v: str) -> str:
+        if v not in backends.names():
+            raise ValueError(backends.unknown(v))
+        return v
 
     @model_validator(mode="after")
     def _openai_needs_base_url(self) -> LLMSettings:
@@ -334,7 +343,7 @@ class WriterSettings(_Strict):
 
 class SystemSettings(_Strict):
     """``system_settings``: one block per system that declares a settings model
-    (agents/registry.py), validated by that model; memt keeps its own ``memt`` block."""
+    (memprobe/registry/systems.py), validated by that model; memt keeps its own ``memt`` block."""
 
     if TYPE_CHECKING:  # the fields are the registered systems' (system_settings_model)
 
@@ -344,11 +353,9 @@ class SystemSettings(_Strict):
 @cache
 def system_settings_model() -> type[SystemSettings]:
     """The ``system_settings`` model of the systems registered in this environment."""
-    from memprobe.agents.registry import specs
-
     fields: dict[str, Any] = {
         name: (s.settings, Field(default_factory=s.settings))
-        for name, s in specs().items()
+        for name, s in registry.specs().items()
         if s.settings is not None
     }
     return create_model("SystemSettings", __base__=SystemSettings, **fields)
@@ -415,8 +422,8 @@ class Config(_Strict):
             raise ValueError(f"a mode is listed twice ({v})")
         return v
 
-    k: int | list[int] = 5
-    """top-k of retrieve mode (a list runs a sweep; the first is the tables')"""
+    top_k: int | list[int] = 5
+    """items per search in retrieve mode (a list runs a sweep; the first is the tables')"""
     max_turns: int = Field(default=25, ge=1)
     """turn cap per episode"""
     compat: Compat = Field(default_factory=Compat)
@@ -448,9 +455,7 @@ class Config(_Strict):
     @field_validator("systems")
     @classmethod
     def _known_systems(cls, v: list[str], info: ValidationInfo) -> list[str]:
-        from memprobe.agents.registry import system_names, unknown
-
-        known = system_names()
+        known = registry.system_names()
         # An import of the release's run records needs the names only, not the systems.
         release = info.data.get("release")
         importing = release is not None and release.import_runs
@@ -458,7 +463,7 @@ class Config(_Strict):
             if not _SYSTEM_NAME.fullmatch(name):  # it becomes a path component and a wildcard
                 raise ValueError(f"system name {name!r}: expected letters, digits, _ . -")
             if name not in known and not importing:
-                raise ValueError(unknown(name))
+                raise ValueError(registry.unknown(name))
         if len(set(v)) != len(v):
             raise ValueError("a system is listed twice")
         return v
@@ -486,8 +491,8 @@ class Config(_Strict):
             # The sweep's rules probe and score our own stores; imported runs bring only the
             # release's scored retrievals (DAG build would stop on their missing judge files).
             raise ValueError(
-                f"k: a top-k sweep (k: {self.k}) needs runs of our own; "
-                "release.import_runs imports scored runs only: set one k"
+                f"top_k: a sweep (top_k: {self.top_k}) needs runs of our own; "
+                "release.import_runs imports scored runs only: set one top_k"
             )
         if self.users.source == "release" and not self.users.release_dir:
             raise ValueError(
@@ -550,7 +555,7 @@ class Config(_Strict):
                 )
         return self
 
-    @field_validator("k")
+    @field_validator("top_k")
     @classmethod
     def _positive_k(cls, v: int | list[int]) -> int | list[int]:
         ks = v if isinstance(v, list) else [v]
@@ -563,7 +568,7 @@ class Config(_Strict):
     # -- derived values used by the rules -------------------------------------------------
     @property
     def ks(self) -> list[int]:
-        return self.k if isinstance(self.k, list) else [self.k]
+        return self.top_k if isinstance(self.top_k, list) else [self.top_k]
 
     @property
     def primary_k(self) -> int:
@@ -597,16 +602,28 @@ def _format_error(err: ValidationError) -> str:
 def _systems_registered() -> None:
     """Load the systems (built-ins and plugins) first: a plugin that cannot register is its
     own one-line error, not blamed on a config file."""
-    from memprobe.agents.registry import RegistryError, specs
-
     try:
-        specs()
+        registry.specs()
+        backends.targets()
     except RegistryError as err:
         raise ConfigError(str(err)) from None
 
 
+# Keys that were renamed: the old name stops the run in one line that names the new one.
+RENAMED = {"k": "top_k"}  # Snakemake's --config takes only keys of two or more letters
+
+
+def _no_renamed_key(raw: dict[str, Any], source: str) -> None:
+    for old, new in RENAMED.items():
+        if old in raw:
+            raise ConfigError(
+                f"{source}: {old}: renamed {new} (write {new}: {raw[old]}, or --config {new}=...)"
+            )
+
+
 def load_config(raw: dict[str, Any], source: str = "config") -> Config:
     """Validate Snakemake's merged config dict; raise ConfigError with one line."""
+    _no_renamed_key(raw, source)
     _systems_registered()
     try:
         return Config.model_validate(raw)
@@ -651,6 +668,8 @@ def load_layers(layers: list[tuple[str, dict[str, Any]]]) -> Config:
     An error names the layer that set the offending key (a ``--config`` typo is blamed on
     ``--config``, not on config/config.yaml); a missing key or a cross-key rule names them all.
     """
+    for name, layer in layers:
+        _no_renamed_key(layer, name)
     _systems_registered()
     raw: dict[str, Any] = {}
     for _, layer in layers:

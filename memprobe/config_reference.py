@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from memprobe.agents import registry
 from memprobe.config import Config
+from memprobe.registry import systems as registry
 
 OUTPUT = "docs/configuration.md"
 

@@ -11,7 +11,7 @@ from memprobe.serving import embed_service
 from memprobe.workflow import preflight
 from memprobe.workflow import shell_job
 from memprobe.spec import taxonomy
-from memprobe.agents import registry
+from memprobe.registry import systems as registry
 from memprobe.config import ConfigError, check_yaml_keys, load_layers, read_config_file
 from memprobe.vocabulary import MODES
 
@@ -171,7 +171,7 @@ def agent_prompts(wildcards):
 
 
 # GPU placement: only the rollout/probe jobs of a system whose declaration asks for GPUs
-# (agents/registry.py Resources; memt) ask for one. For every other job these callables
+# (memprobe/registry/systems.py Resources; memt) ask for one. For every other job these callables
 # return None, which drops the resource, so neither the SLURM nor the Kubernetes plugin sees a
 # GPU request (both react to the mere presence of `gpu`/`gpu_model`). gpu_model/cpus_per_gpu:
 # the system's settings block (memt.*, docs/cluster.md).

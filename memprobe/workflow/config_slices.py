@@ -11,8 +11,8 @@ value of the changed entry. One param per entry, each a one-key dict, so the rea
   keys it (backend, endpoint, model, temperature, max_tokens); the seed joins every LLM rule.
 - ``per_mode``: keys read only by the jobs of one access mode.
 - ``system``: the memory system's own settings (rollout, probe): the keys its declaration
-  ``reads`` (agents/registry.py), its ``system_settings.<system>`` block and, for a system that
-  writes with an LLM, the writer role.
+  ``reads`` (memprobe/registry/systems.py), its ``system_settings.<system>`` block and, for a
+  system that writes with an LLM, the writer role.
 - ``modules``: the memprobe modules holding the rule's logic, declared as inputs (docs/currency.md
   says why inputs and not a version number).
 
@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-from memprobe.agents import registry
 from memprobe.config import ROLES, Config, role_settings
+from memprobe.llm.providers import backend
+from memprobe.registry import systems as registry
 
 LLM_RULE_SEED = "seed"  # part of every request (and of its cache key)
 
@@ -134,7 +134,7 @@ SHAPE: tuple[str, ...] = (
     "n_users",
     "systems",
     "modes",
-    "k",
+    "top_k",
     "results_dir",
     "users",
     "release_dir",
@@ -176,31 +176,12 @@ def _strip_runtime(key: str, value: Any) -> Any:
     }
 
 
-def without_credentials(url: str) -> str:
-    """scheme://host[:port]/path: no user:password, no query (a key can hide in either)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def endpoint_identity(cfg: Config, base_url: str | None) -> str:
-    """The endpoint as the response cache keys it (``Endpoint.identity``, made by
-    memprobe/llm/providers.py ``endpoint_for``), without the run's port or a credential."""
-    if cfg.llm.backend == "fake":
-        return "fake"
-    if cfg.llm.backend == "local" and not base_url:
-        from memprobe.serving.local_server import served_model_id
-
-        return f"local-gguf:{served_model_id(cfg.llm.local)}"
-    return without_credentials(base_url or "")
-
-
 def role_identity(cfg: Config, role: str) -> dict[str, Any]:
     s = role_settings(cfg, role)
     return {
         "backend": cfg.llm.backend,
-        "endpoint": endpoint_identity(cfg, s["base_url"]),
+        # The endpoint as the response cache keys it, without the run's port or a credential.
+        "endpoint": backend(cfg.llm.backend).identity(cfg, s["base_url"]),
         "model": s["model"],
         "temperature": s["temperature"],
         "max_tokens": s["max_tokens"],

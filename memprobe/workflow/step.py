@@ -63,7 +63,7 @@ class Job:
 
     def memory_system(self, workdir: Path) -> MemorySystem:
         """The job's memory system (its ``system`` wildcard), its LLM roles and prompt files."""
-        from memprobe.agents import registry
+        from memprobe.registry import systems as registry
 
         name = self.wildcards.system
         return registry.create(

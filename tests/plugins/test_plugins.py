@@ -74,7 +74,7 @@ def test_a_searchable_plugin_runs_next_to_nomem_and_its_store_answers_memprobe_s
     assert memories["num_memories"] == 2
     assert all(m["content"].startswith("tiny: ") for m in memories["memories"])
     # ... its probe recorded search()'s items: at most k, content and score, best first ...
-    k = cfg["k"]
+    k = cfg["top_k"]
     retrieved = json.loads((results / f"tinymem/user_001/retrieved_k{k}.json").read_text())
     queries = retrieved["queries"]
     assert len(queries) == 5 and any(q["items"] for q in queries)

@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from memprobe.agents import registry
 from pydantic import BaseModel
 
 from memprobe.config import Config, load_config
+from memprobe.registry import systems as registry
 from memprobe.serving import local_server
 from memprobe.spec.records import RecordError
 from memprobe.workflow import config_slices as cs

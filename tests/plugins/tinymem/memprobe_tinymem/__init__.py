@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from memprobe.agents.base import HistoryTurn, MemorySystem
-from memprobe.agents.registry import Settings, declare
 from pydantic import Field
 
+from memprobe.registry.systems import Settings, declare
 from memprobe.spec.prompts import render
 
 STORE_FILE = "tinymem.json"
