@@ -6,7 +6,7 @@ import sys
 
 from snakemake.settings.types import DeploymentMethod
 
-from memprobe.workflow import config_slices
+from memprobe.workflow import code_inputs, config_slices
 from memprobe.serving import embed_service
 from memprobe.workflow import preflight
 from memprobe.workflow import shell_job
@@ -67,7 +67,7 @@ if workflow.storage_settings.default_storage_provider:
 # Per-user jobs run their script through `shell:` (memprobe/workflow/shell_job.py says why); they
 # read the run's config from the file named by MEMPROBE_CONFIG_FILE. What each rule reads of
 # it is also its params (memprobe/workflow/config_slices.py), so a changed setting reruns its jobs.
-shell_job.export_config(config)
+shell_job.export_config(CFG)
 SLICER = config_slices.Slicer(CFG)
 
 
@@ -76,9 +76,10 @@ def settings(rule):
     return SLICER.params(rule)
 
 
-def library(rule):
-    """The memprobe modules holding a rule's logic: editing one reruns the rule's jobs."""
-    return SLICER.modules(rule)
+def library(script):
+    """The memprobe modules scripts/<script>.py runs, from its imports: rule inputs, so editing
+    one reruns the rule's jobs (memprobe/workflow/code_inputs.py)."""
+    return code_inputs.module_files(f"scripts/{script}.py")
 
 
 def script_job(**params):
@@ -106,14 +107,23 @@ def run_script(rule, script=None):
 R = CFG.results_dir
 
 
-def usage_log(rule, *wildcards):
-    """A job's usage ledger, declared as its `usage` log: named by its wildcards in order."""
-    return f"{R}/usage/{rule}/" + "_".join(f"{{{w}}}" for w in wildcards) + ".csv"
+# Every rule that calls an LLM, found by the usage log it declares: its wildcards, and the
+# values a wildcard takes in its jobs where those are fewer than the run's (rules/tables.smk
+# lists the ledgers of their jobs for Table 5).
+LLM_RULES = {}
 
 
-def ledger(rule, **wildcards):
-    """One job's usage ledger (Table 5 reads those of the current DAG's jobs)."""
-    return usage_log(rule, *wildcards).format(**wildcards)
+def usage_log(rule, *wildcards, **only):
+    """A job's usage ledger, declared as its `usage` log: named by its wildcards in order ("run"
+    without any). Declaring one marks the rule as calling an LLM; `only` narrows a wildcard to
+    the values its jobs take (the sweep rules: the sweep's other ks)."""
+    LLM_RULES[rule] = (wildcards, only)
+    return ledger_pattern(rule, wildcards)
+
+
+def ledger_pattern(rule, wildcards):
+    names = "_".join(f"{{{w}}}" for w in wildcards) or "run"
+    return f"{R}/usage/{rule}/{names}.csv"
 
 
 USERS = CFG.user_ids

@@ -11,10 +11,11 @@ higher one, and the registry's own imports are checked like any other.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections import defaultdict
 from pathlib import Path
+
+from memprobe.workflow.code_inputs import imported
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
@@ -35,14 +36,7 @@ def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
     files = module_files(root)
     graph: dict[str, set[str]] = defaultdict(set)
     for module, path in files.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            else:
-                continue
-            graph[module] |= {n for n in names if n in files and n != module}
+        graph[module] = {n for n in imported(path) if n in files and n != module}
     return graph
 
 

@@ -15,13 +15,15 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from memprobe.config import Config, ConfigError, load_config
+from memprobe.config import Config, ConfigError
 from memprobe.llm.client import LLM, LLMError, client_for
 from memprobe.spec.prompts import PromptError
 from memprobe.spec.records import RecordError
 from memprobe.spec.taxonomy import TaxonomyError
+from memprobe.workflow.config_slices import JobConfig, job_keys, job_roles
+from memprobe.workflow.shell_job import run_config
 
 if TYPE_CHECKING:
     from memprobe.agents.base import MemorySystem
@@ -37,11 +39,17 @@ class Job:
 
     def __init__(self, smk: Any) -> None:
         self.smk = smk
-        self.cfg: Config = load_config(dict(smk.config))
         self.input = smk.input
         self.output = smk.output
         self.wildcards = smk.wildcards
         self.rule = smk.rule
+        # The run's config as this job may read it: its rule's slice, which is its params, and
+        # the keys no slice needs (config_slices.JobConfig); any other key is an error.
+        wildcards = dict(smk.wildcards.items())
+        self.roles = job_roles(smk.rule, wildcards)
+        self.cfg: Config = cast(
+            Config, JobConfig(smk.rule, run_config(), job_keys(smk.rule, wildcards))
+        )
         tag = "_".join(f"{v}" for v in dict(smk.wildcards).values()) or "all"
         self.name = f"{smk.rule}/{tag}"
         # The usage ledger is the job's `usage` log (rules/common.smk: usage_log). Snakemake
@@ -57,6 +65,11 @@ class Job:
         return path.with_name(path.name + ".partial") if path else None
 
     def llm(self, role: str) -> LLM:
+        if role not in self.roles:
+            raise ConfigError(
+                f"rule {self.rule} calls role {role}, which is not in its slice: add it to "
+                f"SLICES[{self.rule!r}] in memprobe/workflow/config_slices.py"
+            )
         if self.pending_ledger is None:
             raise ConfigError(f"rule {self.rule}: calls an LLM but declares no `usage` log")
         return client_for(role, self.cfg, ledger_path=self.pending_ledger, job=self.name)

@@ -180,7 +180,9 @@ def test_a_failed_attempts_calls_stay_on_the_ledger_of_the_attempt_that_succeeds
 ):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)
-    shell_job.export_config({"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}})
+    shell_job.export_config(
+        load_config({"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}})
+    )
     ledger = Path("results/usage/judge/user_001.csv")
 
     def ask(job: step.Job) -> None:
@@ -200,13 +202,60 @@ def test_a_failed_attempts_calls_stay_on_the_ledger_of_the_attempt_that_succeeds
 
 def test_a_job_that_calls_an_llm_declares_its_ledger(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    smk = SimpleNamespace(
-        config={"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}},
-        input=[], output=[], wildcards={}, rule="tables", log=[],
-    )  # fmt: skip
+    monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)
+    shell_job.export_config(
+        load_config({"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}})
+    )
+    smk = SimpleNamespace(input=[], output=[], wildcards={}, rule="judge_calibration", log=[])
     job = step.Job(smk)
     with pytest.raises(step.ConfigError, match="declares no `usage` log"):
         job.llm("judge")
+
+
+def job_config(rule: str, **wildcards: str) -> cs.JobConfig:
+    cfg = load_config(full_config())
+    return cs.JobConfig(rule, cfg.model_dump(mode="json"), cs.job_keys(rule, wildcards))
+
+
+def test_a_job_reads_its_slice_and_nothing_else():
+    judge = job_config("judge", system="longctx_full", user="user_001", mode="dump_all")
+    assert judge.compat.judge_unknown_labels is False and judge.judge.min_kappa == 0.6
+    assert judge.llm.timeout_s == 120.0 and judge.seed == 7  # an LLM rule's llm and seed
+    assert judge.systems == SYSTEMS and judge.ks == [5]  # shape keys, and what derives from them
+    with pytest.raises(cs.OutsideSlice, match=r"rule judge reads the config key max_turns, "):
+        judge.max_turns  # noqa: B018
+    with pytest.raises(cs.OutsideSlice, match="compat.longctx_drop_final_reply"):
+        judge.compat.longctx_drop_final_reply  # noqa: B018  a sibling of a key it may read
+    # a key of one mode, in that mode's jobs only
+    att = job_config("attribution", system="amem", user="user_001", mode="retrieve")
+    assert att.compat.retrieve_attribution_empty_transcript is False
+    att = job_config("attribution", system="amem", user="user_001", mode="dump_all")
+    with pytest.raises(cs.OutsideSlice):
+        att.compat.retrieve_attribution_empty_transcript  # noqa: B018
+    # a system's own keys, in its own jobs; no LLM settings for a job that calls none
+    rollout = job_config("rollout", system="memt", user="user_001")
+    assert rollout.memt.endpoint == "http://127.0.0.1:9/v1" and rollout.max_turns == 3
+    assert getattr(rollout.system_settings, "memt", None) is None  # memt has no settings model
+    with pytest.raises(cs.OutsideSlice):
+        rollout.system_settings.mem0  # noqa: B018
+    tables = job_config("tables")
+    assert tables.seed == 7 and tables.llm.cache_dir == ".cache/llm"  # runtime-only
+    with pytest.raises(cs.OutsideSlice, match="llm.model"):
+        tables.llm.model  # noqa: B018
+
+
+def test_a_job_calls_the_roles_of_its_slice_only(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)
+    shell_job.export_config(load_config(full_config()))
+    log = SimpleNamespace(usage="results/usage/judge/x.csv")
+    smk = SimpleNamespace(
+        input=[], output=[], wildcards={"mode": "dump_all"}, rule="judge", log=log
+    )
+    job = step.Job(smk)
+    job.llm("judge")
+    with pytest.raises(step.ConfigError, match="rule judge calls role writer, which is not in"):
+        job.llm("writer")
 
 
 def test_slices_are_built_from_the_validated_config():
