@@ -599,9 +599,9 @@ def _format_error(err: ValidationError) -> str:
     return f"{loc}: {msg}" if loc else msg
 
 
-def _systems_registered() -> None:
-    """Load the systems (built-ins and plugins) first: a plugin that cannot register is its
-    own one-line error, not blamed on a config file."""
+def _plugins_registered() -> None:
+    """Load the systems and backends (built-ins and plugins) first: a plugin that cannot
+    register is its own one-line error, not blamed on a config file."""
     try:
         registry.specs()
         backends.targets()
@@ -624,7 +624,7 @@ def _no_renamed_key(raw: dict[str, Any], source: str) -> None:
 def load_config(raw: dict[str, Any], source: str = "config") -> Config:
     """Validate Snakemake's merged config dict; raise ConfigError with one line."""
     _no_renamed_key(raw, source)
-    _systems_registered()
+    _plugins_registered()
     try:
         return Config.model_validate(raw)
     except ValidationError as err:
@@ -670,7 +670,7 @@ def load_layers(layers: list[tuple[str, dict[str, Any]]]) -> Config:
     """
     for name, layer in layers:
         _no_renamed_key(layer, name)
-    _systems_registered()
+    _plugins_registered()
     raw: dict[str, Any] = {}
     for _, layer in layers:
         raw = merge(raw, layer)

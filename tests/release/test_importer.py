@@ -239,7 +239,7 @@ def test_a_topk_sweep_over_imported_runs_stops_the_dag_in_one_line(workflow_fact
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "MissingInputException" not in out
     lines = [line for line in out.splitlines() if line.startswith("memprobe:")]
-    assert len(lines) == 1 and "set one k" in lines[0], lines
+    assert len(lines) == 1 and "set one top_k" in lines[0], lines
 
 
 def test_import_retrieved_keeps_the_recorded_items_under_our_queries(tmp_path):
