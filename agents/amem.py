@@ -10,9 +10,13 @@ stored. Each note:
 3. goes with those neighbours into an evolution call (prompt ``amem_evolve``) that may link the
    new note to some of them and rewrite their context and tags.
 
-Links and every evolution step are kept on the notes, so they appear in the dump. Unlike the
-release (docs/release-format.md §3.5, §8.3), the search index is rebuilt from the notes' current
-enhanced text, so a neighbour update reaches ``search`` as well.
+Links and every evolution step are kept on the notes, so they appear in the dump (the paper's
+App. F lists links among the serialised fields); ``system_settings.amem.item_shape: release``
+gives the release's items instead (docs/release-format.md §2.7): dump items without links,
+evolution history and task index, search hits with the release's seven fields, a blank category
+and a cosine distance. Unlike the release (§3.5, §8.3), the search index is rebuilt from the
+notes' current enhanced text, so a neighbour update reaches ``search`` as well;
+``compat.amem_stale_index`` searches each note's text as it was when the note was filed.
 
 Read path: the latest user message (turn 1: the task) searches the store; the top 5 are shown
 as ``content [tags: ...]``.
@@ -31,7 +35,7 @@ from pydantic import BaseModel, Field, create_model
 
 from memprobe.config import WriterSettings
 from memprobe.registry.systems import CostPriors, Settings, declare
-from memprobe.spec.prompts import prompt_path, render
+from memprobe.spec.prompts import render
 from memprobe.spec.records import write_atomic
 
 STORE_FILE = "amem_notes.json"
@@ -91,10 +95,19 @@ def _bullets(values: list[str]) -> str:
 
 
 class AMemSettings(Settings):
-    """``system_settings.amem``: its write path's model (the release wrote at 1.0)."""
+    """``system_settings.amem``: its write path's model (the release wrote at 1.0) and the
+    shape of the items its dump and search hand to the slot-filler."""
 
     writer: WriterSettings = Field(default_factory=WriterSettings)
     """A-Mem's write path, over the `writer` role"""
+    item_shape: Literal["ours", "release"] = "ours"
+    """`ours` (links, evolution, task index) or `release` (the release's dump and 7-field search
+    hits)"""
+
+
+# The release's items (A-Mem's notes as its agent returned them, docs/release-format.md §2.7).
+RELEASE_DUMP_FIELDS = ("id", "content", "keywords", "context", "tags", "category")
+RELEASE_HIT_FIELDS = ("id", "content", "keywords", "context", "tags")
 
 
 @declare(
@@ -104,6 +117,7 @@ class AMemSettings(Settings):
     embeds=True,
     prompts=("amem_analyze", "amem_evolve"),
     settings=AMemSettings,
+    reads=("compat.amem_stale_index",),
     priors=CostPriors(
         table5_m=(126.82, 9.04),
         turns_per_user=77.6,
@@ -123,6 +137,8 @@ class AMem(MemorySystem):
         self._vectors: dict[str, Any] = {}
         self._ahead: Future | None = None  # the encode add_note started (see _encode_ahead)
         self._pool: ThreadPoolExecutor | None = None
+        # Each note's enhanced text when it was filed (compat.amem_stale_index searches these).
+        self._filed: dict[str, str] = {}
 
     # -- read path ------------------------------------------------------------------------
     def recall(self, task: str, history: list[HistoryTurn]) -> list[str]:
@@ -139,9 +155,6 @@ class AMem(MemorySystem):
     def end_episode(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
         if history:
             self.add_note(history[-1]["user"], "user", task_index)
-
-    def _prompt(self, name: str) -> str:
-        return self.prompts.get(name) or str(prompt_path(name))
 
     def add_note(self, content: str, category: str, task_index: int) -> dict[str, Any]:
         if self.writer is None:
@@ -166,6 +179,7 @@ class AMem(MemorySystem):
         if neighbours:
             self._evolve(note, neighbours, step, where)
         self.notes.append(note)
+        self._filed[note["id"]] = enhanced_text(note)
         self._encode_ahead()
         return note
 
@@ -228,6 +242,13 @@ class AMem(MemorySystem):
                 nb["tags"] = list(upd.tags)
 
     # -- index ----------------------------------------------------------------------------
+    def _index_texts(self) -> list[str]:
+        """What the index embeds per note: its current enhanced text, or (the release's index,
+        ``compat.amem_stale_index``) the text it had when it was filed."""
+        if self.config.compat.amem_stale_index:
+            return [self._filed[n["id"]] for n in self.notes]
+        return [enhanced_text(n) for n in self.notes]
+
     def _missing(self, texts: list[str]) -> list[str]:
         """The texts without a vector yet, each once, in order (what a search encodes)."""
         return [t for t in dict.fromkeys(texts) if t not in self._vectors]
@@ -245,7 +266,7 @@ class AMem(MemorySystem):
 
         if not embeddings.served():
             return
-        missing = self._missing([enhanced_text(n) for n in self.notes])  # its search took the last
+        missing = self._missing(self._index_texts())  # its search took the last
         if missing:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="amem-encode")
@@ -264,7 +285,7 @@ class AMem(MemorySystem):
         from memprobe.serving import embeddings  # torch loads only when a store is searched
 
         self._take_ahead()
-        texts = [enhanced_text(n) for n in self.notes]
+        texts = self._index_texts()
         missing = self._missing(texts)
         if missing:
             self._vectors.update(zip(missing, embeddings.encode(missing), strict=True))
@@ -276,23 +297,42 @@ class AMem(MemorySystem):
         return embeddings.top_k(self._vectors[query], matrix, k)
 
     # -- probes ---------------------------------------------------------------------------
+    @property
+    def _release_shape(self) -> bool:
+        return self.config.system_settings.amem.item_shape == "release"
+
     def get_all_memories(self) -> list[dict[str, Any]]:
-        return [json.loads(json.dumps(n)) for n in self.notes]
+        notes = json.loads(json.dumps(self.notes))
+        if self._release_shape:
+            return [{f: n[f] for f in RELEASE_DUMP_FIELDS} for n in notes]
+        return notes
 
     def search(self, query: str, k: int) -> list[dict[str, Any]]:
-        return [
-            {**json.loads(json.dumps(self.notes[i])), "score": s}
-            for i, s in self._nearest(query, k)
-        ]
+        hits = self._nearest(query, k)
+        if self._release_shape:
+            # A-Mem's search result: no category (its agent filled in ""), Chroma's distance.
+            return [
+                {
+                    **{f: json.loads(json.dumps(self.notes[i][f])) for f in RELEASE_HIT_FIELDS},
+                    "category": "",
+                    "score": 1.0 - s,
+                }
+                for i, s in hits
+            ]
+        return [{**json.loads(json.dumps(self.notes[i])), "score": s} for i, s in hits]
 
     def save(self, directory: Path) -> None:
         super().save(directory)
-        write_atomic(directory / STORE_FILE, {"user_id": self.user_id, "notes": self.notes})
+        write_atomic(
+            directory / STORE_FILE,
+            {"user_id": self.user_id, "notes": self.notes, "filed": self._filed},
+        )
 
     def load(self, directory: Path) -> None:
         state = json.loads((directory / STORE_FILE).read_text(encoding="utf-8"))
         self.reset(state["user_id"])
         self.notes = state["notes"]
+        self._filed = state["filed"]
 
     def meta(self) -> dict[str, Any]:
         return {

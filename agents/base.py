@@ -72,6 +72,17 @@ class MemorySystem(ABC):
     def name(self) -> str:
         return self.spec.name
 
+    def _prompt(self, name: str) -> str:
+        """One of the system's prompt files: the rule's input, else the repository's."""
+        return self.prompts.get(name) or str(prompt_path(name))
+
+    @property
+    def tailors(self) -> bool:
+        """Whether the reply scaffold asks to tailor help to the person: a memory system's
+        does, unless its settings turn it off (``system_settings.<name>.tailor``)."""
+        own = getattr(self.config.system_settings, self.name, None)
+        return self.remembers and getattr(own, "tailor", True)
+
     # -- lifecycle ------------------------------------------------------------------------
     def reset(self, user_id: str) -> None:
         self.user_id = user_id
@@ -97,7 +108,7 @@ class MemorySystem(ABC):
             block = "Memories about this user:\n" + "\n".join(f"- {m}" for m in memory_lines)
         else:
             block = ""
-        tailoring = " Tailor your help to this person." if self.remembers else ""
+        tailoring = " Tailor your help to this person." if self.tailors else ""
         messages = render(
             self.prompts["assistant"], memory_block=block, tailoring=tailoring, request=""
         )

@@ -2,7 +2,9 @@
 
 Notes are ``[Task k] <task>``, ``Agent: <reply>`` and ``User: <message>`` in chronological
 order. By default the final agent reply of each task is stored too; the release dropped it
-(docs/release-format.md §3.5), which ``compat.longctx_drop_final_reply`` reproduces.
+(docs/release-format.md §3.5), which ``compat.longctx_drop_final_reply`` reproduces. The
+release's longctx reply prompt had no line asking to tailor the help to the person (its
+memory systems' prompts had one): ``system_settings.longctx_full.tailor: false``.
 """
 
 from __future__ import annotations
@@ -14,17 +16,26 @@ from typing import Any
 import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem
 
-from memprobe.registry.systems import CostPriors, declare
+from memprobe.registry.systems import CostPriors, Settings, declare
 from memprobe.serving import embeddings
 from memprobe.spec.records import write_atomic
 
 STORE_FILE = "notes.json"
 
 
+class LongContextSettings(Settings):
+    """``system_settings.longctx_full``: its reply scaffold."""
+
+    # The reply scaffold's "Tailor your help to this person" (ours: every memory system's).
+    tailor: bool = True
+    """its reply scaffold asks to tailor the help (the release's longctx prompt did not)"""
+
+
 @declare(
     "longctx_full",
     searchable=True,
     embeds=True,
+    settings=LongContextSettings,
     reads=("compat.longctx_drop_final_reply",),
     priors=CostPriors(
         table5_m=(238.12, 4.82),

@@ -14,15 +14,21 @@ we parse them and execute the operations on a small on-disk vector store with fi
   fact/experience candidate the most similar stored items and one *update* call (add_item,
   update_item, delete_item, ignore_item).
 - Read: a ReAct loop (search_summary/facts/experiences/personas/turns, finish) within
-  ``memt.max_tool_steps``. ``search(query, k)`` returns the top-k distinct surfaced items
-  ranked by cosine similarity to the query; the release's discovery order (scores None) is
-  ``compat.memt_discovery_order``. Raw turns are never returned by search (as in the release).
+  ``memt.max_tool_steps``; each tool result goes back in the ``memt_tool_result`` prompt file,
+  a step without a tool call gets ``memt_nudge``; ``memt.stop_at_tool_call`` ends each request
+  at the closing tag (the release's stop sequence), and ``memt.observation_sources`` shows
+  with each item the source turns this search has not shown yet (as the release's tool results
+  did). ``search(query, k)`` returns the top-k
+  distinct surfaced items ranked by cosine similarity to the query; the release's discovery
+  order (scores None) is ``compat.memt_discovery_order``. Raw turns are never returned by
+  search (as in the release).
 - A malformed tool call (bad JSON, unknown tool, missing arguments, unknown id) is counted in
   ``meta()["stats"]`` and skipped; it never fails the rollout.
 - The assistant reply stays on the shared reply role (the paper's ``memt_memonly``).
 
 The prompts (prompts/memt_*.md) are our own wording of Mem-T's tool protocol, not the
-prompts Mem-T-4B was trained with; to run it with those, put them in these prompt files.
+prompts Mem-T-4B was trained with; to run it with those, put them in these prompt files (the
+tool-result wrapper and the nudge included).
 
 Where Mem-T's pieces are: its settings, the ``memt`` config block (``MemT`` in
 memprobe/config.py, docs/configuration.md); its policy's client, ``policy_client`` below; the
@@ -32,10 +38,12 @@ stand-in policy that tests and dry runs serve (memprobe/testing/memt_standin.py)
 release's memt runs as our records (memprobe/release/importer.py); its GPU placement
 (``Resources`` below, docs/cluster.md).
 
-Deliberate difference from the release: persona and summary metadata keep the ids of their
-source turns, not every source turn. What makes the memt dump overflow the slot-filler is
-the facts and experiences: each stored document repeats its source turns after
-``SOURCE_SEP`` (about 260 items per user in the release), as here.
+The store as the release built it (docs/release-format.md §2.7), switch by switch:
+each fact/experience document repeats its source turns after ``SOURCE_SEP``; persona and
+summary documents do too with ``memt.profile_sources: turns`` (``ids``: their source turn ids
+only, a smaller dump); ``memt.embed_source`` embeds the whole document (content + source
+block) rather than the distilled content; ``memt.embedder_max_seq_length`` unset keeps the
+embedder's own maximum (bge-m3: 8192 tokens).
 """
 
 from __future__ import annotations
@@ -66,22 +74,36 @@ UPDATE_TOOLS = ("add_item", "update_item", "delete_item", "ignore_item")
 RETRIEVE_TOOLS = tuple(f"search_{c}" for c in COLLECTIONS) + ("finish",)
 SUMMARY_ID = "hmb_session"
 SOURCE_SEP = "\n\n----- ORIGINAL SOURCE -----\n"
+TOOL_CLOSE = "</tool_call>"
 MAX_REPLY_MEMORIES = 20
 FALLBACK_CHARS = 400
 STORE_FILE = "memt_store.json"
 VECTORS_FILE = "memt_vectors.npz"
-NUDGE = (
-    "No valid tool call was found in your last message. Call exactly one tool as "
-    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>, or call finish.'
-)
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+
+
+# The text argument of each write tool: ours is "content"; Mem-T's own tool schemas (which
+# Mem-T-4B was trained on and the release used) name it per tool, and are accepted too.
+TEXT_ARGUMENT = {
+    "create_fact": "fact",
+    "create_experience": "experience",
+    "update_persona": "profile",
+    "add_item": "document",
+    "update_item": "document",
+}
 
 
 @dataclass(frozen=True)
 class ToolCall:
     name: str
     arguments: dict[str, Any]
+
+    def text(self) -> str:
+        """The call's text argument (``content``, or Mem-T's own name for it), stripped."""
+        args = self.arguments
+        value = args.get("content") or args.get(TEXT_ARGUMENT.get(self.name, "content"))
+        return str(value or "").strip()
 
 
 def parse_tool_calls(text: str, allowed: tuple[str, ...]) -> tuple[list[ToolCall], int]:
@@ -122,20 +144,30 @@ class Hit:
 
 
 class VectorStore:
-    """Five named collections of ``{document, metadata}`` with normalised embeddings, on disk."""
+    """Five named collections of ``{document, metadata}`` with normalised embeddings, on disk.
 
-    def __init__(self, embedder: str | None) -> None:
+    An item's vector is of its document (content + source block, as the release's Chroma
+    embedded it) with ``embed_source``, else of its distilled text (``memory_content``).
+    """
+
+    def __init__(
+        self, embedder: str | None, embed_source: bool = False, max_seq_length: int | None = None
+    ) -> None:
         self.embedder = embedder
+        self.embed_source = embed_source
+        self.max_seq_length = max_seq_length
         self.items: dict[str, dict[str, dict[str, Any]]] = {c: {} for c in COLLECTIONS}
         self.vectors: dict[str, dict[str, np.ndarray]] = {c: {} for c in COLLECTIONS}
 
     def embed(self, text: str) -> np.ndarray:
-        return embeddings.encode([text], path=self.embedder)[0]
+        return embeddings.encode([text], self.embedder, self.max_seq_length)[0]
 
     def upsert(self, col: str, item_id: str, document: str, metadata: dict[str, Any]) -> None:
-        # The vector is of the distilled text (memory_content), not of the source block.
         self.items[col][item_id] = {"document": document, "metadata": metadata}
-        self.vectors[col][item_id] = self.embed(metadata.get("memory_content") or document)
+        content = metadata.get("memory_content")
+        self.vectors[col][item_id] = self.embed(
+            document if self.embed_source or not content else content
+        )
 
     def delete(self, col: str, item_id: str) -> bool:
         self.vectors[col].pop(item_id, None)
@@ -184,7 +216,7 @@ class VectorStore:
     searchable=True,
     llm_writer=True,
     embeds=True,
-    prompts=("memt_formation", "memt_update", "memt_retrieve"),
+    prompts=("memt_formation", "memt_update", "memt_retrieve", "memt_tool_result", "memt_nudge"),
     reads=("memt", "compat.memt_discovery_order"),
     resources=Resources(gpus=1, served_model=True, settings_block="memt"),
     priors=CostPriors(
@@ -213,7 +245,8 @@ class MemT(MemorySystem):
     # -- lifecycle ------------------------------------------------------------------------
     def reset(self, user_id: str) -> None:
         super().reset(user_id)
-        self.store = VectorStore(self.settings.embedder)
+        s = self.settings
+        self.store = VectorStore(s.embedder, s.embed_source, s.embedder_max_seq_length)
         self.n_turns = 0
         self.counters = {"f": 0, "e": 0}
         self.stats: Counter[str] = Counter()
@@ -222,8 +255,16 @@ class MemT(MemorySystem):
         if n:
             self.stats[key] += n
 
-    def _ask(self, kind: str, messages: list[dict[str, str]], tools: tuple[str, ...]):
-        raw = self.policy.text(messages, where=f"memt {kind}, user {self.user_id}")
+    def _ask(
+        self,
+        kind: str,
+        messages: list[dict[str, str]],
+        tools: tuple[str, ...],
+        stop: list[str] | None = None,
+    ):
+        raw = self.policy.text(messages, where=f"memt {kind}, user {self.user_id}", stop=stop)
+        if stop and "<tool_call>" in raw and TOOL_CLOSE not in raw:
+            raw += TOOL_CLOSE  # the stop sequence is not part of the reply: close the call
         calls, bad = parse_tool_calls(raw, tools)
         self._count(f"calls_{kind}")
         self._count("malformed_tool_calls", bad)
@@ -243,14 +284,14 @@ class MemT(MemorySystem):
             for pid, p in self.store.items["personas"].items()
         ]
         messages = render(
-            self.prompts["memt_formation"],
+            self._prompt("memt_formation"),
             summary=summary["metadata"]["memory_content"] if summary else "(empty)",
             personas=json.dumps(personas, ensure_ascii=False) if personas else "(none)",
             turn=turn,
         )
         _, calls = self._ask("formation", messages, FORMATION_TOOLS)
         for call in calls:
-            content = str(call.arguments.get("content") or "").strip()
+            content = call.text()
             if not content:
                 self._count("malformed_tool_calls")
             elif call.name == "update_summary":
@@ -265,14 +306,19 @@ class MemT(MemorySystem):
     def _upsert_profile(self, col: str, item_id: str, content: str, tid: str, turn: str) -> None:
         old = self.store.items[col].get(item_id)
         sources = (old["metadata"]["source_turn_ids"] if old else []) + [tid]
+        if self.settings.profile_sources == "turns":  # every source turn, as the release kept
+            turns = (old["metadata"]["original_turns"] if old else []) + [turn]
+            document = content + SOURCE_SEP + "\n".join(turns)
+        else:  # the latest only; the ids of all sources below
+            turns, document = [turn], content
         meta = {
             "col_name": col,
             "turn_time": tid,
             "memory_content": content,
-            "original_turns": [turn],  # the latest only; ids of all sources below
+            "original_turns": turns,
             "source_turn_ids": sources,
         }
-        self.store.upsert(col, item_id, content, meta)
+        self.store.upsert(col, item_id, document, meta)
 
     def _update(self, col: str, candidate: str, tid: str, turn: str) -> None:
         similar = self.store.query(col, candidate, self.settings.update_topk)
@@ -281,14 +327,14 @@ class MemT(MemorySystem):
             for h in similar
         ]
         messages = render(
-            self.prompts["memt_update"],
+            self._prompt("memt_update"),
             collection=col,
             candidate=candidate,
             similar=json.dumps(shown, ensure_ascii=False) if shown else "(no similar items)",
         )
         _, calls = self._ask("update", messages, UPDATE_TOOLS)
         for call in calls:
-            content = str(call.arguments.get("content") or candidate).strip()
+            content = call.text() or candidate
             target = str(call.arguments.get("id") or "")
             if call.name == "add_item":
                 prefix = col[0]
@@ -328,13 +374,15 @@ class MemT(MemorySystem):
     # -- reads ----------------------------------------------------------------------------
     def _react(self, question: str) -> list[Hit]:
         """Surfaced items (never raw turns) in discovery order, deduplicated by id."""
-        messages = render(self.prompts["memt_retrieve"], question=question)
+        messages = render(self._prompt("memt_retrieve"), question=question)
+        stop = [TOOL_CLOSE] if self.settings.stop_at_tool_call else None
         found: dict[tuple[str, str], Hit] = {}
+        sources_shown: set[str] = set()
         for _ in range(self.settings.max_tool_steps):
-            raw, calls = self._ask("retrieve", messages, RETRIEVE_TOOLS)
+            raw, calls = self._ask("retrieve", messages, RETRIEVE_TOOLS, stop)
             messages = [*messages, {"role": "assistant", "content": raw}]
             if not calls:
-                messages.append({"role": "user", "content": NUDGE})
+                messages += render(self._prompt("memt_nudge"))
                 continue
             call = calls[0]  # one action per ReAct step
             if call.name == "finish":
@@ -345,18 +393,21 @@ class MemT(MemorySystem):
             shown = []
             for h in hits:
                 item = self.store.items[col][h.id]
-                shown.append(
-                    {
-                        "id": h.id,
-                        "content": item["metadata"].get("memory_content") or item["document"],
-                    }
-                )
+                entry = {
+                    "id": h.id,
+                    "content": item["metadata"].get("memory_content") or item["document"],
+                }
                 if col != "turns":
                     found.setdefault((col, h.id), h)
+                    if self.settings.observation_sources:  # turns this search has not shown
+                        turns = dict.fromkeys(item["metadata"].get("original_turns", []))
+                        new = [t for t in turns if t not in sources_shown]
+                        sources_shown.update(new)
+                        if new:
+                            entry["sources"] = new
+                shown.append(entry)
             response = json.dumps(shown, ensure_ascii=False)
-            messages.append(
-                {"role": "user", "content": f"<tool_response>\n{response}\n</tool_response>"}
-            )
+            messages += render(self._prompt("memt_tool_result"), response=response)
         return list(found.values())
 
     def recall(self, task: str, history: list[HistoryTurn]) -> list[str]:
@@ -435,6 +486,11 @@ class MemT(MemorySystem):
             "max_tool_steps": s.max_tool_steps,
             "update_topk": s.update_topk,
             "temperature": s.temperature,
+            "embedder_max_seq_length": s.embedder_max_seq_length,
+            "profile_sources": s.profile_sources,
+            "embed_source": s.embed_source,
+            "stop_at_tool_call": s.stop_at_tool_call,
+            "observation_sources": s.observation_sources,
             "stats": dict(sorted(self.stats.items())),
             "counts": {c: len(self.store.items[c]) for c in COLLECTIONS},
         }

@@ -38,7 +38,7 @@ def dump_items(path: str) -> list[dict]:
             isinstance(i, dict) and isinstance(i.get("content"), str) for i in items
         ):
             raise RecordError(f"{path}: memories: expected a list of items with a 'content'")
-        return items  # the release's dump (reference-release.md §2.7), taken as it is
+        return items  # the release's dump (docs/release-format.md §2.7), taken as it is
     return load(path, Memories).memories
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
@@ -47,33 +48,84 @@ DEFAULT_TEMPERATURE: dict[str, float] = {
 }
 
 
-# The paper's protocol as config keys (MemProbe §3; reference-release.md §3-4, with our fixes).
-# A config that declares ``protocol: paper`` must hold every one of them after Snakemake's
-# merge, so a layer underneath (config/config.yaml's small-model settings) cannot leak in.
+# The paper's protocol as config keys (MemProbe §3; docs/release-format.md §3-4, with our fixes;
+# docs/fidelity.md row by row). A config that declares ``protocol: paper`` must hold every one
+# of them after Snakemake's merge, so neither a layer underneath (config/config.yaml's
+# small-model settings) nor a ``--config`` can change one silently.
 PAPER_PROTOCOL: dict[str, Any] = {
+    "seed": 0,
     "n_users": 50,
     "dims_per_category": dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True)),
+    "systems": ["nomem", "longctx_full", "amem", "mem0", "memt"],
     "modes": list(MODES),
     "top_k": 5,
     "max_turns": 25,
     "bank.pool_sample": None,
     "bank.show_examples": True,
     "bank.show_axes": True,
+    "tasks.max_edits": 3,
+    "simulator.max_reply_chars": None,
     "slotfill.context_tokens": 245_000,
     "slotfill.overflow": "flag",
+    "judge.degenerate_as_unknown": False,
+    "compat.longctx_drop_final_reply": False,
+    "compat.retrieve_attribution_empty_transcript": False,
+    "compat.judge_unknown_labels": False,
+    "compat.memt_discovery_order": False,
+    "compat.amem_stale_index": False,
+    "prompts.bank_select": "bank_select_paper",
+    "prompts.task_write": "task_write_paper",
+    "prompts.task_critic": "task_critic_paper",
+    "prompts.task_edit": "task_edit_paper",
+    "prompts.user_simulator": "user_simulator_paper",
+    "prompts.preference_judge": "preference_judge_paper",
+    "prompts.slotfill": "slotfill_paper",
+    "llm.model": "gpt-5.4-mini",
     "llm.max_tokens": 8192,
+    "system_settings.longctx_full.tailor": False,
     "system_settings.amem.writer.temperature": 1.0,
+    "system_settings.amem.item_shape": "release",
     "system_settings.mem0.writer.model": "gpt-4o-mini",
     "system_settings.mem0.writer.temperature": 0.0,
     "system_settings.mem0.writer.max_tokens": 2000,
     "system_settings.mem0.embedder": "openai",
     "system_settings.mem0.hybrid_search": True,
     "memt.temperature": 0.7,
+    "memt.max_tool_steps": 6,
+    "memt.embedder": "BAAI/bge-m3",
+    "memt.embedder_max_seq_length": None,
+    "memt.profile_sources": "turns",
+    "memt.embed_source": True,
+    "memt.stop_at_tool_call": True,
+    "memt.observation_sources": True,
+}
+# config/release-compat.yaml: the paper's protocol with the release's own choices where we
+# fixed something (every compat switch on, one unchecked edit).
+RELEASE_COMPAT_PROTOCOL: dict[str, Any] = PAPER_PROTOCOL | {
+    "tasks.max_edits": 1,
+    "compat.longctx_drop_final_reply": True,
+    "compat.retrieve_attribution_empty_transcript": True,
+    "compat.judge_unknown_labels": True,
+    "compat.memt_discovery_order": True,
+    "compat.amem_stale_index": True,
+}
+PROTOCOLS: dict[str, dict[str, Any]] = {
+    "paper": PAPER_PROTOCOL,
+    "release_compat": RELEASE_COMPAT_PROTOCOL,
 }
 
 
 class ConfigError(ValueError):
     """A configuration problem, phrased as one line naming the key."""
+
+
+class KeyedError(ValueError):
+    """A whole-config check that fails on one key (``key``, dotted): the error names the
+    layer that set it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class _Strict(BaseModel):
@@ -200,6 +252,10 @@ class Compat(_Strict):
     # memt search: the release returned items in ReAct discovery order (scores were None).
     memt_discovery_order: bool = False
     """release quirk: memt's top-k in ReAct discovery order, not by similarity"""
+    # amem search: the release's index kept each note's text as written; neighbour updates
+    # never reached it.
+    amem_stale_index: bool = False
+    """release quirk: amem searches each note's text as filed (neighbour updates never indexed)"""
 
 
 DEFAULT_CONTEXT_TOKENS = 128_000
@@ -253,6 +309,10 @@ class BankGen(_Strict):
     names without axes or sample values.
     """
 
+    # ours: config/dimension_pool.yaml; release: the release's dimension_pool.json, read from
+    # the release checkout (release_dir + release.pool_file) when the run starts, never copied.
+    pool: Literal["ours", "release"] = "ours"
+    """`ours` (config/dimension_pool.yaml) or `release` (the release's dimension_pool.json)"""
     pool_sample: int | None = Field(
         default=None, ge=1, description="candidates shown per category (None: the whole pool)"
     )
@@ -260,6 +320,69 @@ class BankGen(_Strict):
     """show the pool's sample values to the bank generator"""
     show_axes: bool = True
     """show each pool dimension's axis question to the bank generator"""
+
+
+class SimulatorSettings(_Strict):
+    """The user simulator's reply (its prompt: ``prompts.user_simulator``)."""
+
+    # The release set no cap (its longest A-Mem simulator turn ran to 3,302 characters); ours
+    # keeps a small local model from rambling until max_tokens. None: no cap.
+    max_reply_chars: int | None = Field(default=1500, ge=1)
+    """cap on a simulated user's message, in characters (unset: none, as the release)"""
+
+
+# The protocol stages whose prompt file the config picks (prompts/<name>.md).
+PROMPT_STAGES = (
+    "persona_narrative",
+    "bank_select",
+    "task_write",
+    "task_critic",
+    "task_edit",
+    "user_simulator",
+    "assistant_system",
+    "preference_judge",
+    "slotfill",
+    "recovery_judge",
+    "attribution_oracle",
+    "attribution_disclosure",
+    "attribution_subclass",
+)
+_PROMPT_NAME = r"^[a-z][a-z0-9_]*$"
+
+
+class PromptFiles(_Strict):
+    """Which prompt file each stage reads: ``prompts/<value>.md``, by default the stage's own.
+
+    Our wording lives in prompts/<stage>.md; config/paper.yaml points the stages whose rules
+    follow the release at prompts/<stage>_paper.md (docs/fidelity.md says why per stage).
+    """
+
+    persona_narrative: str = Field(default="persona_narrative", pattern=_PROMPT_NAME)
+    """the persona narrative stage's prompt: `prompts/<value>.md`"""
+    bank_select: str = Field(default="bank_select", pattern=_PROMPT_NAME)
+    """the bank select stage's prompt: `prompts/<value>.md`"""
+    task_write: str = Field(default="task_write", pattern=_PROMPT_NAME)
+    """the task write stage's prompt: `prompts/<value>.md`"""
+    task_critic: str = Field(default="task_critic", pattern=_PROMPT_NAME)
+    """the task critic stage's prompt: `prompts/<value>.md`"""
+    task_edit: str = Field(default="task_edit", pattern=_PROMPT_NAME)
+    """the task edit stage's prompt: `prompts/<value>.md`"""
+    user_simulator: str = Field(default="user_simulator", pattern=_PROMPT_NAME)
+    """the user simulator stage's prompt: `prompts/<value>.md`"""
+    assistant_system: str = Field(default="assistant_system", pattern=_PROMPT_NAME)
+    """the assistant system stage's prompt: `prompts/<value>.md`"""
+    preference_judge: str = Field(default="preference_judge", pattern=_PROMPT_NAME)
+    """the preference judge stage's prompt: `prompts/<value>.md`"""
+    slotfill: str = Field(default="slotfill", pattern=_PROMPT_NAME)
+    """the slotfill stage's prompt: `prompts/<value>.md`"""
+    recovery_judge: str = Field(default="recovery_judge", pattern=_PROMPT_NAME)
+    """the recovery judge stage's prompt: `prompts/<value>.md`"""
+    attribution_oracle: str = Field(default="attribution_oracle", pattern=_PROMPT_NAME)
+    """the attribution oracle stage's prompt: `prompts/<value>.md`"""
+    attribution_disclosure: str = Field(default="attribution_disclosure", pattern=_PROMPT_NAME)
+    """the attribution disclosure stage's prompt: `prompts/<value>.md`"""
+    attribution_subclass: str = Field(default="attribution_subclass", pattern=_PROMPT_NAME)
+    """the attribution subclass stage's prompt: `prompts/<value>.md`"""
 
 
 class MemT(_Strict):
@@ -294,6 +417,25 @@ class MemT(_Strict):
         default=None,
         description="sentence-transformers path or name, local (unset: the packaged MiniLM)",
     )
+    # None: the embedder's own maximum (bge-m3: 8192 tokens, as the release's Chroma used it).
+    embedder_max_seq_length: int | None = Field(default=None, ge=16)
+    """tokens the embedder reads per text (unset: the model's own; bge-m3 8192)"""
+    # Persona and summary documents: "turns" repeats every source turn after the content, as
+    # the release's did; "ids" keeps the ids of their source turns only (a smaller dump).
+    profile_sources: Literal["ids", "turns"] = "ids"
+    """persona/summary documents: `ids` of their source turns, or every source `turns` (the
+    release)"""
+    # The vector of a stored item: true embeds its document (content + source block, as the
+    # release's Chroma did); false embeds only the distilled content.
+    embed_source: bool = False
+    """embed each item's document (content + source turns, the release) instead of its content"""
+    # ReAct requests stop at the closing tool-call tag (the release's stop sequence).
+    stop_at_tool_call: bool = False
+    """ReAct requests stop at `</tool_call>` (the release's stop sequence)"""
+    # A ReAct tool result shows each item's source turns not shown before in that search (the
+    # release's did); false: id and content only.
+    observation_sources: bool = False
+    """a ReAct tool result shows each item's source turns not shown before (the release)"""
     vllm_bin: str = Field(default="vllm", description="the vllm executable of envs/vllm.yaml")
     vllm_args: list[str] = Field(default_factory=list)
     """extra `vllm serve` flags"""
@@ -390,6 +532,8 @@ class Release(_Strict):
     """the bank file inside the release"""
     tasks_dir: str = "benchmark_data/CustomTasksPooledFinal"
     """the task folder inside the release"""
+    pool_file: str = "Deeppersona/data/dimension_pool.json"
+    """the dimension pool inside the release (`bank.pool: release`)"""
 
 
 def _default_dims() -> dict[Any, int]:  # keys: the categories (the field's Literal)
@@ -429,16 +573,17 @@ class Config(_Strict):
     compat: Compat = Field(default_factory=Compat)
     tasks: TaskGen = Field(default_factory=TaskGen)
     bank: BankGen = Field(default_factory=BankGen)
+    simulator: SimulatorSettings = Field(default_factory=SimulatorSettings)
+    prompts: PromptFiles = Field(default_factory=PromptFiles)
     slotfill: SlotFill = Field(default_factory=SlotFill)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     memt: MemT = Field(default_factory=MemT)
     system_settings: SerializeAsAny[SystemSettings] = Field(
         default_factory=dict, validate_default=True
     )
-    # A config that names a protocol must hold every key of it (config/paper.yaml).
-    protocol: Literal["paper"] | None = None
-    """`paper`: every protocol key must hold the paper's value after the merge (config/paper.yaml)
-    """
+    protocol: Literal["paper", "release_compat"] | None = None
+    """`paper` or `release_compat`: every key of that protocol must hold its value after the
+    merge, `--config` included (config/paper.yaml, config/release-compat.yaml)"""
     llm: LLMSettings
 
     @field_validator("dims_per_category")
@@ -499,7 +644,19 @@ class Config(_Strict):
                 "users.release_dir: required when users.source is 'release' "
                 "(or pass --config release_dir=PATH)"
             )
+        if self.bank.pool == "release" and not self.users.release_dir:
+            raise KeyedError(
+                "bank.pool",
+                "bank.pool: 'release' reads the release's dimension pool: set "
+                "users.release_dir (or pass --config release_dir=PATH)",
+            )
         return self
+
+    def pool_path(self) -> str | None:
+        """The release's pool file (``bank.pool: release``); None for our own pool."""
+        if self.bank.pool != "release" or not self.users.release_dir:
+            return None
+        return str(Path(self.users.release_dir) / self.release.pool_file)
 
     @model_validator(mode="after")
     def _memt_reachable(self) -> Config:
@@ -533,17 +690,18 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _holds_protocol(self) -> Config:
-        if self.protocol != "paper":
+        if self.protocol is None:
             return self
         values = self.model_dump()
-        for key, want in PAPER_PROTOCOL.items():
+        for key, want in PROTOCOLS[self.protocol].items():
             got: Any = values
             for part in key.split("."):
                 got = got[part]
             if got != want:
-                raise ValueError(
-                    f"{key}: is {got!r} but protocol: paper needs {want!r} "
-                    "(the paper config sets it; another layer or --config changed it)"
+                raise KeyedError(
+                    key,
+                    f"{key}: is {got!r} but protocol: {self.protocol} needs {want!r} "
+                    "(the protocol's config file sets it; another layer or --config changed it)",
                 )
         # Role overrides merge in from any layer below and cannot be removed by the paper
         # config: sampling settings of a role are protocol, so none may be overridden.
@@ -677,7 +835,11 @@ def load_layers(layers: list[tuple[str, dict[str, Any]]]) -> Config:
     try:
         return Config.model_validate(raw)
     except ValidationError as err:
-        loc = tuple(p for p in err.errors()[0]["loc"] if p != "[key]" and not isinstance(p, int))
+        first = err.errors()[0]
+        loc = tuple(p for p in first["loc"] if p != "[key]" and not isinstance(p, int))
+        cause = (first.get("ctx") or {}).get("error")
+        if isinstance(cause, KeyedError):  # a whole-config check that names one key
+            loc = tuple(cause.key.split("."))
         setters = [name for name, layer in layers if loc and _holds(layer, loc)]
         source = setters[-1] if setters else " + ".join(name for name, _ in layers)
         raise ConfigError(f"{source}: {_format_error(err)}") from None

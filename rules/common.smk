@@ -12,7 +12,13 @@ from memprobe.workflow import preflight
 from memprobe.workflow import shell_job
 from memprobe.spec import taxonomy
 from memprobe.registry import systems as registry
-from memprobe.config import ConfigError, check_yaml_keys, load_layers, read_config_file
+from memprobe.config import (
+    PROMPT_STAGES,
+    ConfigError,
+    check_yaml_keys,
+    load_layers,
+    read_config_file,
+)
 from memprobe.vocabulary import MODES
 
 
@@ -107,8 +113,8 @@ def run_script(rule, script=None):
 R = CFG.results_dir
 
 
-# Every rule that calls an LLM, found by the usage log it declares: its wildcards, and the
-# values a wildcard takes in its jobs where those are fewer than the run's (rules/tables.smk
+# The LLM-calling rules (each found by the usage log it declares): their wildcards, and the
+# values a wildcard takes in their jobs where those are fewer than the run's (rules/tables.smk
 # lists the ledgers of their jobs for Table 5).
 LLM_RULES = {}
 
@@ -130,7 +136,8 @@ USERS = CFG.user_ids
 SYSTEMS = CFG.systems
 K = CFG.primary_k
 GUIDES = "prompts/category_guides.yaml"
-POOL = "config/dimension_pool.yaml"
+# bank.pool: release reads the release's pool from the release checkout (never copied here).
+POOL = CFG.pool_path() or "config/dimension_pool.yaml"
 # The pool is an input of every bank job: a broken one stops the run here, in one line.
 try:
     taxonomy.load_pool(POOL)
@@ -166,7 +173,16 @@ wildcard_constraints:
 
 
 def prompt(name):
+    """A prompt file; a protocol stage's is the one the config picks (``prompts.<stage>``)."""
+    if name in PROMPT_STAGES:
+        name = getattr(CFG.prompts, name)
     return f"prompts/{name}.md"
+
+
+# A stage pointed at a prompt file that is not there stops the run here, in one line.
+for _stage in PROMPT_STAGES:
+    if not os.path.exists(prompt(_stage)):
+        sys.exit(f"memprobe: prompts.{_stage}: {prompt(_stage)}: file not found")
 
 
 def agent_module(wildcards):

@@ -34,7 +34,6 @@ if CFG.users.source == "generate":
         shell:
             run_script("persona")
 
-
     rule bank:
         input:
             code="scripts/bank.py",
@@ -58,7 +57,6 @@ if CFG.users.source == "generate":
             job=script_job(),
         shell:
             run_script("bank")
-
 
     rule tasks:
         input:

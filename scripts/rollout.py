@@ -16,6 +16,7 @@ def main(job: step.Job) -> None:
         records.load(job.input.bank, records.Bank),
         records.load(job.input.tasks, records.Tasks),
         job.cfg.max_turns,
+        job.cfg.simulator.max_reply_chars,
     )
     system.save(store)
     items = system.get_all_memories()

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import copy
 import subprocess
 import sys
 
 import pytest
 import yaml
-from snakemake.utils import update_config
 
 from memprobe.config import (
     PAPER_PROTOCOL,
+    RELEASE_COMPAT_PROTOCOL,
     ConfigError,
     check_yaml_keys,
     load_config,
     load_layers,
     role_settings,
 )
+from tests.helpers.paper import merged
 from tests.helpers.workflow import ROOT, SNAKEMAKE, local_raw, tiny_config
 
 
@@ -73,6 +73,14 @@ def test_default_dims_are_the_papers():
         (lambda c: c.update(top_k=0), "top_k: every k must be >= 1"),
         (lambda c: c.update(max_turn=3), "max_turn: unknown key"),
         (lambda c: c.pop("n_users"), "n_users: required key is missing"),
+        (
+            lambda c: c.update(prompts={"slotfill": "../outside"}),
+            "prompts.slotfill: String should match pattern",
+        ),
+        (
+            lambda c: c.update(bank={"pool": "release"}),
+            "bank.pool: 'release' reads the release's dimension pool: set users.release_dir",
+        ),
     ],
 )
 def test_bad_config_is_one_line_naming_the_key(change, expected):
@@ -95,8 +103,19 @@ def test_bad_config_is_one_line_naming_the_key(change, expected):
         (lambda c: c["dims_per_category"].update(hobby_memory=2), "dims_per_category.hobby_memory"),
         (lambda c: c["llm"].pop("base_url"), "llm.base_url: required"),
         (lambda c: None, "llm.base_url: endpoint http://127.0.0.1:9/v1 is unreachable"),
+        (
+            lambda c: c.update(prompts={"user_simulator": "no_such_prompt"}),
+            "prompts.user_simulator: prompts/no_such_prompt.md: file not found",
+        ),
     ],
-    ids=["unknown-system", "negative-users", "unknown-category", "missing-base-url", "unreachable"],
+    ids=[
+        "unknown-system",
+        "negative-users",
+        "unknown-category",
+        "missing-base-url",
+        "unreachable",
+        "missing-prompt-file",
+    ],
 )
 def test_bad_input_stops_the_run_with_one_line_and_no_artifact(change, expected, workflow_factory):
     raw = base()  # port 9 (discard) has no listener: the endpoint is unreachable
@@ -221,14 +240,6 @@ def test_a_config_that_scores_nothing_stops_before_any_job():
     assert last.startswith("memprobe: systems ['nomem'] x modes ['retrieve']: nothing would be")
 
 
-def merged(*files: str, base: dict | None = None) -> dict:
-    """Layer config files the way Snakemake does (workflow configfile first)."""
-    cfg = copy.deepcopy(base) if base is not None else {}
-    for f in files:
-        update_config(cfg, yaml.safe_load((ROOT / f).read_text()))
-    return cfg
-
-
 def lookup(values: dict, key: str):
     for part in key.split("."):
         values = values[part]
@@ -279,7 +290,10 @@ def test_release_compat_layers_on_paper_and_turns_every_switch_on():
         merged("config/config.yaml", "config/paper.yaml", "config/release-compat.yaml")
     )
     assert all(cfg.compat.model_dump().values())
-    assert cfg.protocol == "paper"  # the protocol keys still hold
+    assert cfg.protocol == "release_compat"  # the paper's keys still hold, compat's flipped
+    values = cfg.model_dump()
+    for key, want in RELEASE_COMPAT_PROTOCOL.items():
+        assert lookup(values, key) == want, key
 
 
 def test_a_protocol_key_changed_after_paper_is_one_line():
@@ -299,3 +313,60 @@ def test_budget_defaults_to_the_served_context_and_cannot_exceed_it():
     with pytest.raises(ConfigError, match=r"slotfill\.context_tokens: 8000 is more than") as err:
         load_config(local_raw(context_tokens=8000))
     assert "\n" not in str(err.value)
+
+
+# -- issue 26 item 8: the guard covers every protocol key, --config included -----------------
+GUARDED = {  # key: a --config that changes it (Snakemake merges --config over the files)
+    "llm.model": {"llm": {"model": "gpt-4o"}},
+    "systems": {"systems": ["nomem", "amem"]},
+    "seed": {"seed": 1},
+    "memt.max_tool_steps": {"memt": {"max_tool_steps": 3}},
+    "memt.embedder": {"memt": {"embedder": "sentence-transformers/all-MiniLM-L6-v2"}},
+    "tasks.max_edits": {"tasks": {"max_edits": 1}},
+    "compat.longctx_drop_final_reply": {"compat": {"longctx_drop_final_reply": True}},
+    "compat.retrieve_attribution_empty_transcript": {
+        "compat": {"retrieve_attribution_empty_transcript": True}
+    },
+    "compat.judge_unknown_labels": {"compat": {"judge_unknown_labels": True}},
+    "compat.memt_discovery_order": {"compat": {"memt_discovery_order": True}},
+    "compat.amem_stale_index": {"compat": {"amem_stale_index": True}},
+    "judge.degenerate_as_unknown": {"judge": {"degenerate_as_unknown": True}},
+}
+
+
+def paper_layers(*files: str) -> list[tuple[str, dict]]:
+    return [(f, yaml.safe_load((ROOT / f).read_text())) for f in files]
+
+
+@pytest.mark.parametrize("key", list(GUARDED))
+def test_each_protocol_key_changed_by_config_is_one_line(key):
+    layers = paper_layers("config/config.yaml", "config/paper.yaml")
+    with pytest.raises(ConfigError) as err:
+        load_layers([*layers, ("--config", GUARDED[key])])
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"--config: {key}: is "), msg
+    assert "but protocol: paper needs" in msg and key in PAPER_PROTOCOL
+
+
+def test_release_compat_guards_its_own_values():
+    layers = paper_layers("config/config.yaml", "config/paper.yaml", "config/release-compat.yaml")
+    load_layers(layers)  # the compat layer itself is the protocol's
+    with pytest.raises(ConfigError, match=r"^--config: tasks\.max_edits: is 3 but protocol: "):
+        load_layers([*layers, ("--config", {"tasks": {"max_edits": 3}})])
+
+
+def cli_value(value) -> str:
+    """A --config value as Snakemake parses it (YAML flow style)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip()
+
+
+@pytest.mark.workflow
+def test_each_protocol_key_changed_by_config_stops_the_dag_load(workflow_factory):
+    wf = workflow_factory(yaml.safe_load((ROOT / "config/paper.yaml").read_text()))
+    for key, change in GUARDED.items():
+        (top, value), *_ = change.items()
+        proc = wf.run("-n", "--config", f"{top}={cli_value(value)}", check=False)
+        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "memprobe: " in ln]
+        assert proc.returncode != 0 and len(lines) == 1, (key, proc.stderr[-1500:])
+        assert lines[0].startswith(f"memprobe: --config: {key}: is "), lines[0]
+    assert not (wf.root / "results").exists()

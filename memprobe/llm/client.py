@@ -136,7 +136,11 @@ class LLM:
             raise LLMError(f"role {self.role}: {err}") from None
 
     def _request(
-        self, messages: list[dict[str, str]], schema: type[BaseModel] | None, sample: int
+        self,
+        messages: list[dict[str, str]],
+        schema: type[BaseModel] | None,
+        sample: int,
+        stop: list[str] | None = None,
     ) -> dict[str, Any]:
         req: dict[str, Any] = {
             "model": self.model,
@@ -146,6 +150,8 @@ class LLM:
         }
         if self.max_tokens:
             req[self._limit_field()] = self.max_tokens
+        if stop:
+            req["stop"] = list(stop)
         if schema is not None:
             req["response_format"] = {
                 "type": "json_schema",
@@ -279,9 +285,10 @@ class LLM:
         where: str,
         reask: int,
         paid: Paid | None = None,
+        stop: list[str] | None = None,
     ) -> tuple[str, str]:
         """The reply's content and how it came: ``paid`` or ``replayed``."""
-        req = self._request(messages, schema, sample)
+        req = self._request(messages, schema, sample, stop)
         key = request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
         replayed = self._replay(key, reask)
         if replayed is not None:
@@ -366,8 +373,16 @@ class LLM:
         return reply.content
 
     # -- public API -----------------------------------------------------------------------
-    def text(self, messages: list[dict[str, str]], *, sample: int = 0, where: str = "") -> str:
-        return self._through_cache(messages, None, sample, _where(where), 0).strip()
+    def text(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        sample: int = 0,
+        where: str = "",
+        stop: list[str] | None = None,
+    ) -> str:
+        """A free-text reply; ``stop``: sequences at which the endpoint ends it (not included)."""
+        return self._through_cache(messages, None, sample, _where(where), 0, stop=stop).strip()
 
     def json(
         self,

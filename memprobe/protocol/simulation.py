@@ -8,8 +8,9 @@ instance is built (and reset) per user, so nothing crosses users.
 from __future__ import annotations
 
 import logging
+from functools import cache
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from memprobe.agents.base import HistoryTurn, MemorySystem
 from memprobe.llm.client import LLM
@@ -28,9 +29,21 @@ from memprobe.vocabulary import EndReason, FeedbackType
 log = logging.getLogger("memprobe")
 
 
+DEFAULT_MAX_REPLY_CHARS = 1500  # simulator.max_reply_chars (config.yaml); the release set none
+
+
 class SimulatorReply(BaseModel):
     feedback_type: FeedbackType
-    text: str = Field(min_length=1, max_length=1500)
+    text: str = Field(min_length=1, max_length=DEFAULT_MAX_REPLY_CHARS)
+
+
+@cache
+def reply_schema(max_chars: int | None) -> type[SimulatorReply]:
+    """The simulator's reply with ``text`` capped at ``max_chars`` (None: no cap)."""
+    if max_chars == DEFAULT_MAX_REPLY_CHARS:
+        return SimulatorReply
+    text = (str, Field(min_length=1, max_length=max_chars))
+    return create_model("SimulatorReply", __base__=SimulatorReply, text=text)
 
 
 RECENT_OWN = 3  # the simulator's own latest messages, shown with a do-not-repeat note
@@ -56,6 +69,7 @@ def simulate_user(
     reply: str,
     turn: int,
     where: str,
+    max_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
 ) -> SimulatorReply:
     messages = render(
         prompt,
@@ -67,7 +81,7 @@ def simulate_user(
         turn=turn,
         reply=reply,
     )
-    return llm.json(messages, SimulatorReply, where=where)
+    return llm.json(messages, reply_schema(max_chars), where=where)
 
 
 def run_episode(
@@ -80,6 +94,7 @@ def run_episode(
     task: str,
     target_dimension: str,
     max_turns: int,
+    max_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
 ) -> Episode:
     history: list[HistoryTurn] = []
     turns: list[Turn] = []
@@ -87,7 +102,9 @@ def run_episode(
     for turn in range(1, max_turns + 1):
         where = f"user {persona.user_id}, system {system.name}, episode {index}, turn {turn}"
         reply = system.respond(index, task, history)
-        fb = simulate_user(simulator, prompt, persona, bank, task, history, reply, turn, where)
+        fb = simulate_user(
+            simulator, prompt, persona, bank, task, history, reply, turn, where, max_chars
+        )
         turns.append(
             Turn(
                 turn=turn,
@@ -120,13 +137,23 @@ def rollout(
     bank: Bank,
     tasks: Tasks,
     max_turns: int,
+    max_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
 ) -> Episodes:
     system.reset(persona.user_id)
     episodes: list[Episode] = []
     n = len(tasks.tasks)
     for t in tasks.tasks:
         ep = run_episode(
-            system, simulator, prompt, persona, bank, t.index, t.task, t.target_dimension, max_turns
+            system,
+            simulator,
+            prompt,
+            persona,
+            bank,
+            t.index,
+            t.task,
+            t.target_dimension,
+            max_turns,
+            max_chars,
         )
         episodes.append(ep)
         log.info(

@@ -292,6 +292,8 @@ def make_bank(
             + (f"  [e.g. {' / '.join(d.answer_space)}]" if show_examples else "")
             for d in shown
         )
+        # Earlier categories: labels only ($earlier), or with explanations ($earlier_full, as
+        # the release showed them); the prompt file picks (prompts.bank_select).
         earlier = "\n".join(f"[{e.category}] {e.dimension}: {e.short}" for e in entries)
         messages = render(
             prompt,
@@ -300,6 +302,7 @@ def make_bank(
             guide=guides[cat],
             persona=persona_block(persona),
             earlier=earlier or "(none yet)",
+            earlier_full=bank_block(Bank(user_id=persona.user_id, entries=entries)) or "(none yet)",
             pool=pool_text,
         )
 
@@ -443,10 +446,15 @@ def make_task(
             status = "fishing_budget_spent"
             log.warning("%s: still fishing after %d edit(s); marked", where, max_edits)
             break
+        # The prompt file picks its inputs (prompts.task_edit): the release's editor read the
+        # compact profile, the earlier tasks and the category guide; ours reads the stories.
         edit = llms["editor"].json(
             render(
                 prompts["edit"],
                 persona=persona_block(persona),
+                persona_compact=persona_block(persona, stories=False),
+                earlier=earlier_block(earlier),
+                guide=guides[entry.category],
                 **target,
                 task=text,
                 inferred_trait=crit.inferred_trait,

@@ -1,7 +1,8 @@
 """Per-user metrics and the run tables, computed from the per-user artifact files only.
 
-Run values are the mean and the *sample* standard deviation (n-1) over users (reference-
-release.md §3.7); a mode that does not apply to a system leaves its cells empty, never 0.
+Run values are the mean and the *sample* standard deviation (n-1) over users
+(docs/release-format.md §3.7); a mode that does not apply to a system leaves its cells empty,
+never 0.
 """
 
 from __future__ import annotations

@@ -23,14 +23,22 @@ class Unreachable(RuntimeError):
 
 
 # -- client ---------------------------------------------------------------------------------
-def encode_remote(texts: list[str], path: str | None, timeout_s: float = 600.0):
+def encode_remote(
+    texts: list[str],
+    path: str | None,
+    timeout_s: float = 600.0,
+    max_seq_length: int | None = None,
+):
     """Vectors from the run's server, or :class:`Unreachable`."""
     import numpy as np
 
     url, token = os.environ.get(URL_ENV), os.environ.get(TOKEN_ENV)
     if not url or not token:
         raise Unreachable("no embedding server in this environment")
-    body = json.dumps({"texts": texts, "path": path}).encode("utf-8")
+    request: dict = {"texts": texts, "path": path}
+    if max_seq_length is not None:
+        request["max_seq_length"] = max_seq_length
+    body = json.dumps(request).encode("utf-8")
     req = urllib.request.Request(
         f"{url}/encode",
         data=body,

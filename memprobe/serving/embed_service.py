@@ -13,7 +13,8 @@ model, so the vectors are the same; the server returns them as raw float32 bytes
 Protocol (loopback only): ``GET /health`` is 200 as soon as the server listens, with
 ``{"ready": <default model loaded>, "threads": <torch's intra-op threads once loaded>}``
 (500 if loading failed). ``POST /encode`` with
-``{"texts": [...], "path": null | "<model dir>"}`` and the header ``X-Memprobe-Token``
+``{"texts": [...], "path": null | "<model dir>"}`` (and optionally ``"max_seq_length": n``,
+where the model cuts a text; absent: the model's own) and the header ``X-Memprobe-Token``
 answers ``{"rows": n, "dim": d, "data": "<base64 float32>"}``, waiting for the model if it
 is still loading.
 """
@@ -102,6 +103,8 @@ def _handler(state: _State) -> type[QuietJSONHandler]:
             try:
                 req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 texts, path = list(map(str, req["texts"])), req.get("path")
+                max_seq = req.get("max_seq_length")
+                max_seq = None if max_seq is None else int(max_seq)
             except (ValueError, KeyError, TypeError) as err:
                 return self._send(400, {"error": f"bad request: {err}"})
             state.ready.wait()
@@ -111,7 +114,7 @@ def _handler(state: _State) -> type[QuietJSONHandler]:
 
             bulk = len(texts) > BULK_TEXTS
             with state.lanes[bulk]:
-                vecs = embeddings.encode_local(texts, path, copy=int(bulk))
+                vecs = embeddings.encode_local(texts, path, int(bulk), max_seq)
             self._send(
                 200,
                 {

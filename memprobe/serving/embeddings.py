@@ -19,7 +19,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-MAX_SEQ_LENGTH = 256
 # Every encode runs on one intra-op thread. The run's jobs share the machine's cores, and a
 # multi-threaded op waits at each of its barriers for its slowest thread: beside one busy
 # process, the run's server at torch's default (a thread per core, 2 here) took 14x the wall
@@ -43,15 +42,19 @@ def minilm_path() -> str:
 
 
 @cache
-def load_model(path: str | None = None, copy: int = 0):
+def load_model(path: str | None = None, copy: int = 0, max_seq_length: int | None = None):
     """The model at ``path`` (default MiniLM); ``copy`` > 0 is another instance of it, for a
     second thread (a tokenizer serves one thread at a time). Every copy gives the same vectors.
+
+    ``max_seq_length``: where longer texts are cut; None keeps the model's own (MiniLM: 256,
+    bge-m3: 8192, what the release's Chroma used).
     """
     from sentence_transformers import SentenceTransformer
 
     pin_threads()
     model = SentenceTransformer(path or minilm_path(), device="cpu")
-    model.max_seq_length = MAX_SEQ_LENGTH
+    if max_seq_length is not None:
+        model.max_seq_length = max_seq_length
     return model
 
 
@@ -62,7 +65,9 @@ def served() -> bool:
     return not _in_process and bool(os.environ.get(embed_client.URL_ENV))
 
 
-def encode(texts: list[str], path: str | None = None) -> np.ndarray:
+def encode(
+    texts: list[str], path: str | None = None, max_seq_length: int | None = None
+) -> np.ndarray:
     """Normalised float32 embeddings, one row per text.
 
     From the run's embedding server when the Snakefile started one (memprobe/serving/
@@ -76,18 +81,20 @@ def encode(texts: list[str], path: str | None = None) -> np.ndarray:
         from memprobe.serving import embed_client
 
         try:
-            return embed_client.encode_remote(texts, path)
+            return embed_client.encode_remote(texts, path, max_seq_length=max_seq_length)
         except embed_client.Unreachable as err:
             if os.environ.get(embed_client.URL_ENV):
                 log.warning("memprobe: %s; loading the embedding model in this job", err)
             _in_process = True  # one try per job: the fallback holds the model from here on
-    return encode_local(texts, path)
+    return encode_local(texts, path, max_seq_length=max_seq_length)
 
 
-def encode_local(texts: list[str], path: str | None = None, copy: int = 0) -> np.ndarray:
+def encode_local(
+    texts: list[str], path: str | None = None, copy: int = 0, max_seq_length: int | None = None
+) -> np.ndarray:
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
-    model = load_model(path, copy)
+    model = load_model(path, copy, max_seq_length)
     vecs = model.encode(texts, normalize_embeddings=True, batch_size=64, show_progress_bar=False)
     return np.asarray(vecs, dtype=np.float32)
 

@@ -1,7 +1,8 @@
-"""The dimension pool (config/dimension_pool.yaml) and the category guides (prompts/)."""
+"""The dimension pool (config/dimension_pool.yaml, or the release's) and the category guides."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from functools import cache
@@ -92,8 +93,56 @@ def _read_yaml(path: Path):
         raise TaxonomyError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
 
 
+class ReleaseDimension(BaseModel):
+    """One entry of the release's dimension_pool.json (docs/release-format.md §2.1): its axes
+    need not be questions (the episodic ones name an event) and an answer space may be short."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+    axis: str = Field(min_length=1)
+    answer_space: list[str] = Field(min_length=1)
+    source: str = ""
+
+
+def load_release_pool(path: Path) -> Pool:
+    """The release's pool as a :class:`Pool` (its categories carry no description)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TaxonomyError(f"{path}: file not found (bank.pool: release)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise TaxonomyError(f"{path}: not a JSON dimension pool ({err})") from None
+    if not isinstance(raw, dict) or sorted(k for k in raw if k != "meta") != sorted(CATEGORIES):
+        raise TaxonomyError(
+            f"{path}: expected a mapping of exactly {', '.join(CATEGORIES)} (and meta) "
+            "to lists of dimensions"
+        )
+    categories = {}
+    for cat in CATEGORIES:
+        if not isinstance(raw[cat], list) or not raw[cat]:
+            raise TaxonomyError(f"{path}: {cat}: expected a non-empty list of dimensions")
+        dims = []
+        for i, entry in enumerate(raw[cat]):
+            try:
+                d = ReleaseDimension.model_validate(entry)
+            except ValidationError as err:
+                first = err.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "entry"
+                raise TaxonomyError(f"{path}: {cat}[{i}].{where}: {first['msg']}") from None
+            # The release's entries are valid as they are: no re-validation against our rules.
+            dims.append(Dimension.model_construct(**d.model_dump()))
+        categories[cat] = Category.model_construct(description="", dimensions=dims)
+    meta = raw.get("meta")
+    meta = {k: str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+    pool = Pool.model_construct(meta=meta, categories=categories)
+    _check_unique(pool, path)
+    return pool
+
+
 @cache
 def load_pool(path: str | os.PathLike[str] = POOL_FILE) -> Pool:
+    """Our YAML pool, or the release's JSON one (a ``.json`` path)."""
+    if Path(path).suffix == ".json":
+        return load_release_pool(Path(path))
     raw = _read_yaml(Path(path))
     try:
         pool = Pool.model_validate(raw)
@@ -107,13 +156,17 @@ def load_pool(path: str | os.PathLike[str] = POOL_FILE) -> Pool:
             f"{path}: categories must be exactly {', '.join(CATEGORIES)}"
             f" (missing: {missing or '-'}, unknown: {extra or '-'})"
         )
+    _check_unique(pool, path)
+    return pool
+
+
+def _check_unique(pool: Pool, path: str | os.PathLike[str]) -> None:
     seen: set[str] = set()
     for cat in CATEGORIES:
         for name in pool.names(cat):
             if name in seen:
                 raise TaxonomyError(f"{path}: categories.{cat}: duplicate dimension {name!r}")
             seen.add(name)
-    return pool
 
 
 def _loc(raw, loc: tuple) -> str:

@@ -62,7 +62,7 @@ SLICES: dict[str, Slice] = {
     ),
     "oracle": Slice(roles=("oracle",)),
     "rollout": Slice(
-        keys=("max_turns",),
+        keys=("max_turns", "simulator"),
         roles=("simulator", "assistant"),
         system=True,
     ),
@@ -126,6 +126,7 @@ SHAPE: tuple[str, ...] = (
     "release_dir",
     "release",
     "protocol",
+    "prompts",  # which prompt file a stage reads: a rule input, so a change reruns its jobs
 )
 
 # Folded into each role's identity (``role_identity``), never a slice entry of their own.

@@ -11,9 +11,14 @@ from memprobe.agents.amem import AMem, enhanced_text, evolution_schema
 
 from memprobe.config import load_config
 from memprobe.llm.client import client_for
+from memprobe.protocol.recovery import slotfill_user
 from memprobe.serving import embeddings
+from memprobe.spec.prompts import prompt_path
+from memprobe.spec.taxonomy import load_guides
 from tests.helpers.agents import writer_system
 from tests.helpers.endpoint import Endpoint, record_requests
+from tests.helpers.paper import paper_config
+from tests.helpers.protocol import TWO_ENTRY_BANK, user_text
 from tests.helpers.workflow import tiny_config
 
 TASK = "Help me plan a weekend sea kayaking trip for two."
@@ -52,8 +57,8 @@ def scripted(tmp_path):
     ep.close()
 
 
-def make_system(base_url: str, tmp_path) -> AMem:
-    raw = tiny_config(base_url, systems=["amem"])
+def make_system(base_url: str, tmp_path, **over) -> AMem:
+    raw = tiny_config(base_url, systems=["amem"], **over)
     raw["llm"]["cache_dir"] = str(tmp_path / "cache")
     cfg = load_config(raw)
     system = AMem(
@@ -208,3 +213,86 @@ def test_amem_writes_at_its_own_temperature(endpoint, tmp_path):
     system.end_turn(1, "Help me plan a balcony garden.", [])
     assert seen["writer"] and {b["temperature"] for b in seen["writer"]} == {1.0}
     assert client_for("writer", cfg).temperature == 0.0  # only amem's writer changed
+
+
+def text_vectors(texts: list[str]) -> np.ndarray:
+    """A fixed unit vector per text: a note's score tells which of its texts was indexed."""
+    import hashlib
+
+    rows = []
+    for t in texts:
+        rng = np.random.default_rng(int(hashlib.sha256(t.encode()).hexdigest()[:8], 16))
+        v = rng.normal(size=8)
+        rows.append(v / np.linalg.norm(v))
+    return np.asarray(rows, dtype=np.float32)
+
+
+def test_compat_stale_index_searches_each_note_as_it_was_filed(scripted, tmp_path, monkeypatch):
+    monkeypatch.setattr(embeddings, "encode", lambda texts, path=None: text_vectors(texts))
+    query = "open water seasickness on a kayak trip"
+    q = text_vectors([query])[0]
+    for stale in (False, True):
+        # The second system replays the first one's writer replies from the response cache.
+        system = make_system(scripted.base_url, tmp_path, compat={"amem_stale_index": stale})
+        system.end_turn(1, TASK, [])
+        filed = enhanced_text(system.notes[0])
+        system.end_episode(1, TASK, [{"agent": "Here is a plan.", "user": FINAL}])
+        first = system.notes[0]
+        assert first["context"] == NEW_CONTEXT  # the evolution rewrote the first note
+        indexed = filed if stale else enhanced_text(first)
+        hit = next(h for h in system.search(query, 2) if h["id"] == first["id"])
+        assert hit["score"] == pytest.approx(float(text_vectors([indexed])[0] @ q), abs=1e-6)
+        assert hit["context"] == NEW_CONTEXT  # the item itself is the current note
+        store = tmp_path / f"store-{stale}"
+        system.save(store)
+        again = make_system(scripted.base_url, tmp_path, compat={"amem_stale_index": stale})
+        again.load(store)
+        assert again._index_texts() == system._index_texts()
+
+
+GUIDES = load_guides()
+
+
+def test_paper_amem_hands_the_slot_filler_the_release_items(endpoint, tmp_path, monkeypatch):
+    from memprobe.agents.amem import AMem
+
+    from memprobe.protocol import recovery
+    from memprobe.serving import embeddings
+
+    monkeypatch.setattr(embeddings, "encode", text_vectors)
+    ep, seen = endpoint, record_requests(endpoint)
+    for shape, cfg in (
+        ("ours", load_config(tiny_config(ep.base_url, systems=["amem"]))),
+        ("release", paper_config(ep.base_url, tmp_path)),
+    ):
+        assert cfg.system_settings.amem.item_shape == shape
+        system = AMem(config=cfg, assistant=client_for("assistant", cfg),
+                      writer=client_for("writer", cfg, ledger_path=tmp_path / "w.csv"))  # fmt: skip
+        system.reset("user_001")
+        system.end_turn(1, "Help me plan a kayak trip.", [])
+        system.end_episode(
+            1, "Help me plan a kayak trip.", [{"agent": "a", "user": "I get seasick."}]
+        )
+        retrieved = recovery.probe(system, TWO_ENTRY_BANK, GUIDES, 5, "user_001")
+        slotfill = client_for("slotfill", cfg)
+        for mode, kw in (("dump_all", {"memories": system.get_all_memories()}),
+                         ("retrieve", {"retrieved": retrieved})):  # fmt: skip
+            before = len(seen["slotfill"])
+            slotfill_user(
+                user_id="user_001", system="amem", mode=mode, bank=TWO_ENTRY_BANK, guides=GUIDES,
+                llm=slotfill, prompt=str(prompt_path("slotfill")), context_tokens=245_000, **kw,
+            )  # fmt: skip
+            text = user_text(seen["slotfill"][before])
+            items = json.loads(text.split("MEMORY RECORDS\n", 1)[1].split("\n\nSLOT\n", 1)[0])
+            keys = {frozenset(i) for i in items}
+            if shape == "ours":
+                assert all({"links", "evolution_history", "task_index"} <= k for k in keys)
+            elif mode == "dump_all":
+                assert keys == {
+                    frozenset(("id", "content", "keywords", "context", "tags", "category"))
+                }
+            else:
+                want = frozenset(
+                    ("id", "content", "keywords", "context", "tags", "category", "score")
+                )
+                assert keys == {want} and {i["category"] for i in items} == {""}

@@ -5,6 +5,9 @@ from __future__ import annotations
 from memprobe.agents.longctx import LongContext
 
 from memprobe.config import load_config
+from memprobe.llm.client import client_for
+from tests.helpers.endpoint import record_requests
+from tests.helpers.paper import paper_config
 from tests.helpers.workflow import tiny_config
 
 HISTORY = [
@@ -75,3 +78,20 @@ def test_save_and_load_keep_notes_and_replay(tmp_path):
     other.load(tmp_path / "store")
     assert other.get_all_memories() == s.get_all_memories()
     assert other.prior(3) == s.prior(3)
+
+
+def test_paper_longctx_reply_has_no_tailoring_line(endpoint, tmp_path):
+    from memprobe.agents.longctx import LongContext
+
+    seen = record_requests(endpoint)
+    for cfg, tailored in (
+        (load_config({**tiny_config(endpoint.base_url), "llm": {
+            **tiny_config(endpoint.base_url)["llm"], "cache_dir": str(tmp_path / "c1")}}), True),
+        (paper_config(endpoint.base_url, tmp_path), False),
+    ):  # fmt: skip
+        system = LongContext(config=cfg, assistant=client_for("assistant", cfg))
+        system.reset("user_001")
+        system.respond(1, "Help me plan a kayak trip.", [])
+        assert ("Tailor your help to this person" in seen[""][-1]["messages"][0]["content"]) is (
+            tailored
+        )

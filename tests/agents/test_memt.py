@@ -24,6 +24,7 @@ from memprobe.spec.prompts import prompt_path
 from memprobe.testing.memt_standin import StandIn
 from tests.helpers.endpoint import record_requests
 from tests.helpers.memt import SERVE_STANDIN, fake_vllm, serve_settings
+from tests.helpers.paper import paper_config, text_vectors
 from tests.helpers.workflow import tiny_config
 
 PROMPTS = {n: str(prompt_path(n)) for n in ("memt_formation", "memt_update", "memt_retrieve")}
@@ -307,3 +308,50 @@ def test_memt_turn_order_is_retrieve_reply_write(endpoint, tmp_path):
     calls = [kind(b) for b in seen[""]]
     assert calls == ["retrieve", "reply", "write"], calls
     assert "max_tokens" not in seen[""][2]  # formation replies are not capped
+
+
+def test_paper_memt_embeds_documents_with_their_source_and_stops_react_at_the_tool_close(
+    tmp_path, monkeypatch
+):
+    from memprobe.agents.memt import COLLECTIONS, SOURCE_SEP, MemT
+
+    from memprobe.serving import embeddings
+    from memprobe.testing.memt_standin import StandIn
+
+    embedded: list[tuple[str, str | None, int | None]] = []
+
+    def encode(texts, path=None, max_seq_length=None):
+        embedded.extend((t, path, max_seq_length) for t in texts)
+        return text_vectors(texts)
+
+    monkeypatch.setattr(embeddings, "encode", encode)
+    standin = StandIn()
+    try:
+        seen = record_requests(standin)
+        cfg = paper_config("http://127.0.0.1:9/v1", tmp_path)
+        cfg.memt.serve, cfg.memt.endpoint = False, standin.base_url
+        agent = MemT(config=cfg, assistant=None, writer=None, workdir=tmp_path)
+        agent.reset("user_001")
+        first, second = "I keep bees on my roof.", "My hives are on the north side."
+        agent.end_turn(1, first, [])
+        agent.end_turn(1, first, [{"agent": "ok", "user": second}])
+        agent.search("what does the user keep on the roof", 3)
+    finally:
+        standin.close()
+    # Every stored item's vector is of its whole document, content + source block.
+    docs = [
+        it["document"] for c in COLLECTIONS if c != "turns" for it in agent.store.items[c].values()
+    ]
+    assert docs and all(SOURCE_SEP in d for d in docs)
+    assert {(d, "BAAI/bge-m3", None) for d in docs} <= set(embedded)
+    persona_doc = agent.store.items["personas"]["User"]["document"]
+    assert f"user said: {first}" in persona_doc and f"user said: {second}" in persona_doc
+    react = [b for b in seen[""] if "search_facts" in b["messages"][0]["content"]]
+    writes = [b for b in seen[""] if "create_fact" in b["messages"][0]["content"]]
+    assert react and all(b["stop"] == ["</tool_call>"] for b in react)
+    assert writes and all("stop" not in b for b in writes)
+    # A tool result goes back wrapped by its prompt file, with the source turns it surfaced.
+    results = [
+        m["content"] for b in react for m in b["messages"] if "<tool_response>" in m["content"]
+    ]
+    assert results and any('"sources": ["user said: I keep bees' in r for r in results)

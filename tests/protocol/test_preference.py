@@ -8,10 +8,13 @@ from __future__ import annotations
 import pydantic
 import pytest
 
+from memprobe.llm.client import client_for
 from memprobe.protocol import preference
 from memprobe.report import tables
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import Bank, BankEntry, Episode, Episodes, Turn
+from tests.helpers.paper import paper_config, stage_prompt
+from tests.helpers.protocol import SKILL, user_text
 from tests.helpers.recording_llm import RecordingLLM
 
 BANK = Bank(
@@ -189,3 +192,33 @@ def test_turn_score_and_pooled_d_hand_values():
     assert preference.turn_score([s(idx=1, score="na")]) is None
     assert preference.turn_score([]) is None
     assert preference.pooled_d([]) is None
+
+
+PREF = BankEntry(
+    category="assistance_preference",
+    dimension="verbosity_preference",
+    short="wants three lines, never more",
+    explanation="EXPL-PREF: skims everything on a phone between shifts.",
+)
+
+
+def test_paper_preference_judge_uses_na_sparingly_and_gives_low_scores(scripted, tmp_path):
+    from memprobe.protocol import preference
+
+    ep, seen = scripted({})
+    cfg = paper_config(ep.base_url, tmp_path)
+    episodes = Episodes(
+        user_id="user_001", system="nomem",
+        episodes=[Episode(index=1, task="Plan a trip.", target_dimension=SKILL.dimension,
+                          end_reason="satisfied",
+                          turns=[Turn(turn=1, agent_response="A long plan.",
+                                      feedback_type="satisfied", user_text="ok")])],
+    )  # fmt: skip
+    bank = Bank(user_id="user_001", entries=[SKILL, PREF])
+    llm = client_for("preference", cfg)
+    preference.judge_preferences(episodes, bank, llm, stage_prompt(cfg, "preference_judge"))
+    body = next(b for bodies in seen.values() for b in bodies)
+    system = body["messages"][0]["content"]
+    assert "Use it sparingly: uncertainty or a weak\nsignal is a 3, not na" in system
+    assert "Be\nready to give 1 or 2 when you see a real violation" in system
+    assert PREF.short in user_text(body) and PREF.explanation in user_text(body)

@@ -18,7 +18,8 @@ from memprobe.spec.records import (
 )
 from memprobe.spec.rubric import RUBRIC
 from tests.helpers.endpoint import record_requests
-from tests.helpers.protocol import TWO_ENTRY_BANK
+from tests.helpers.paper import paper_config, stage_prompt
+from tests.helpers.protocol import TWO_ENTRY_BANK, user_text
 from tests.helpers.recording_llm import RecordingLLM
 from tests.helpers.recovery_case import BANK, GUIDES, slotfill, store
 from tests.helpers.workflow import local_raw
@@ -483,3 +484,20 @@ def test_store_over_the_served_context_is_flagged_without_a_request(
     )  # fmt: skip
     assert out.overflow and all(not e.called for e in out.entries)
     assert sum(len(v) for v in seen.values()) == 0
+
+
+def test_paper_slotfill_is_one_user_message_with_the_category_drift_examples(scripted, tmp_path):
+    ep, seen = scripted({})
+    cfg = paper_config(ep.base_url, tmp_path)
+    slotfill_user(
+        user_id="user_001", system="longctx_full", mode="dump_all", bank=TWO_ENTRY_BANK,
+        guides=GUIDES, llm=client_for("slotfill", cfg), prompt=stage_prompt(cfg, "slotfill"),
+        memories=[{"content": "User: I fix bikes"}], context_tokens=245_000,
+    )  # fmt: skip
+    bodies = [b for bs in seen.values() for b in bs]
+    assert len(bodies) == 2 and all(len(b["messages"]) == 1 for b in bodies)
+    text = next(user_text(b) for b in bodies if "category: skill_memory" in user_text(b))
+    assert "do not drift into another one" in text
+    assert "For\nskill_memory, say what they can do, not what they prefer or believe" in text
+    assert "(that is\n  assistance_preference)" in text
+    assert "User: I fix bikes" in text and GUIDES["skill_memory"] in text

@@ -23,7 +23,8 @@ from memprobe.spec.records import (
     Tasks,
 )
 from memprobe.spec.taxonomy import load_guides, load_pool
-from tests.helpers.protocol import SKILL, TWO_ENTRY_BANK, clients, persona, user_text
+from tests.helpers.paper import all_text, merged, paper_config, stage_prompt
+from tests.helpers.protocol import EPISODE, SKILL, TWO_ENTRY_BANK, clients, persona, user_text
 from tests.helpers.workflow import tiny_config
 
 POOL = load_pool()
@@ -455,3 +456,53 @@ def test_small_model_listing_hides_the_axis_questions():
         prompt = str(prompt_path("bank_select"))
         users.make_bank(persona(), counts, pool, GUIDES, llm, prompt, 4, False, show_axes)
         assert (shown[0].axis in llm.prompt_text(0)) is show_axes
+
+
+def test_paper_task_stages_see_what_the_releases_saw(scripted, tmp_path):
+    ep, seen = scripted(
+        {
+            "task_writer": [draft("Help me sort my reading list."), draft("I moved once; plan.")],
+            "critic": [verdict("neutral", "none"), verdict("fishing"), verdict("neutral", "n")],
+            "editor": [draft("Help me plan a move across town.")],
+        }
+    )
+    cfg = paper_config(ep.base_url, tmp_path)
+    llm = {r: client_for(r, cfg) for r in ("task_writer", "critic", "editor")}
+    stages = {"write": "task_write", "critic": "task_critic", "edit": "task_edit"}
+    users.make_tasks(
+        persona(), TWO_ENTRY_BANK, GUIDES, llm, {k: stage_prompt(cfg, v) for k, v in stages.items()}
+    )
+    writer = all_text(seen["task_writer"][1])
+    assert "skill_memory/critical_thinking_skill: Help me sort my reading list." in writer
+    assert "I've got two repairs coming up this month" in writer  # a worked neutral example
+    critic = all_text(seen["critic"][1])
+    assert "adjectives that match the expected stance" in critic
+    assert EPISODE.short not in critic and EPISODE.dimension not in critic  # still blind
+    text = user_text(seen["editor"][0])
+    assert "skill_memory/critical_thinking_skill: Help me sort my reading list." in text
+    assert GUIDES["episodic_memory"] in text
+    assert EPISODE.short in text and EPISODE.explanation in text
+    assert users.persona_block(persona(), stories=False) in text
+    assert "A story." not in text  # the compact profile, as the release's editor read it
+    assert seen["editor"][0]["temperature"] == 0.5
+
+
+def test_paper_bank_prompt_asks_for_a_non_generic_stance_and_shows_earlier_explanations():
+    from memprobe.spec.taxonomy import load_pool
+    from tests.helpers.recording_llm import RecordingLLM
+
+    cfg = load_config(merged("config/config.yaml", "config/paper.yaml"))
+    pool = load_pool()
+
+    def answer(messages, schema):
+        enum = schema.model_json_schema()["$defs"]["BankDim"]["properties"]["name"]["enum"]
+        return {"dims": [{"name": enum[0], "short": "fixes bikes", "explanation": "EXPL-1."}]}
+
+    llm = RecordingLLM(answer)
+    counts = {c: int(c in ("skill_memory", "knowledge_memory")) for c in users.CATEGORIES}
+    users.make_bank(persona(), counts, pool, GUIDES, llm, stage_prompt(cfg, "bank_select"))
+    first, second = llm.prompt_text(0), llm.prompt_text(1)
+    assert "meaningful, non-generic stance" in first and "most people would not share" not in first
+    assert "Gaps, misconceptions and\n  weaknesses matter as much as strengths" in first
+    assert "EXPL-1." in second  # the earlier category with its explanation
+    assert pool.categories["knowledge_memory"].dimensions[0].axis in second

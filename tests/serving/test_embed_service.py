@@ -115,3 +115,19 @@ def test_a_few_texts_do_not_wait_behind_a_bulk_request(fresh_process_state, tmp_
     # Each lane has its own copy of the model; every copy gives the same vectors.
     np.testing.assert_array_equal(small, embeddings.encode_local(TEXTS))
     np.testing.assert_array_equal(small, embeddings.encode_local(TEXTS, copy=1))
+
+
+def test_max_seq_length_reaches_the_server_and_unset_keeps_the_models_own(
+    fresh_process_state, tmp_path
+):
+    # memt.embedder_max_seq_length: unset keeps the model's own maximum (MiniLM's is 256,
+    # bge-m3's 8192, what the release's Chroma used); a value cuts texts there, served or not.
+    long = [" ".join(["word"] * 200) + " seasick on open water"]  # past 64 tokens, under 256
+    assert embeddings.load_model(None).max_seq_length == 256  # MiniLM's own, nothing forced
+    embed_service.start_for_run(tmp_path / "embed.log")
+    served_cut = embeddings.encode(long, None, 64)
+    served_full = embeddings.encode(long, None)
+    assert embeddings.load_model(None, 0, 64).max_seq_length == 64
+    np.testing.assert_allclose(served_cut, embeddings.encode_local(long, None, 0, 64), atol=1e-6)
+    np.testing.assert_allclose(served_full, embeddings.encode_local(long), atol=1e-6)
+    assert float(served_cut[0] @ served_full[0]) < 0.999  # the cut was applied on the server

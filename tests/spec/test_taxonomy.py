@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,51 @@ def test_counts_beyond_the_pool_are_rejected():
 
 def test_guides_cover_every_category():
     assert sorted(load_guides()) == sorted(CATEGORIES)
+
+
+# -- bank.pool: release: the release's dimension_pool.json, read where it lies ---------------
+RELEASE_POOL = (
+    Path(__file__).resolve().parents[1] / "fixtures/release/Deeppersona/data/dimension_pool.json"
+)
+
+
+def test_release_pool_loads_as_the_release_wrote_it():
+    pool = load_pool(RELEASE_POOL)
+    raw = json.loads(RELEASE_POOL.read_text())
+    for cat in CATEGORIES:
+        assert pool.names(cat) == [d["name"] for d in raw[cat]]
+    # Kept as written, although our own pool's rules would refuse it: an episodic axis that
+    # is not a question, a two-value answer space, categories of fewer than 25 dimensions.
+    event = pool.dimension("episodic_memory", "legal_or_administrative_event")
+    assert not event.axis.endswith("?") and len(event.answer_space) == 2
+    assert len(pool.names("self_model")) < MIN_DIMS_PER_CATEGORY
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "file not found"),
+        ("{not json", "not a JSON dimension pool"),
+        ('{"meta": {}, "skill_memory": []}', "expected a mapping of exactly skill_memory"),
+        ("SWAP_NAME", "skill_memory[0].name: String should match pattern"),
+        ("EMPTY_CATEGORY", "self_model: expected a non-empty list of dimensions"),
+    ],
+    ids=["missing", "not-json", "categories", "bad-name", "empty-category"],
+)
+def test_a_missing_or_malformed_release_pool_is_one_line_naming_it(tmp_path, content, expected):
+    path = tmp_path / "Deeppersona" / "dimension_pool.json"
+    path.parent.mkdir()
+    raw = json.loads(RELEASE_POOL.read_text())
+    if content == "SWAP_NAME":
+        raw["skill_memory"][0]["name"] = "Critical Thinking"
+        content = json.dumps(raw)
+    elif content == "EMPTY_CATEGORY":
+        raw["self_model"] = []
+        content = json.dumps(raw)
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(TaxonomyError) as err:
+        load_pool(path)
+    msg = str(err.value)
+    assert msg.startswith(str(path)) and "\n" not in msg
+    assert expected in msg, msg
