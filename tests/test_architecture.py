@@ -159,3 +159,13 @@ def test_a_lazy_import_counts(tmp_path):
         "memprobe.testing",
         "memprobe.testing.fake",
     }
+
+
+def test_test_modules_share_code_through_tests_helpers_only():
+    """A helper two test modules need lives in tests/helpers/, not in one of them."""
+    wrong = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        for name in imported(path):
+            if name.startswith("tests.") and ".test_" in f".{name.split('.', 1)[1]}":
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not wrong, "\n".join(wrong)

@@ -9,8 +9,8 @@ from memprobe.spec import records
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import SlotFill, SlotFillEntry
 from tests.helpers.recording_llm import RecordingLLM
+from tests.helpers.recovery_case import BANK
 from tests.helpers.scripts import job, script_main
-from tests.protocol.test_recovery import BANK
 
 
 @pytest.mark.parametrize("on", [False, True])

@@ -17,7 +17,7 @@ SENTINEL = "sk-sentinel-openai-0123456789"
 
 
 def test_vllm_on_a_port_another_server_holds_fails_in_one_line(tmp_path):
-    from tests.agents.test_memt import SERVE_STANDIN, fake_vllm, serve_settings
+    from tests.helpers.memt import SERVE_STANDIN, fake_vllm, serve_settings
 
     other = make_server(api_key="someone-elses-key")
     threading.Thread(target=other.serve_forever, daemon=True).start()
@@ -34,7 +34,7 @@ def test_vllm_on_a_port_another_server_holds_fails_in_one_line(tmp_path):
 
 
 def test_vllm_gets_its_key_in_the_env_not_argv_and_no_other_secret(tmp_path, monkeypatch):
-    from tests.agents.test_memt import fake_vllm, serve_settings
+    from tests.helpers.memt import fake_vllm, serve_settings
 
     monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
     body = (
