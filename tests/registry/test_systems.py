@@ -3,8 +3,6 @@ declaration, and a plugin that cannot register is one line naming its entry poin
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from memprobe.registry import RegistryError, systems
@@ -33,12 +31,10 @@ def test_the_built_ins_come_first_in_table_5s_order_each_declared_on_its_class()
 
 
 def test_an_unknown_system_says_where_a_plugin_must_be_installed():
-    with pytest.raises(ValueError) as err:
+    """(tests/test_config.py: the message names the entry point group and the interpreter.)"""
+    hint = r"must be installed into the interpreter that runs snakemake, docs/plugins\.md\)$"
+    with pytest.raises(ValueError, match=r"^unknown system 'gpt_memory'; .*" + hint):
         systems.spec("gpt_memory")
-    line = str(err.value)
-    assert line.startswith("unknown system 'gpt_memory'; expected one of ")
-    assert "'memprobe.systems' entry points" in line and sys.executable in line
-    assert "docs/plugins.md" in line and "\n" not in line
 
 
 def test_a_plugin_registers_under_its_entry_points_name(with_plugin):
