@@ -527,4 +527,5 @@ def policy_client(cfg: Config, writer: LLM | None) -> LLM:
         max_attempts=cfg.llm.max_attempts,
         backoff_s=cfg.llm.backoff_s,
         cache_identity=endpoint.identity,
+        attempt=writer.attempt if writer else 0,
     )

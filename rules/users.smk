@@ -42,6 +42,7 @@ if CFG.users.source == "generate":
             pool=POOL,
             guides=GUIDES,
             prompt=prompt("bank_select"),
+            shorten=prompt("bank_shorten"),
         output:
             f"{R}/users/{{user}}/bank.json",
         log:

@@ -9,6 +9,11 @@
   identical request (``llm.resample_invalid`` times, never cached) before a re-ask with feedback:
   transient garbage from an endpoint then converges to the reply a clean run would have got,
   while a model that keeps answering wrongly still gets told what was wrong.
+- When the re-asks are spent, ``json()`` hands what it got (:class:`Exhausted`) to the stage's
+  ``recover`` function, whose deterministic stand-in the stage records; without one it fails.
+- A job's ``attempt`` moves every request's seed (``seed + sample + ATTEMPT_STRIDE *
+  attempt``): the attempt after a failed one draws new samples where nothing is cached, while
+  whatever an earlier attempt got is replayed (a call looks up attempts ``attempt`` .. 0).
 - A content-addressed response cache (``memprobe.llm.cache``) and a usage ledger
   (``memprobe.llm.ledger``). API keys are read from the environment at call time and never enter a
   cache key, a ledger row, a log line or an error message.
@@ -24,6 +29,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -44,8 +50,11 @@ from memprobe.llm.providers import (
     provider,
     redact,
 )
+from memprobe.llm.salvage import strip_fence
+from memprobe.spec.records import Metric, Recovery
+from memprobe.vocabulary import Stage
 
-__all__ = ["LLM", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
+__all__ = ["LLM", "Exhausted", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -55,18 +64,38 @@ log = logging.getLogger("memprobe")
 Paid = list[str]  # the cache keys a structured chain paid for: dropped if the chain fails
 
 
-def _strip_fence(text: str) -> str:
-    # String operations, not a regex: `\s*(.*?)\s*` backtracks quadratically on long
-    # whitespace replies.
-    text = text.strip()
-    if len(text) >= 6 and text.startswith("```") and text.endswith("```"):
-        inner = text[3:-3]
-        return (inner[4:] if inner.startswith("json") else inner).strip()
-    return text
-
-
 def _short(err: BaseException) -> str:
     return f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+
+
+ATTEMPT_STRIDE = 1000  # seed offset per job attempt: far above any sample index
+
+
+@dataclass
+class Exhausted:
+    """A structured chain whose re-asks were spent: what it got, for the stage's recovery.
+
+    ``replies``: every raw reply, in order; ``problem``: what was wrong with the last one.
+    """
+
+    role: str
+    where: str
+    problem: str
+    replies: list[str] = field(default_factory=list)
+
+    @property
+    def last(self) -> str:
+        return self.replies[-1] if self.replies else ""
+
+    def recovery(self, stage: Stage, action: str, touches: Iterable[Metric] = ()) -> Recovery:
+        """The record of the stand-in a stage used for this chain."""
+        return Recovery(
+            stage=stage,
+            where=self.where,
+            problem=self.problem,
+            action=action,
+            touches=list(touches),
+        )
 
 
 # Transient by HTTP semantics; every other 4xx fails the same way on a resend.
@@ -102,6 +131,7 @@ class LLM:
         concurrency: int = 4,
         resample_invalid: int = 2,
         cache_identity: str | None = None,
+        attempt: int = 0,
     ) -> None:
         self.role = role
         self.backend = backend
@@ -117,6 +147,7 @@ class LLM:
         self.backoff_s = backoff_s
         self.concurrency = concurrency
         self.resample_invalid = resample_invalid
+        self.attempt = attempt  # the job's attempt (memprobe/workflow/attempts.py)
         self._api_key_env = api_key_env
         self.endpoint = Endpoint(
             backend, base_url, cache_identity or base_url, api_key_env, timeout_s
@@ -140,13 +171,14 @@ class LLM:
         messages: list[dict[str, str]],
         schema: type[BaseModel] | None,
         sample: int,
+        attempt: int = 0,
         stop: list[str] | None = None,
     ) -> dict[str, Any]:
         req: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "temperature": self.temperature,
-            "seed": self.seed + sample,
+            "seed": self.seed + sample + ATTEMPT_STRIDE * attempt,
         }
         if self.max_tokens:
             req[self._limit_field()] = self.max_tokens
@@ -287,10 +319,20 @@ class LLM:
         paid: Paid | None = None,
         stop: list[str] | None = None,
     ) -> tuple[str, str]:
-        """The reply's content and how it came: ``paid`` or ``replayed``."""
-        req = self._request(messages, schema, sample, stop)
-        key = request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
+        """The reply's content and how it came: ``paid`` or ``replayed``.
+
+        What this job's earlier attempts got is replayed (newest first); only a request no
+        attempt has a reply for is paid, with this attempt's seed.
+        """
+        req = self._request(messages, schema, sample, self.attempt, stop)
+        key = self._key(req, sample)
         replayed = self._replay(key, reask)
+        for earlier in range(self.attempt - 1, -1, -1):
+            if replayed is not None:
+                break
+            replayed = self._replay(
+                self._key(self._request(messages, schema, sample, earlier, stop), sample), reask
+            )
         if replayed is not None:
             return replayed, "replayed"
         self.client  # noqa: B018  built before the clock starts
@@ -354,6 +396,9 @@ class LLM:
             self._record(key, reply, latency, cached=False, reask=reask)
         return reply.content
 
+    def _key(self, req: dict[str, Any], sample: int) -> str:
+        return request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
+
     def _limit_field(self) -> str:
         reasoning = re.match(r"^(gpt-5|o[134])", self.model)
         return "max_completion_tokens" if reasoning else "max_tokens"
@@ -392,21 +437,26 @@ class LLM:
         check: Callable[[M], None] | None = None,
         sample: int = 0,
         where: str = "",
+        recover: Callable[[Exhausted], M] | None = None,
     ) -> M:
         """Ask for a reply validating against ``schema`` (and ``check``), re-asking on failure.
 
-        The replies of a chain that succeeded stay cached, so a rerun replays the same chain;
-        those of a chain that failed are dropped, so a rerun asks again instead of failing
-        the same way for ever.
+        The replies of a chain that succeeded stay cached, so a rerun replays the same chain.
+        When the re-asks are spent, ``recover`` (the stage's deterministic stand-in) gets what
+        the chain got and its value is returned; the chain stays cached, so a replay recovers
+        the same way. Without ``recover`` the chain's replies are dropped, so a rerun asks
+        again instead of failing the same way for ever, and the call fails.
         """
         convo = list(messages)
         loc = _where(where)
-        raw = ""
+        raw = problem = ""
         paid: Paid = []
+        spent = Exhausted(self.role, where, "")
         for reask in range(self.max_reasks + 1):
             raw = self._through_cache(convo, schema, sample, loc, reask, paid)
+            spent.replies.append(raw)
             try:
-                value = schema.model_validate(json.loads(_strip_fence(raw)))
+                value = schema.model_validate(json.loads(strip_fence(raw)))
                 if check is not None:
                     check(value)
             except (json.JSONDecodeError, ValidationError, ValueError) as err:
@@ -422,6 +472,18 @@ class LLM:
                 ]
                 continue
             return value
+        secret = os.environ.get(self._api_key_env or "")
+        if recover is not None:
+            spent.problem = problem
+            log.warning(
+                "%s",
+                redact(
+                    f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries "
+                    f"(last problem: {problem}); recovering deterministically",
+                    secret,
+                ),
+            )
+            return recover(spent)
         if self.cache is not None:
             for key in paid:
                 self.cache.discard(key)
@@ -429,7 +491,7 @@ class LLM:
             redact(
                 f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries; "
                 f"last problem: {problem}; raw reply: {raw[:300]!r}",
-                os.environ.get(self._api_key_env or ""),
+                secret,
             )
         )
 
@@ -444,7 +506,7 @@ class LLM:
 
 def _validator(schema: type[BaseModel]) -> Callable[[str], Any]:
     def validate(content: str) -> Any:
-        return schema.model_validate(json.loads(_strip_fence(content)))
+        return schema.model_validate(json.loads(strip_fence(content)))
 
     return validate
 
@@ -469,8 +531,9 @@ def client_for(
     *,
     ledger_path: str | os.PathLike[str] | None = None,
     job: str = "",
+    attempt: int = 0,
 ) -> LLM:
-    """Build the client of one role from the validated config."""
+    """Build the client of one role from the validated config (``attempt``: the job's)."""
     cpu_cost.client_built()
     s = role_settings(cfg, role)
     try:
@@ -495,5 +558,6 @@ def client_for(
         concurrency=cfg.llm.concurrency,
         resample_invalid=cfg.llm.resample_invalid,
         cache_identity=endpoint.identity,
+        attempt=attempt,
     )
     return llm

@@ -81,7 +81,8 @@ SLICES: dict[str, Slice] = {
     "slotfill_sweep": Slice(roles=("slotfill",)),
     "judge_sweep": _JUDGE,
     "judge_calibration": Slice(keys=("judge",), roles=("judge",)),
-    "tables": Slice(keys=("seed",)),  # seed: bootstrap CIs
+    # seed: bootstrap CIs; judge.cross_check: the offline judge beside the run's, per B cell
+    "tables": Slice(keys=("seed", "judge.cross_check", "judge.cross_check_margin")),
     "import_users": Slice(keys=("dims_per_category",)),
     "import_runs": Slice(keys=("slotfill",)),
     "import_retrieved": Slice(),
@@ -311,7 +312,12 @@ class JobConfig:
         raw = self._data.get(top)
         if top == SYSTEM_SECTION:
             return _SystemSettings(raw or {})
-        annotation: Any = Config.model_fields[top].annotation  # every field has one
+        field = Config.model_fields[top]
+        if top not in self._data:  # a config file written without its defaults
+            if field.is_required():
+                raise ConfigError(f"{top}: required key is missing")
+            raw = field.get_default(call_default_factory=True)
+        annotation: Any = field.annotation  # every field has one
         try:
             return TypeAdapter(annotation).validate_python(raw)
         except ValueError as err:

@@ -15,7 +15,7 @@ import pytest
 
 from memprobe.config import load_config
 from memprobe.llm.cache import ResponseCache
-from memprobe.llm.client import LLMError, _strip_fence, client_for, redact
+from memprobe.llm.client import ATTEMPT_STRIDE, Exhausted, LLMError, client_for, redact
 from memprobe.serving import served_process
 from memprobe.testing.memt_standin import StandIn
 from tests.helpers.llm import Recorder, Verdict, ledger, make_llm, run_python
@@ -59,6 +59,58 @@ def test_reask_budget_ends_in_a_loud_error_with_the_raw_reply(recorder_factory, 
         llm.json([{"role": "user", "content": "hi"}], Verdict, where="user user_001, x")
     msg = str(err.value)
     assert "role judge (user user_001, x)" in msg and "still nope" in msg and "\n" not in msg
+
+
+def test_spent_re_asks_go_to_the_stage_recovery_whose_replay_is_the_same(
+    recorder_factory, tmp_path
+):
+    rec = recorder_factory(["nope", '{"verdict": "far too long a verdict here", "score": 2}'])
+    seen: list[Exhausted] = []
+
+    def recover(spent: Exhausted) -> Verdict:
+        seen.append(spent)
+        return Verdict(verdict="stand-in", score=0)
+
+    msgs = [{"role": "user", "content": "hi"}]
+    llm = make_llm(rec.base_url, tmp_path, max_reasks=1, resample_invalid=0)
+    assert llm.json(msgs, Verdict, where="w", recover=recover) == Verdict(
+        verdict="stand-in", score=0
+    )
+    [spent] = seen
+    assert spent.replies == ["nope", '{"verdict": "far too long a verdict here", "score": 2}']
+    assert spent.problem.startswith("verdict: String should have at most 20 characters")
+    assert (spent.role, spent.where) == ("judge", "w")
+    # The chain stays cached: a replay (a new job on the same cache) recovers the same way
+    # without a call; without a recover function the chain is dropped and the call fails.
+    again = make_llm(rec.base_url, tmp_path, max_reasks=1, resample_invalid=0)
+    assert again.json(msgs, Verdict, recover=recover).verdict == "stand-in"
+    assert len(rec.bodies) == 2 and len(seen) == 2 and seen[1].replies == spent.replies
+
+
+def test_a_failed_chain_without_a_recovery_is_dropped_from_the_cache(recorder_factory, tmp_path):
+    rec = recorder_factory(["nope", "still nope", '{"verdict": "ok", "score": 1}'])
+    msgs = [{"role": "user", "content": "hi"}]
+    llm = make_llm(rec.base_url, tmp_path, max_reasks=1, resample_invalid=0)
+    with pytest.raises(LLMError):
+        llm.json(msgs, Verdict)
+    assert llm.json(msgs, Verdict).score == 1  # asked again, not replayed
+    assert len(rec.bodies) == 3
+
+
+def test_a_later_attempt_replays_what_earlier_ones_got_and_samples_the_rest_anew(
+    recorder_factory, tmp_path
+):
+    rec = recorder_factory(['{"verdict": "a", "score": 1}', '{"verdict": "b", "score": 2}'])
+    raw = tiny_config(rec.base_url)
+    raw["llm"]["cache_dir"] = str(tmp_path / "cache")
+    cfg = load_config(raw)
+    first = client_for("judge", cfg, ledger_path=tmp_path / "ledger.csv", attempt=0)
+    second = client_for("judge", cfg, ledger_path=tmp_path / "ledger.csv", attempt=2)
+    asked = [{"role": "user", "content": "answered at attempt 0"}]
+    assert first.json(asked, Verdict).verdict == "a"
+    assert second.json(asked, Verdict).verdict == "a"  # replayed: no request
+    assert second.json([{"role": "user", "content": "new"}], Verdict).verdict == "b"
+    assert [b["seed"] for b in rec.bodies] == [7, 7 + 2 * ATTEMPT_STRIDE]
 
 
 def test_cache_replays_without_a_call_and_ledger_says_so(recorder_factory, tmp_path):
@@ -335,14 +387,6 @@ def test_a_server_that_drips_its_reply_is_cut_off_at_the_timeout(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
-
-
-def test_fence_stripping_is_linear_on_long_whitespace():
-    text = "```json\n" + " \n" * 50_000 + "x"
-    t0 = time.monotonic()
-    _strip_fence(text)
-    assert time.monotonic() - t0 < 0.5
-    assert _strip_fence('```json\n{"a": 1}\n```') == '{"a": 1}'
 
 
 def test_url_credentials_are_redacted():

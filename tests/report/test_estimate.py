@@ -296,3 +296,15 @@ def test_a_missing_ledger_is_one_line(tmp_path):
     # no ledger where results_dir points: the priors, said so in the output
     out = _estimate("--config", f"results_dir={tmp_path}").stdout
     assert f"no ledger under {tmp_path}/usage" in out
+
+
+def test_the_judge_form_and_calibration_source_set_the_judges_calls():
+    def judge_calls(**judge) -> dict[str, float]:
+        cfg = load_config(paper_like(judge=judge, release_dir=str(ROOT / "tests")))
+        lines = estimate.predict(cfg, estimate.priors(cfg))
+        return {x.system: x.calls for x in lines if x.role == "judge"}
+
+    llm = judge_calls()
+    assert llm["(per run)"] == 47 and llm["longctx_full"] > 0  # one call per anchor
+    assert judge_calls(calibration={"source": "release", "n": 100})["(per run)"] == 100
+    assert not any(judge_calls(form="scorer").values())  # the offline judge calls no LLM

@@ -34,6 +34,8 @@ def test_every_rule_declares_the_modules_of_the_script_it_runs():
 def test_the_judge_runs_the_taxonomy_it_reads():
     """The hand-kept list this replaces left spec.taxonomy out of the judge's inputs."""
     assert code_inputs.logic_modules(str(ROOT / "scripts/judge.py")) == (
+        "memprobe.protocol.judges",
+        "memprobe.protocol.offline_judge",
         "memprobe.protocol.recovery",
         "memprobe.spec.rubric",
         "memprobe.spec.taxonomy",

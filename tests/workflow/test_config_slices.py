@@ -279,3 +279,15 @@ def test_the_paper_config_gives_the_default_runs_banks_another_slice():
     after = cs.Slicer(load_config(paper)).params("bank")
     assert sum(after["cfg_dims_per_category"]["dims_per_category"].values()) == 31
     assert before["cfg_dims_per_category"] != after["cfg_dims_per_category"]
+
+
+def test_a_block_the_config_file_leaves_out_reads_as_its_default():
+    """A job reads its slice from the exported config; one written without the defaults (a
+    hand-made file, a test's) reads a missing block as the model's default."""
+    raw = {"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}}
+    rollout = cs.JobConfig("rollout", raw, cs.job_keys("rollout", {"system": "nomem"}))
+    assert rollout.simulator.max_reply_chars == 1500 and rollout.max_turns == 25
+    assert rollout.seed == 0  # an LLM rule's seed
+    bare = cs.JobConfig("rollout", {}, cs.job_keys("rollout", {"system": "nomem"}))
+    with pytest.raises(step.ConfigError, match="^n_users: required key is missing$"):
+        bare.n_users  # noqa: B018
