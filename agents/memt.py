@@ -503,9 +503,9 @@ def policy_endpoint(cfg: Config) -> Endpoint:
     if cfg.llm.backend == "fake":  # a dry run: the fake backend answers the policy too
         return endpoint_for(cfg, {"base_url": None, "api_key_env": None})
     m = cfg.memt
-    base_url = vllm_server.ensure(m)
+    base_url, uds = vllm_server.ensure(m)
     identity = vllm_server.cache_identity(m, base_url)
-    return Endpoint(OPENAI.name, base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s)
+    return Endpoint(OPENAI.name, base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s, uds)
 
 
 def policy_client(cfg: Config, writer: LLM | None) -> LLM:
@@ -528,4 +528,5 @@ def policy_client(cfg: Config, writer: LLM | None) -> LLM:
         backoff_s=cfg.llm.backoff_s,
         cache_identity=endpoint.identity,
         attempt=writer.attempt if writer else 0,
+        uds=endpoint.uds,
     )

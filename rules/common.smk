@@ -14,13 +14,7 @@ from memprobe.workflow import step
 from memprobe.release import judge_verdicts
 from memprobe.spec import taxonomy
 from memprobe.registry import systems as registry
-from memprobe.config import (
-    PROMPT_STAGES,
-    ConfigError,
-    check_yaml_keys,
-    load_layers,
-    read_config_file,
-)
+from memprobe.config import PROMPT_STAGES, ConfigError, load_layers, read_config_file
 from memprobe.spec import recovery_log
 from memprobe.spec.records import RecordError
 from memprobe.vocabulary import MODES
@@ -38,8 +32,7 @@ def config_layers():
 
 
 try:
-    check_yaml_keys(workflow.configfiles)
-    CFG = load_layers(config_layers())
+    CFG = load_layers(config_layers())  # read_config_file refuses a key given twice
 except ConfigError as err:
     sys.exit(f"memprobe: {err}")
 

@@ -3,12 +3,12 @@
 from memprobe.llm import ledger
 from memprobe.protocol import calibration, recovery
 from memprobe.report import figures, tables
-from memprobe.spec import records, recovery_log, taxonomy
+from memprobe.spec import records, recovery_log, sheets, taxonomy
 from memprobe.workflow import step
 
 
 def write(path: str, df) -> None:
-    records.write_atomic(path, df.to_csv(index=False))
+    records.write_atomic(path, sheets.frame_csv(df))  # no cell is read as a formula
 
 
 def judge_note(path, params) -> tuple[str | None, str]:

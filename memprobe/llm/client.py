@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -132,6 +133,7 @@ class LLM:
         resample_invalid: int = 2,
         cache_identity: str | None = None,
         attempt: int = 0,
+        uds: str | None = None,
     ) -> None:
         self.role = role
         self.backend = backend
@@ -150,7 +152,7 @@ class LLM:
         self.attempt = attempt  # the job's attempt (memprobe/workflow/attempts.py)
         self._api_key_env = api_key_env
         self.endpoint = Endpoint(
-            backend, base_url, cache_identity or base_url, api_key_env, timeout_s
+            backend, base_url, cache_identity or base_url, api_key_env, timeout_s, uds
         )
         self.cache_endpoint = self.endpoint.identity  # the endpoint's identity in cache keys
         self.provider: Provider = provider(self.endpoint)  # shared by the job's roles on it
@@ -267,7 +269,8 @@ class LLM:
 
     def _one_request(self, req: dict[str, Any], key: str, reask: int) -> Reply:
         """One request; a delivered reply without content is on the bill, then an error."""
-        reply = self.provider.complete(req)
+        embeddings = "input" in req  # LLM.embed's request; every other one is a chat completion
+        reply = self.provider.embed(req) if embeddings else self.provider.complete(req)
         if not reply.content:
             # Paid for (a reasoning model can spend all of max_tokens thinking): billed, retried.
             self._record(key, reply, 0.0, cached=False, reask=reask, status="empty")
@@ -311,28 +314,25 @@ class LLM:
     @cpu_cost.counted
     def _through_cache(
         self,
-        messages: list[dict[str, str]],
+        req: dict[str, Any],
         schema: type[BaseModel] | None,
         sample: int,
         where: str,
         reask: int,
         paid: Paid | None = None,
-        stop: list[str] | None = None,
     ) -> tuple[str, str]:
         """The reply's content and how it came: ``paid`` or ``replayed``.
 
-        What this job's earlier attempts got is replayed (newest first); only a request no
-        attempt has a reply for is paid, with this attempt's seed.
+        ``req`` carries this attempt's seed. What this job's earlier attempts got for the same
+        request is replayed (newest first); only a request no attempt has a reply for is paid.
         """
-        req = self._request(messages, schema, sample, self.attempt, stop)
         key = self._key(req, sample)
         replayed = self._replay(key, reask)
-        for earlier in range(self.attempt - 1, -1, -1):
+        for earlier in range(self.attempt - 1, -1, -1) if "seed" in req else ():
             if replayed is not None:
                 break
-            replayed = self._replay(
-                self._key(self._request(messages, schema, sample, earlier, stop), sample), reask
-            )
+            seed = req["seed"] - ATTEMPT_STRIDE * (self.attempt - earlier)
+            replayed = self._replay(self._key({**req, "seed": seed}, sample), reask)
         if replayed is not None:
             return replayed, "replayed"
         self.client  # noqa: B018  built before the clock starts
@@ -427,7 +427,25 @@ class LLM:
         stop: list[str] | None = None,
     ) -> str:
         """A free-text reply; ``stop``: sequences at which the endpoint ends it (not included)."""
-        return self._through_cache(messages, None, sample, _where(where), 0, stop=stop).strip()
+        req = self._request(messages, None, sample, self.attempt, stop)
+        return self._through_cache(req, None, sample, _where(where), 0).strip()
+
+    def embed(
+        self, texts: list[str], *, dimensions: int | None = None, where: str = ""
+    ) -> list[list[float]]:
+        """One embedding per text from the endpoint's ``/embeddings``: cached, retried and on
+        the ledger like every chat call (the client of :meth:`embedder`)."""
+        req: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
+        if dimensions:
+            req["dimensions"] = dimensions
+        return json.loads(self._through_cache(req, None, 0, _where(where), 0))
+
+    def embedder(self, model: str) -> LLM:
+        """An embeddings client for ``model`` on this client's endpoint: the same key (and
+        plain-http rule), cache, ledger (role ``embedder``), timeouts and retries."""
+        twin = copy.copy(self)
+        twin.role, twin.model, twin._schemas = "embedder", model, {}
+        return twin
 
     def json(
         self,
@@ -447,13 +465,34 @@ class LLM:
         the same way. Without ``recover`` the chain's replies are dropped, so a rerun asks
         again instead of failing the same way for ever, and the call fails.
         """
+        paid: Paid = []
+        try:
+            return self._reask_chain(messages, schema, check, sample, where, paid, recover)
+        except Exception:
+            # Failed however it ended (no valid reply, a cut reply, a rejected request, retries
+            # spent): its earlier paid steps must not replay on the rerun.
+            if self.cache is not None:
+                for key in paid:
+                    self.cache.discard(key)
+            raise
+
+    def _reask_chain(
+        self,
+        messages: list[dict[str, str]],
+        schema: type[M],
+        check: Callable[[M], None] | None,
+        sample: int,
+        where: str,
+        paid: Paid,
+        recover: Callable[[Exhausted], M] | None,
+    ) -> M:
         convo = list(messages)
         loc = _where(where)
         raw = problem = ""
-        paid: Paid = []
         spent = Exhausted(self.role, where, "")
         for reask in range(self.max_reasks + 1):
-            raw = self._through_cache(convo, schema, sample, loc, reask, paid)
+            req = self._request(convo, schema, sample, self.attempt)
+            raw = self._through_cache(req, schema, sample, loc, reask, paid)
             spent.replies.append(raw)
             try:
                 value = schema.model_validate(json.loads(strip_fence(raw)))
@@ -484,9 +523,6 @@ class LLM:
                 ),
             )
             return recover(spent)
-        if self.cache is not None:
-            for key in paid:
-                self.cache.discard(key)
         raise LLMError(
             redact(
                 f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries; "

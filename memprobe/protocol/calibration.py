@@ -15,7 +15,6 @@ Below ``judge.min_kappa`` or above ``judge.max_bias`` the judge fails: every B c
 from __future__ import annotations
 
 import csv
-import io
 import sys
 from pathlib import Path
 from typing import Literal
@@ -23,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memprobe.protocol.recovery import Grader, JudgeItem
-from memprobe.spec import records
+from memprobe.spec import records, sheets
 from memprobe.spec.rubric import LEVELS, RUBRIC, Level
 from memprobe.vocabulary import CATEGORIES, Category
 
@@ -307,11 +306,7 @@ def replies_csv(replies: list[Reply]) -> str:
 
 
 def _csv(rows: list[dict], columns: list[str]) -> str:
-    out = io.StringIO()
-    w = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    return out.getvalue()
+    return sheets.csv_text(rows, columns)  # a judge's reason never reads as a formula
 
 
 def read_summary(path: str | Path) -> Summary:

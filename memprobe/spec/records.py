@@ -38,6 +38,17 @@ def _umask() -> int:
 _UMASK = _umask()
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd``: ``os.write`` may write fewer (a full disk, a
+    signal); a write that makes no progress is ENOSPC, raised like any other failure."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(28, "No space left on device (a write made no progress)")
+        view = view[n:]
+
+
 class RecordError(ValueError):
     """An artifact or input file that is missing, unreadable or of the wrong shape."""
 
@@ -371,6 +382,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise RecordError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
     except UnicodeDecodeError:
         raise RecordError(f"{path}: not UTF-8 text (expected a JSON file)") from None
+    except ValueError as err:  # a number past Python's limit (an integer of 4,300+ digits)
+        raise RecordError(f"{path}: not a JSON file we read ({str(err).split(':')[0]})") from None
     except RecursionError:
         raise RecordError(f"{path}: JSON nested too deeply to read") from None
     except OSError as err:  # a directory, no permission, an I/O error

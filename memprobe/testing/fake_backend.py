@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from memprobe.config import Config
 from memprobe.llm.providers import Endpoint, OpenAICompatible, Provider
-from memprobe.testing.fake_responder import completion_body, fake_content
+from memprobe.testing.fake_responder import completion_body, embedding_body, fake_content
 
 if TYPE_CHECKING:
     import httpx2
@@ -41,6 +41,8 @@ def transport() -> httpx2.MockTransport:
 
     def handler(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content or b"{}")
+        if request.url.path.endswith("/embeddings"):
+            return httpx2.Response(200, json=embedding_body(body))
         return httpx2.Response(200, json=completion_body(body, fake_content(body)))
 
     return httpx2.MockTransport(handler)
