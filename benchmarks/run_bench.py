@@ -88,7 +88,7 @@ def bench_config(args: argparse.Namespace, base_url: str) -> dict:
         "dims_per_category": dict(zip(CATEGORIES, dims, strict=True)),
         "systems": args.systems,
         "modes": ["dump_all", "retrieve"],
-        "k": 5,
+        "top_k": 5,
         "max_turns": args.max_turns,
         "llm": {
             "backend": "openai",
@@ -617,7 +617,7 @@ def paper_standin() -> dict:
         "dims_per_category": dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True)),
         "systems": ["nomem", "longctx_full", "amem", "mem0"],
         "modes": ["dump_all", "retrieve"],
-        "k": 5,
+        "top_k": 5,
         "max_turns": 25,
         "llm": {"backend": "openai", "base_url": "http://127.0.0.1:1/v1"},
     }

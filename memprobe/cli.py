@@ -12,7 +12,7 @@ from memprobe.spec.records import Memories, RecordError, load
 
 DESCRIPTION = (
     "MemProbe's tools around the Snakemake workflow (the run itself is `snakemake`): search a "
-    "memory dump, serve a fake or the local model, estimate a run's cost, sample a human audit."
+    "system's store, serve a fake or the local model, estimate a run's cost, sample a human audit."
 )
 
 
@@ -43,20 +43,23 @@ def dump_items(path: str) -> list[dict]:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from memprobe.agents import registry
+    from memprobe.registry import systems as registry
 
     spec = registry.spec(args.system)
-    if spec.name != "longctx_full":
-        print(
-            f"memprobe search: --system {args.system}: searching a dump alone is supported "
-            "for longctx_full (other systems search their native store)",
-            file=sys.stderr,
-        )
-        return 2
-    from memprobe.agents.longctx import LongContext
+    if not spec.searchable:
+        raise ValueError(f"--system {spec.name}: it has no search() (dump_all only)")
+    if args.memories:
+        if spec.name != "longctx_full":
+            raise ValueError(
+                f"--memories: a dump alone is searchable for longctx_full only (its store is "
+                f"its dump); for {spec.name} give its store: --store results/{spec.name}/USER/store"
+            )
+        from memprobe.agents.longctx import LongContext
 
-    system = LongContext.__new__(LongContext)
-    system.load_dump(dump_items(args.memories))
+        system = LongContext.__new__(LongContext)
+        system.load_dump(dump_items(args.memories))
+    else:
+        system = _open_store(spec.name, Path(args.store), args.configfile)
     if args.queries:
         queries = [q for q in Path(args.queries).read_text(encoding="utf-8").splitlines() if q]
     else:
@@ -64,6 +67,27 @@ def _search(args: argparse.Namespace) -> int:
     for q in queries:
         print(json.dumps(system.search(q, args.k), ensure_ascii=False))
     return 0
+
+
+def _open_store(name: str, store: Path, configfiles: list[str]) -> Any:
+    """A rollout's store (results/<system>/<user>/store), opened as the probe job opens it but
+    without the assistant and writer roles: a search that calls them needs `memprobe job probe`."""
+    from memprobe.registry import systems as registry
+    from memprobe.report.estimate import load_configs
+
+    if not store.is_dir():
+        raise ValueError(f"--store {store}: no such folder (a rollout's results/SYSTEM/USER/store)")
+    spec = registry.spec(name)
+    system = registry.create(
+        name,
+        config=load_configs(configfiles),
+        assistant=None,
+        prompts=spec.prompt_files(),
+        workdir=store,
+    )
+    system.reset(store.parent.name)
+    system.load(store)
+    return system
 
 
 def _fake_endpoint(args: argparse.Namespace) -> int:
@@ -154,6 +178,18 @@ def _job(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_reference(args: argparse.Namespace) -> int:
+    from memprobe import config_reference
+    from memprobe.spec.records import write_atomic
+
+    text = config_reference.render()
+    if args.output:
+        write_atomic(args.output, text)
+    else:
+        print(text, end="")
+    return 0
+
+
 def estimate_latency() -> float:
     from memprobe.report.estimate import ASSUMED_LATENCY_S
 
@@ -166,11 +202,18 @@ def main(argv: list[str] | None = None) -> int:
     # every option's help ends with its default
     defaults: dict[str, Any] = {"formatter_class": _Help}
 
-    s = sub.add_parser("search", help="top-k search over a memories.json dump", **defaults)
-    s.add_argument(
-        "--system", required=True, help="the dump's system (searchable from a dump: longctx_full)"
+    s = sub.add_parser(
+        "search",
+        help="top-k search over a system's store (any searchable system) or a longctx_full dump",
+        **defaults,
     )
-    s.add_argument("--memories", required=True, help="path to memories.json")
+    s.add_argument("--system", required=True, help="the store's system (a searchable one)")
+    where = s.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store", help="a rollout's store: results/SYSTEM/USER/store")
+    where.add_argument("--memories", help="a longctx_full memories.json (ours or the release's)")
+    s.add_argument(
+        "--configfile", nargs="+", default=[], help="the run's config file(s), for --store"
+    )
     s.add_argument("--k", type=int, default=5, help="items per query")
     group = s.add_mutually_exclusive_group(required=True)
     group.add_argument("--query", help="one query")
@@ -208,9 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="config file(s) layered on config/config.yaml, as the Snakefile does",
     )
-    e.add_argument(
-        "--config", nargs="+", metavar="KEY=VALUE", help="overrides, e.g. llm.concurrency=8 k=10"
-    )
+    e.add_argument("--config", nargs="+", metavar="KEY=VALUE", help="overrides, e.g. top_k=10")
     e.add_argument("--ledger", help="results dir of an earlier run (default: results_dir)")
     e.add_argument("--no-ledger", action="store_true", help="use the paper's priors only")
     e.add_argument("--prices", help="YAML: model: {input: USD, output: USD} per 1M tokens")
@@ -263,6 +304,14 @@ def main(argv: list[str] | None = None) -> int:
         "--configfile", nargs="+", default=[], help="config file(s), as given to snakemake"
     )
     j.set_defaults(fn=_job)
+
+    c = sub.add_parser(
+        "config-reference",
+        help="the config reference (docs/configuration.md), from the config models",
+        **defaults,
+    )
+    c.add_argument("--output", help="write it here (e.g. docs/configuration.md), not to stdout")
+    c.set_defaults(fn=_config_reference)
 
     args = parser.parse_args(argv)
     try:

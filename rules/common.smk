@@ -6,14 +6,14 @@ import sys
 
 from snakemake.settings.types import DeploymentMethod
 
-from memprobe.workflow import config_slices
+from memprobe.workflow import code_inputs, config_slices
 from memprobe.serving import embed_service
 from memprobe.workflow import preflight
 from memprobe.workflow import shell_job
 from memprobe.workflow import step
 from memprobe.release import judge_verdicts
 from memprobe.spec import taxonomy
-from memprobe.agents import registry
+from memprobe.registry import systems as registry
 from memprobe.config import PROMPT_STAGES, ConfigError, load_layers, read_config_file
 from memprobe.spec import recovery_log
 from memprobe.spec.records import RecordError
@@ -70,7 +70,7 @@ if workflow.storage_settings.default_storage_provider:
 # Per-user jobs run their script through `shell:` (memprobe/workflow/shell_job.py says why); they
 # read the run's config from the file named by MEMPROBE_CONFIG_FILE. What each rule reads of
 # it is also its params (memprobe/workflow/config_slices.py), so a changed setting reruns its jobs.
-shell_job.export_config(config)
+shell_job.export_config(CFG)
 SLICER = config_slices.Slicer(CFG)
 
 
@@ -79,9 +79,10 @@ def settings(rule):
     return SLICER.params(rule)
 
 
-def library(rule):
-    """The memprobe modules holding a rule's logic: editing one reruns the rule's jobs."""
-    return SLICER.modules(rule)
+def library(script):
+    """The memprobe modules scripts/<script>.py runs, from its imports: rule inputs, so editing
+    one reruns the rule's jobs (memprobe/workflow/code_inputs.py)."""
+    return code_inputs.module_files(f"scripts/{script}.py")
 
 
 def script_job(**params):
@@ -109,14 +110,23 @@ def run_script(rule, script=None):
 R = CFG.results_dir
 
 
-def usage_log(rule, *wildcards):
-    """A job's usage ledger, declared as its `usage` log: named by its wildcards in order."""
-    return f"{R}/usage/{rule}/" + "_".join(f"{{{w}}}" for w in wildcards) + ".csv"
+# The LLM-calling rules (each found by the usage log it declares): their wildcards, and the
+# values a wildcard takes in their jobs where those are fewer than the run's (rules/tables.smk
+# lists the ledgers of their jobs for Table 5).
+LLM_RULES = {}
 
 
-def ledger(rule, **wildcards):
-    """One job's usage ledger (Table 5 reads those of the current DAG's jobs)."""
-    return usage_log(rule, *wildcards).format(**wildcards)
+def usage_log(rule, *wildcards, **only):
+    """A job's usage ledger, declared as its `usage` log: named by its wildcards in order ("run"
+    without any). Declaring one marks the rule as calling an LLM; `only` narrows a wildcard to
+    the values its jobs take (the sweep rules: the sweep's other ks)."""
+    LLM_RULES[rule] = (wildcards, only)
+    return ledger_pattern(rule, wildcards)
+
+
+def ledger_pattern(rule, wildcards):
+    names = "_".join(f"{{{w}}}" for w in wildcards) or "run"
+    return f"{R}/usage/{rule}/{names}.csv"
 
 
 USERS = CFG.user_ids
@@ -184,7 +194,7 @@ def agent_prompts(wildcards):
 
 
 # GPU placement: only the rollout/probe jobs of a system whose declaration asks for GPUs
-# (agents/registry.py Resources; memt) ask for one. For every other job these callables
+# (memprobe/registry/systems.py Resources; memt) ask for one. For every other job these callables
 # return None, which drops the resource, so neither the SLURM nor the Kubernetes plugin sees a
 # GPU request (both react to the mere presence of `gpu`/`gpu_model`). gpu_model/cpus_per_gpu:
 # the system's settings block (memt.*, docs/cluster.md).

@@ -10,80 +10,81 @@ except taxonomy.TaxonomyError as err:
     sys.exit(f"memprobe: {err}")
 
 
-rule persona:
-    input:
-        code="scripts/persona.py",
-        lib=library("persona"),
-        prompt=prompt("persona_narrative"),
-    output:
-        f"{R}/users/{{user}}/persona.json",
-    log:
-        "logs/persona/{user}.log",
-        usage=usage_log("persona", "user"),
-    priority: PRIORITY_USER + 2
-    conda:
-        "../envs/memprobe.yaml"
-    resources:
-        llm_slots=1,
-    params:
-        **settings("persona"),
-        job=script_job(),
-    shell:
-        run_script("persona")
+# The users' persona, bank and tasks, unless they come from the release (rules/release.smk).
+if CFG.users.source == "generate":
 
+    rule persona:
+        input:
+            code="scripts/persona.py",
+            lib=library("persona"),
+            prompt=prompt("persona_narrative"),
+        output:
+            f"{R}/users/{{user}}/persona.json",
+        log:
+            "logs/persona/{user}.log",
+            usage=usage_log("persona", "user"),
+        priority: PRIORITY_USER + 2
+        conda:
+            "../envs/memprobe.yaml"
+        resources:
+            llm_slots=1,
+        params:
+            **settings("persona"),
+            job=script_job(),
+        shell:
+            run_script("persona")
 
-rule bank:
-    input:
-        code="scripts/bank.py",
-        lib=library("bank"),
-        persona=f"{R}/users/{{user}}/persona.json",
-        pool=POOL,
-        guides=GUIDES,
-        prompt=prompt("bank_select"),
-        shorten=prompt("bank_shorten"),
-    output:
-        f"{R}/users/{{user}}/bank.json",
-    log:
-        "logs/bank/{user}.log",
-        usage=usage_log("bank", "user"),
-    priority: PRIORITY_USER + 1
-    conda:
-        "../envs/memprobe.yaml"
-    resources:
-        llm_slots=1,
-    params:
-        **settings("bank"),
-        job=script_job(),
-    shell:
-        run_script("bank")
+    rule bank:
+        input:
+            code="scripts/bank.py",
+            lib=library("bank"),
+            persona=f"{R}/users/{{user}}/persona.json",
+            pool=POOL,
+            guides=GUIDES,
+            prompt=prompt("bank_select"),
+            shorten=prompt("bank_shorten"),
+        output:
+            f"{R}/users/{{user}}/bank.json",
+        log:
+            "logs/bank/{user}.log",
+            usage=usage_log("bank", "user"),
+        priority: PRIORITY_USER + 1
+        conda:
+            "../envs/memprobe.yaml"
+        resources:
+            llm_slots=1,
+        params:
+            **settings("bank"),
+            job=script_job(),
+        shell:
+            run_script("bank")
 
-
-rule tasks:
-    input:
-        code="scripts/tasks.py",
-        lib=library("tasks"),
-        persona=f"{R}/users/{{user}}/persona.json",
-        bank=f"{R}/users/{{user}}/bank.json",
-        guides=GUIDES,
-        hints="prompts/elicitation_hints.yaml",
-        write=prompt("task_write"),
-        critic=prompt("task_critic"),
-        edit=prompt("task_edit"),
-    output:
-        f"{R}/users/{{user}}/tasks.json",
-    log:
-        "logs/tasks/{user}.log",
-        usage=usage_log("tasks", "user"),
-    priority: PRIORITY_USER
-    conda:
-        "../envs/memprobe.yaml"
-    resources:
-        llm_slots=1,
-    params:
-        **settings("tasks"),
-        job=script_job(),
-    shell:
-        run_script("tasks")
+    rule tasks:
+        input:
+            code="scripts/tasks.py",
+            lib=library("tasks"),
+            persona=f"{R}/users/{{user}}/persona.json",
+            bank=f"{R}/users/{{user}}/bank.json",
+            guides=GUIDES,
+            hints="prompts/elicitation_hints.yaml",
+            write=prompt("task_write"),
+            critic=prompt("task_critic"),
+            edit=prompt("task_edit"),
+        output:
+            f"{R}/users/{{user}}/tasks.json",
+        log:
+            "logs/tasks/{user}.log",
+            usage=usage_log("tasks", "user"),
+        priority: PRIORITY_USER
+        conda:
+            "../envs/memprobe.yaml"
+        resources:
+            llm_slots=1,
+        params:
+            **settings("tasks"),
+            job=script_job(),
+        shell:
+            run_script("tasks")
 
 
 rule oracle:

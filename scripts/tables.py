@@ -19,7 +19,8 @@ def judge_note(path, params) -> tuple[str | None, str]:
     note = calibration.verdict(s, params.min_kappa, params.max_bias)
     figures_ = (
         f"κ {s.kappa:.2f}, bias {s.bias:+.2f}, exact {s.exact:.2f} on {s.n} anchors "
-        f"(thresholds: κ ≥ {params.min_kappa}, |bias| ≤ {params.max_bias}; ``{path}``)"
+        # reStructuredText (the report's header): a bare |x| would be a substitution reference
+        f"(thresholds: κ ≥ {params.min_kappa}, bias within ±{params.max_bias}; ``{path}``)"
     )
     if note:
         return note, (

@@ -1,7 +1,7 @@
 """The one LLM client every stage uses.
 
-- Roles map to endpoints (config ``llm`` + ``llm.roles`` overrides); each endpoint is served by
-  one provider per job (``memprobe.llm.providers``: OpenAI-compatible, local, fake, served Mem-T).
+- Roles map to endpoints (config ``llm`` + ``llm.roles`` overrides) through the run's backend;
+  each endpoint is served by one provider per job (``memprobe.llm.providers``).
 - Structured output: a pydantic model per JSON role, sent as ``response_format`` json_schema
   (schema name = role), validated on return, re-asked a bounded number of times.
 - Transport retries with exponential backoff on 429/5xx/timeouts, honouring Retry-After.
@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -40,11 +40,9 @@ from memprobe.llm import cpu_cost, providers
 from memprobe.llm.cache import ResponseCache, request_key
 from memprobe.llm.ledger import Ledger
 from memprobe.llm.providers import (
-    FAKE_URL,
     Endpoint,
     InvalidReply,
     LLMError,
-    OpenAICompatible,
     Provider,
     ProviderError,
     Reply,
@@ -56,9 +54,6 @@ from memprobe.llm.providers import (
 from memprobe.llm.salvage import strip_fence
 from memprobe.spec.records import Metric, Recovery
 from memprobe.vocabulary import Stage
-
-if TYPE_CHECKING:
-    import openai
 
 __all__ = ["LLM", "Exhausted", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
 
@@ -165,28 +160,13 @@ class LLM:
 
     # -- transport ------------------------------------------------------------------------
     @property
-    def client(self) -> openai.OpenAI:
-        """The provider's HTTP client, built on first use (once per job and endpoint)."""
-        assert isinstance(self.provider, OpenAICompatible)
-        if self.provider._client is not None:
-            return self.provider._client
-        cpu = time.thread_time()
+    def client(self) -> object:
+        """What the provider sends through (an ``openai`` client), built on first use: once
+        per job and endpoint."""
         try:
-            client = self.provider.client
+            return self.provider.connect()
         except ProviderError as err:
             raise LLMError(f"role {self.role}: {err}") from None
-        if cpu_cost.enabled():  # start-up work, not the cost of the call that built it
-            cpu_cost.add_call("client", time.thread_time() - cpu)
-        return client
-
-    @property
-    def _client(self) -> openai.OpenAI | None:
-        return getattr(self.provider, "_client", None)
-
-    @_client.setter
-    def _client(self, client: openai.OpenAI) -> None:
-        """A client given by hand (tests: a mock transport) serves this role alone."""
-        self.provider = OpenAICompatible(self.endpoint, client)
 
     def _request(
         self,
@@ -617,40 +597,3 @@ def client_for(
         attempt=attempt,
     )
     return llm
-
-
-def memt_endpoint(cfg: Config) -> Endpoint:
-    """The served Mem-T policy: keyed on the weights, so a new port replays, a new checkpoint
-    does not."""
-    if cfg.llm.backend == "fake":
-        return Endpoint("fake", FAKE_URL, FAKE_URL, None, cfg.llm.timeout_s)
-    from memprobe.serving import vllm_server
-
-    m = cfg.memt
-    base_url, uds = vllm_server.ensure(m)
-    identity = vllm_server.cache_identity(m, base_url)
-    return Endpoint("memt", base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s, uds)
-
-
-def memt_client(cfg: Config, writer: LLM | None) -> LLM:
-    """The served Mem-T policy's client, on the writer's cache and usage ledger."""
-    m = cfg.memt
-    endpoint = memt_endpoint(cfg)
-    return LLM(
-        "writer",
-        backend=endpoint.backend,
-        base_url=endpoint.base_url,
-        model=m.model,
-        api_key_env=endpoint.api_key_env,
-        temperature=m.temperature,
-        max_tokens=m.max_tokens,
-        seed=cfg.seed,
-        cache=writer.cache if writer else ResponseCache(cfg.llm.cache_dir),
-        ledger=writer.ledger if writer else Ledger(None),
-        timeout_s=cfg.llm.timeout_s,
-        max_attempts=cfg.llm.max_attempts,
-        backoff_s=cfg.llm.backoff_s,
-        cache_identity=endpoint.identity,
-        attempt=writer.attempt if writer else 0,
-        uds=endpoint.uds,
-    )

@@ -30,10 +30,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memprobe.agents import registry
-from memprobe.agents.registry import CostPriors, SystemSpec
 from memprobe.config import Config, role_settings
 from memprobe.llm import ledger
+from memprobe.registry import systems as registry
+from memprobe.registry.systems import CostPriors, SystemSpec
 from memprobe.vocabulary import MODES
 
 # Each system's own budget (its Table 5 row, the release's turns, write-side and attribution

@@ -226,20 +226,20 @@ def test_release_users_with_our_systems(endpoint, workflow_factory):
 
 
 def test_a_topk_sweep_over_imported_runs_is_one_config_error():
-    with pytest.raises(ConfigError, match=r"k: a top-k sweep \(k: \[5, 3\]\).*set one k"):
-        cfg_model(k=[5, 3])
-    assert cfg_model(k=5).ks == [5]
+    with pytest.raises(ConfigError, match=r"top_k: a sweep \(top_k: \[5, 3\]\).*set one top_k"):
+        cfg_model(top_k=[5, 3])
+    assert cfg_model(top_k=5).ks == [5]
 
 
 @pytest.mark.workflow
 def test_a_topk_sweep_over_imported_runs_stops_the_dag_in_one_line(workflow_factory):
     # Before the check, the DAG build stopped on the missing retrieve_k3 judge files.
-    wf = workflow_factory(release_config(k=[5, 3]))
+    wf = workflow_factory(release_config(top_k=[5, 3]))
     proc = wf.run("tables", "-n", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "MissingInputException" not in out
     lines = [line for line in out.splitlines() if line.startswith("memprobe:")]
-    assert len(lines) == 1 and "set one k" in lines[0], lines
+    assert len(lines) == 1 and "set one top_k" in lines[0], lines
 
 
 def test_import_retrieved_keeps_the_recorded_items_under_our_queries(tmp_path):

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from memprobe.agents import registry
 
 from memprobe.config import load_config
 from memprobe.llm.ledger import COLUMNS
+from memprobe.registry import systems as registry
 from memprobe.report import estimate
 from tests.helpers.workflow import ROOT
 

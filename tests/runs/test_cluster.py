@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from memprobe.agents import registry
 
+from memprobe.registry import systems as registry
 from memprobe.testing.memt_standin import StandIn
 from tests.helpers.fake_slurm import _opt
 from tests.helpers.workflow import ROOT, SNAKEMAKE, tiny_config

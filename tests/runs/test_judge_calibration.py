@@ -85,9 +85,12 @@ def test_a_judge_that_always_says_one_flags_every_b_cell(run_with):
         unflagged = [(c, v) for c, v, f in found if FLAG not in f]
         assert not unflagged, (table, unflagged)
     assert "Warning: the judge failed calibration" in (results / "report_header.rst").read_text()
-    wf.run("results/table2.csv", "--report", "report.html")
+    report = wf.run("results/table2.csv", "--report", "report.html")
     html = (wf.root / "report.html").read_text()
     assert "the judge failed calibration" in html
+    # The header is reStructuredText read by docutils: no error in the log, none in the page.
+    assert "Undefined substitution" not in report.stdout + report.stderr, report.stderr[-2000:]
+    assert "System Message" not in html and "system-message" not in html
     warnings = [line for line in proc.stderr.splitlines() if "memprobe: warning:" in line]
     assert len(warnings) == 1 and "results/judge_calibration.csv" in warnings[0]
     assert (results / "degenerate_labels.csv").exists()
