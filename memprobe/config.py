@@ -172,6 +172,25 @@ class LocalModel(_Strict):
     startup_timeout_s: float = Field(default=300.0, gt=0)
 
 
+class RateLimitValues(_Strict):
+    """An endpoint's limits as its provider states them (None: not limited)."""
+
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+
+
+class RateLimit(RateLimitValues):
+    """The run-wide limit of the default endpoint, and of roles with their own endpoint
+    (memprobe/llm/rate_limit.py; docs/cluster.md for a cluster)."""
+
+    roles: dict[Role, RateLimitValues] = Field(default_factory=dict)
+    # This machine's share of every limit: 1 on one machine; the cluster executors set it
+    # (rules/common.smk) so that the shares of all nodes add up to the limit.
+    share: float = Field(default=1.0, gt=0, le=1)
+    provider_signals: bool = True  # slow down on Retry-After and x-ratelimit-remaining-*
+    state_dir: str | None = None  # the shared buckets; unset: rate_limit/ beside llm.cache_dir
+
+
 class LLMSettings(_Strict):
     backend: Literal["openai", "local", "fake"]
     base_url: str | None = None
@@ -189,8 +208,22 @@ class LLMSettings(_Strict):
     cache_dir: str = ".cache/llm"
     roles: dict[Role, RoleOverride] = Field(default_factory=dict)
     local: LocalModel = Field(default_factory=LocalModel)
+    rate_limit: RateLimit = Field(default_factory=RateLimit)
 
     _url = field_validator("base_url")(_endpoint_url)
+
+    @model_validator(mode="after")
+    def _role_limits_need_own_endpoint(self) -> LLMSettings:
+        for role in self.rate_limit.roles:
+            over = self.roles.get(role)
+            if not (over and over.base_url and over.base_url != self.base_url):
+                raise KeyedError(
+                    f"llm.rate_limit.roles.{role}",
+                    f"rate_limit.roles.{role}: role {role} has no endpoint of its own "
+                    f"(llm.roles.{role}.base_url); the default endpoint's limit is "
+                    "llm.rate_limit.requests_per_minute / tokens_per_minute",
+                )
+        return self
 
     @model_validator(mode="after")
     def _openai_needs_base_url(self) -> LLMSettings:

@@ -21,6 +21,7 @@ import logging
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,9 +30,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from memprobe.config import Config, role_settings
-from memprobe.llm import cpu_cost, providers
+from memprobe.llm import cpu_cost, providers, rate_limit
 from memprobe.llm.cache import ResponseCache, request_key
 from memprobe.llm.ledger import Ledger
+from memprobe.llm.rate_limit import RateLimiter
 from memprobe.llm.providers import (
     FAKE_URL,
     Endpoint,
@@ -107,6 +109,7 @@ class LLM:
         concurrency: int = 4,
         resample_invalid: int = 2,
         cache_identity: str | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.role = role
         self.backend = backend
@@ -129,6 +132,8 @@ class LLM:
         self.cache_endpoint = self.endpoint.identity  # the endpoint's identity in cache keys
         self.provider: Provider = provider(self.endpoint)  # shared by the job's roles on it
         self._schemas: dict[type[BaseModel], dict[str, Any]] = {}
+        self.limiter = limiter  # the run's rate limit of this endpoint (llm.rate_limit)
+        self._waits = threading.local()  # seconds this thread's call spent waiting for it
 
     # -- transport ------------------------------------------------------------------------
     @property
@@ -254,8 +259,20 @@ class LLM:
         )
 
     def _one_request(self, req: dict[str, Any], key: str, reask: int) -> Reply:
-        """One request; a delivered reply without content is on the bill, then an error."""
-        reply = self.provider.complete(req)
+        """One request, inside the run's rate limit; a delivered reply without content is on
+        the bill, then an error."""
+        limiter = self.limiter
+        if limiter is None:
+            reply = self.provider.complete(req)
+        else:
+            taken, waited = limiter.acquire(req)
+            try:
+                reply = self.provider.complete(req, limiter.observe)
+            except providers.status_errors() as err:
+                limiter.observe(err.response.headers, err.status_code)  # type: ignore[attr-defined]
+                raise
+            waited += limiter.settle(taken, reply.prompt_tokens, reply.completion_tokens)
+            self._waits.s = getattr(self._waits, "s", 0.0) + waited
         if not reply.content:
             # Paid for (a reasoning model can spend all of max_tokens thinking): billed, retried.
             self._record(key, reply, 0.0, cached=False, reask=reask, status="empty")
@@ -337,6 +354,7 @@ class LLM:
         paid: Paid | None,
     ) -> str:
         start = time.monotonic()
+        self._waits.s = 0.0
         validate = _validator(schema) if schema is not None else None
         reply = self._with_retries(req, where, key, reask, validate)
         raises = 0
@@ -356,7 +374,8 @@ class LLM:
             raises += 1
             req = {**req, field: limit * 2}
             reply = self._with_retries(req, where, key, reask, validate)
-        latency = time.monotonic() - start
+        # The call's own time: a wait for the rate limit is the run's pace, not the endpoint's.
+        latency = time.monotonic() - start - self._waits.s
         # Cache first, ledger second: a kill between the two loses a ledger row, never pays
         # twice for a reply that a rerun can replay. A failed write is still on the bill.
         try:
@@ -515,6 +534,7 @@ def client_for(
         concurrency=cfg.llm.concurrency,
         resample_invalid=cfg.llm.resample_invalid,
         cache_identity=endpoint.identity,
+        limiter=rate_limit.for_endpoint(cfg, role, endpoint.backend, endpoint.identity),
     )
     return llm
 

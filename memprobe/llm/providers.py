@@ -26,7 +26,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -74,12 +74,16 @@ class Endpoint:
     timeout_s: float = 120.0
 
 
+Observe = Callable[[Mapping[str, str], int], None]  # a response's headers and status
+
+
 class Provider(Protocol):
     endpoint: Endpoint
 
-    def complete(self, req: dict[str, Any]) -> Reply:
+    def complete(self, req: dict[str, Any], observe: Observe | None = None) -> Reply:
         """Send one chat-completions request: ``status_errors()`` for an HTTP error status,
-        ``transport_errors()`` for no answer, ``InvalidReply``/``ValueError`` for a bad body."""
+        ``transport_errors()`` for no answer, ``InvalidReply``/``ValueError`` for a bad body.
+        ``observe`` sees a delivered reply's headers (the rate limiter reads them)."""
         ...
 
 
@@ -166,12 +170,14 @@ class OpenAICompatible:
             http_client=_http_client(ep.base_url, ep.timeout_s, ep.backend == "fake"),
         )
 
-    def complete(self, req: dict[str, Any]) -> Reply:
+    def complete(self, req: dict[str, Any], observe: Observe | None = None) -> Reply:
         import httpx2
 
         resp = self.client.post(
             "/chat/completions", cast_to=httpx2.Response, body=req, options=_BEARER_AUTH
         )
+        if observe is not None:
+            observe(resp.headers, resp.status_code)
         body = resp.json()  # a 200 whose body is not JSON: ValueError, retried by the caller
         choices = body.get("choices") if isinstance(body, dict) else None
         if not isinstance(choices, list):  # a 200 whose body was not a completion
