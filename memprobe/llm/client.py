@@ -33,7 +33,6 @@ from memprobe.config import Config, role_settings
 from memprobe.llm import cpu_cost, providers, rate_limit
 from memprobe.llm.cache import ResponseCache, request_key
 from memprobe.llm.ledger import Ledger
-from memprobe.llm.rate_limit import RateLimiter
 from memprobe.llm.providers import (
     FAKE_URL,
     Endpoint,
@@ -48,6 +47,7 @@ from memprobe.llm.providers import (
     provider,
     redact,
 )
+from memprobe.llm.rate_limit import RateLimiter
 
 if TYPE_CHECKING:
     import openai
@@ -271,6 +271,8 @@ class LLM:
             except providers.status_errors() as err:
                 limiter.observe(err.response.headers, err.status_code)  # type: ignore[attr-defined]
                 raise
+            finally:
+                limiter.landed()
             waited += limiter.settle(taken, reply.prompt_tokens, reply.completion_tokens)
             self._waits.s = getattr(self._waits, "s", 0.0) + waited
         if not reply.content:

@@ -117,7 +117,9 @@ class RateLimiter:
         self._pace_lock = FileLock(f"{self._pace_path}.lock")
         self._lock = threading.Lock()
         self._completion_mean = 0.0
+        self._call_mean = 0.0  # prompt + completion tokens of a call, on average
         self._completions = 0
+        self._inflight = 0  # this process's requests sent and not yet answered
         self.waited_s = 0.0  # all waits of this process, for the benchmark
         db = str(root / f"{name}.sqlite")
         self.unit = max(1, math.ceil((limits.tokens or 1) / TOKEN_ROWS))
@@ -144,13 +146,21 @@ class RateLimiter:
         waited = time.monotonic() - start
         with self._lock:
             self.waited_s += waited
+            self._inflight += 1
         return tokens, waited
+
+    def landed(self) -> None:
+        """A request acquired here was answered (or failed)."""
+        with self._lock:
+            self._inflight -= 1
 
     def settle(self, taken: int, prompt_tokens: int, completion_tokens: int) -> float:
         """Charge what the reply really cost beyond its estimate; the seconds waited for it."""
         with self._lock:
             self._completions += 1
             self._completion_mean += (completion_tokens - self._completion_mean) / self._completions
+            total = prompt_tokens + completion_tokens
+            self._call_mean += (total - self._call_mean) / self._completions
         start = time.monotonic()
         self._take_tokens(prompt_tokens + completion_tokens - taken)
         waited = time.monotonic() - start
@@ -182,22 +192,23 @@ class RateLimiter:
         gap = gap_until = 0.0
         if status == 429:
             hold = now + (retry_after_seconds(headers) or 1.0)
+        with self._lock:
+            inflight = max(1, self._inflight)
         for kind in ("requests", "tokens"):
             left = _count(headers, f"x-ratelimit-remaining-{kind}")
             reset = reset_seconds(headers.get(f"x-ratelimit-reset-{kind}"))
             if left is None or reset is None:
                 continue
             reset = min(reset, MAX_HOLD_S)
-            need = 1 if kind == "requests" else self.estimate({})
-            if left < need:
-                hold = max(hold, now + reset)
-                continue
+            per = 1 if kind == "requests" else max(1, round(self._call_mean))  # one call's worth
             limit = _count(headers, f"x-ratelimit-limit-{kind}") or getattr(self.limits, kind)
-            low = max(need, LOW_WATER * limit) if limit else need
-            if left < low:
-                # Spread what is left over the time to the reset (requests: one per gap).
-                per = 1 if kind == "requests" else need
-                gap = max(gap, reset / max(1, left // per))
+            # Low: under a tenth of the limit, or too little for the calls already on the way.
+            low = max(per * 2 * inflight, LOW_WATER * limit if limit else 0)
+            if left < per:
+                hold = max(hold, now + reset)
+            elif left < low:
+                # Spread what is left over the time to the reset: one call per gap.
+                gap = max(gap, reset / (left // per))
                 gap_until = max(gap_until, now + reset)
         if hold or gap:
             self._update_pace(hold, gap, gap_until)

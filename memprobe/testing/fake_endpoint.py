@@ -11,7 +11,9 @@ A fault spec (``--faults``, :class:`Faults`) makes the server misbehave at seede
 real endpoints do: 429 with Retry-After, 500, a held connection (client timeout), a body cut
 short, a 200 whose body is not JSON, reply content that is not JSON, JSON that breaks the
 schema, empty content. Whether attempt n of a request is faulted depends only on the seed, the
-request and n, so a run's faults do not depend on thread scheduling.
+request and n, so a run's faults do not depend on thread scheduling. Limits (``--limits``,
+:class:`Limits`) make it a rate-limited provider: requests and tokens per minute, with its
+rate-limit headers and 429s.
 """
 
 from __future__ import annotations
@@ -126,6 +128,84 @@ class Faults:
         return kind
 
 
+class Limits:
+    """A provider's rate limit: requests and tokens per ``window_s`` (sliding), answered the
+    way OpenAI-compatible APIs answer it. Every completion carries ``x-ratelimit-limit-*``,
+    ``x-ratelimit-remaining-*`` and ``x-ratelimit-reset-*`` (seconds until the window has room
+    again, e.g. ``1.5s``); a request past either limit gets a 429 with ``Retry-After`` and is
+    not counted. A request's tokens are its usage (prompt + completion), counted on arrival.
+    """
+
+    def __init__(self, rpm: int | None = None, tpm: int | None = None, window_s: float = 60.0):
+        if (rpm is not None and rpm < 1) or (tpm is not None and tpm < 1) or window_s <= 0:
+            raise ValueError("limits: rpm and tpm must be >= 1, window_s > 0")
+        self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
+        self.admitted: list[tuple[float, int]] = []  # (arrival, tokens), in order
+        self.log: list[tuple[float, int]] = []  # every admitted request, for tests
+        self.rejected = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def parse(cls, spec: str) -> Limits:
+        """``rpm=600,tpm=200000,window_s=60``."""
+        opts: dict[str, Any] = {}
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            name, sep, value = part.partition("=")
+            if not sep or name not in ("rpm", "tpm", "window_s"):
+                raise ValueError(f"limits: {part!r} is not rpm=N, tpm=N or window_s=S")
+            try:
+                opts[name] = float(value) if name == "window_s" else int(value)
+            except ValueError:
+                raise ValueError(f"limits: {name}: expected a number, got {value!r}") from None
+        return cls(**opts)
+
+    def admit(self, tokens: int) -> tuple[bool, dict[str, str]]:
+        """Whether a request of ``tokens`` is within the limits now, and the headers to send."""
+        with self._lock:
+            now = time.monotonic()
+            while self.admitted and self.admitted[0][0] <= now - self.window_s:
+                self.admitted.pop(0)
+            used = sum(t for _, t in self.admitted)
+            over_requests = self.rpm is not None and len(self.admitted) >= self.rpm
+            over_tokens = self.tpm is not None and used + tokens > self.tpm
+            ok = not (over_requests or over_tokens)
+            if ok:
+                self.admitted.append((now, tokens))
+                self.log.append((time.time(), tokens))
+                used += tokens
+            else:
+                self.rejected += 1
+            # reset: until the window is back to its full limit (the newest request has left)
+            full = self.admitted[-1][0] + self.window_s - now if self.admitted else 0.0
+            headers: dict[str, str] = {}
+            if self.rpm is not None:
+                headers |= _limit_headers("requests", self.rpm, self.rpm - len(self.admitted), full)
+            if self.tpm is not None:
+                headers |= _limit_headers("tokens", self.tpm, self.tpm - used, full)
+            if not ok:
+                headers["Retry-After"] = f"{self._room_in(now, tokens, over_requests):.3f}"
+            return ok, headers
+
+    def _room_in(self, now: float, tokens: int, over_requests: bool) -> float:
+        """Seconds until the oldest requests have left the window and this one fits."""
+        used = sum(t for _, t in self.admitted)
+        for i, (arrival, spent) in enumerate(self.admitted):
+            used -= spent
+            n = len(self.admitted) - i - 1
+            fits_tokens = self.tpm is None or used + tokens <= self.tpm
+            if (self.rpm is None or n < self.rpm) and fits_tokens:
+                return max(0.001, arrival + self.window_s - now)
+        return self.window_s
+
+
+def _limit_headers(kind: str, limit: int, left: int, reset: float) -> dict[str, str]:
+    return {
+        f"x-ratelimit-limit-{kind}": str(limit),
+        f"x-ratelimit-remaining-{kind}": str(max(0, left)),
+        f"x-ratelimit-reset-{kind}": f"{max(0.0, reset):.3f}s",
+    }
+
+
 class Gate:
     """Answer the first ``after`` completion requests, then hold every later one until
     ``release`` is set, and hang up unanswered: a test's kill point that depends on how many
@@ -181,6 +261,7 @@ def make_server(
     script: str | None = None,
     faults: Faults | None = None,
     latency: float = 0.0,
+    limits: Limits | None = None,
 ):
     pinned = Script(script)
 
@@ -259,6 +340,15 @@ def make_server(
             name = (fmt.get("json_schema") or {}).get("name", "")
             # Which bearer tokens arrived: lets a test prove a sentinel key was really sent.
             self.server.auth_seen.add(self.headers.get("Authorization", ""))  # type: ignore[attr-defined]
+            limits: Limits | None = self.server.limits  # type: ignore[attr-defined]
+            limit_headers: dict[str, str] = {}
+            if limits is not None:
+                usage = completion_body(body, fake_content(body))["usage"]
+                ok, limit_headers = limits.admit(usage["total_tokens"])
+                if not ok:
+                    err = {"error": {"message": "rate limit reached", "type": "requests"}}
+                    self._send(429, err, limit_headers)
+                    return
             # A fixed per-call latency, like a hosted model (benchmarks/): each request sleeps
             # in its own handler thread, so concurrency stays unlimited.
             if self.server.latency > 0:  # type: ignore[attr-defined]
@@ -271,12 +361,13 @@ def make_server(
             text = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
             reply = pinned.next(name, text) if name else None
             content = json.dumps(reply) if reply is not None else fake_content(body)
-            self._send(200, completion_body(body, content))
+            self._send(200, completion_body(body, content), limit_headers)
 
     server = ThreadingHTTPServer((host, port), Handler)
     # Attributes the handler reads off its server; tests may swap faults on a live server.
     server.faults = faults  # type: ignore[attr-defined]
     server.latency = latency  # type: ignore[attr-defined]
+    server.limits = limits  # type: ignore[attr-defined]
     server.auth_seen = set()  # type: ignore[attr-defined]
     # A Gate: tests hold requests after N.
     server.gate = None  # type: ignore[attr-defined]
@@ -289,5 +380,7 @@ def serve(
     script: str | None = None,
     faults: Faults | None = None,
     latency: float = 0.0,
+    limits: Limits | None = None,
 ) -> None:
-    serve_until_interrupted(make_server(host, port, script, faults, latency), "fake endpoint")
+    server = make_server(host, port, script, faults, latency, limits)
+    serve_until_interrupted(server, "fake endpoint")
