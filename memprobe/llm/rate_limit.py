@@ -202,11 +202,11 @@ class RateLimiter:
             reset = min(reset, MAX_HOLD_S)
             per = 1 if kind == "requests" else max(1, round(self._call_mean))  # one call's worth
             limit = _count(headers, f"x-ratelimit-limit-{kind}") or getattr(self.limits, kind)
-            # Low: under a tenth of the limit, or too little for the calls already on the way.
-            low = max(per * 2 * inflight, LOW_WATER * limit if limit else 0)
+            # What is left once this process's other calls on the way have arrived.
+            left -= per * (inflight - 1)
             if left < per:
                 hold = max(hold, now + reset)
-            elif left < low:
+            elif left < max(2 * per, LOW_WATER * limit if limit else 0):
                 # Spread what is left over the time to the reset: one call per gap.
                 gap = max(gap, reset / (left // per))
                 gap_until = max(gap_until, now + reset)

@@ -148,7 +148,9 @@ def test_a_429_holds_every_sender_until_its_retry_after(tmp_path):
 
 
 def test_a_configured_limit_keeps_the_run_under_the_providers(tmp_path):
-    ep, server = limited_endpoint(rpm=8, window_s=1.0)
+    # The provider allows 10 a second, the run is told 7: room for a loaded machine's jitter
+    # between taking a permit and the request's arrival.
+    ep, server = limited_endpoint(rpm=10, window_s=1.0)
     try:
         lim = RateLimiter(Limits(requests=7, window_s=1.0), tmp_path / "state", "ep", False)
         threads_done: list[int] = []
@@ -163,7 +165,7 @@ def test_a_configured_limit_keeps_the_run_under_the_providers(tmp_path):
             t.join(60)
         assert threads_done == [10, 10]
         assert server.rejected == 0
-        assert most_in_any_window([t for t, _ in server.log], 1.0 - 0.03) <= 8
+        assert most_in_any_window([t for t, _ in server.log], 0.9) <= 7
     finally:
         ep.close()
 
