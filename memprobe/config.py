@@ -191,6 +191,20 @@ class RateLimit(RateLimitValues):
     state_dir: str | None = None  # the shared buckets; unset: rate_limit/ beside llm.cache_dir
 
 
+class Price(_Strict):
+    """USD per million tokens of one model."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+class Progress(_Strict):
+    """The run's progress line (memprobe/report/progress.py)."""
+
+    interval_s: float = Field(default=60.0, ge=0, description="0: only the summary at the end")
+    prices: dict[str, Price] = Field(default_factory=dict)  # per model, for the money so far
+
+
 class LLMSettings(_Strict):
     backend: Literal["openai", "local", "fake"]
     base_url: str | None = None
@@ -516,6 +530,7 @@ class Config(_Strict):
     # config/release-compat.yaml).
     protocol: Literal["paper", "release_compat"] | None = None
     llm: LLMSettings
+    progress: Progress = Field(default_factory=Progress)
 
     @field_validator("dims_per_category")
     @classmethod

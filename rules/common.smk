@@ -60,6 +60,20 @@ if (
     CFG.llm.cache_dir = os.path.join(_storage.default_storage_prefix, CFG.llm.cache_dir)
     config["llm"]["cache_dir"] = CFG.llm.cache_dir
 
+# llm.rate_limit on a cluster: nodes share no lock (SQLite file locks do not hold over NFS), so
+# each node keeps its buckets on local disk and takes 1/llm_slots of every limit: at most
+# llm_slots LLM jobs run at once, however they land, so the shares never add up to more than
+# the limit (docs/cluster.md). A share or state_dir set in a config wins.
+_slots = workflow.global_resources.get("llm_slots")
+if not workflow.local_exec and _slots:
+    _given = config.setdefault("llm", {}).setdefault("rate_limit", {})
+    CFG.llm.rate_limit.share = _given.setdefault(
+        "share", 1 / int(getattr(_slots, "value", _slots))
+    )
+    CFG.llm.rate_limit.state_dir = _given.setdefault(
+        "state_dir", "/tmp/memprobe-rate-limit"
+    )
+
 # Jobs that see files only through a storage provider (Kubernetes pods) start in a fresh
 # environment and get only the variables declared as envvars, which the plugin passes through
 # a Kubernetes Secret (never in the job spec or argv). So the API key variables the config
@@ -283,6 +297,34 @@ EMBED_SERVER = (
 )
 
 
+# The progress line (memprobe/report/progress.py): started onstart, its summary at the end.
+PROGRESS = []
+
+
+def jobs_done():
+    """(jobs finished, jobs in the run) as Snakemake's own progress counts them."""
+    scheduler = getattr(workflow, "scheduler", None)
+    dag = getattr(workflow, "dag", None)
+    return (scheduler.finished_jobs if scheduler else 0), (len(dag) if dag else 0)
+
+
+def start_progress():
+    from memprobe.report import progress
+
+    slots = workflow.global_resources.get("llm_slots")
+    try:
+        predicted = progress.predict(CFG, int(getattr(slots, "value", slots) or 1))
+    except (OSError, ValueError, KeyError) as err:
+        print(f"memprobe: progress line without an estimate ({err})", file=sys.stderr)
+        predicted = None
+    PROGRESS.append(progress.Reporter(CFG, jobs_done, predicted).start())
+
+
+def end_progress():
+    while PROGRESS:
+        PROGRESS.pop().stop()
+
+
 onstart:
     if workflow.local_exec:
         workflow.envvars.difference_update(KEY_ENVVARS)
@@ -314,9 +356,11 @@ onstart:
             calibration.stop_if_failed(CFG, ANCHORS, prompt("recovery_judge"))
         except calibration.CalibrationError as err:
             sys.exit(f"memprobe: {err}")
+    start_progress()
 
 
 onsuccess:
+    end_progress()
     if CFG.llm.backend == "local":
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:
@@ -328,6 +372,7 @@ onsuccess:
 
 
 onerror:
+    end_progress()
     if CFG.llm.backend == "local":
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:

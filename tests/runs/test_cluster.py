@@ -19,6 +19,7 @@ import yaml
 from memprobe.agents import registry
 
 from memprobe.testing.memt_standin import StandIn
+from memprobe.workflow import shell_job
 from tests.helpers.fake_slurm import _opt
 from tests.helpers.workflow import ROOT, SNAKEMAKE, tiny_config
 
@@ -185,6 +186,12 @@ def test_slurm_submits_gpu_flags_for_memt_only_and_caps_llm_jobs(
     observed = max_overlap(llm)
     print(f"\nsubmissions={len(subs)} llm_jobs={len(llm)} max_concurrent_llm={observed} cap={cap}")
     assert 1 <= observed <= cap
+    # Each node's limiter takes 1/llm_slots of llm.rate_limit, in node-local files.
+    (exported,) = {
+        json.dumps(json.loads(p.read_text())["llm"]["rate_limit"], sort_keys=True)
+        for p in (wf.root / shell_job.CONFIG_DIR).glob("config-*.json")
+    }
+    assert json.loads(exported) == {"share": 1 / cap, "state_dir": "/tmp/memprobe-rate-limit"}
 
 
 @pytest.mark.workflow
