@@ -66,9 +66,9 @@ def copy_workflow(dest: Path) -> None:
             shutil.copy2(src, dest / part)
 
 
-def start_endpoint(latency: float) -> tuple[subprocess.Popen, str]:
+def start_endpoint(latency: float, *extra: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [MEMPROBE, "fake-endpoint", "--port", "0", "--latency", str(latency)],
+        [MEMPROBE, "fake-endpoint", "--port", "0", "--latency", str(latency), *extra],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -9,9 +9,10 @@ before it is sent and the rest once the usage comes back.
 
 The provider's own signals tighten that budget for every process of the run, through a small
 shared pacing file beside the buckets: a 429's Retry-After holds every sender until then; an
-``x-ratelimit-remaining-*`` of 0 (or fewer tokens than a call needs) holds them until the
-matching ``x-ratelimit-reset-*``; a remaining count under a tenth of the limit spreads what is
-left evenly over the time to the reset, so the run slows down before the 429s come.
+``x-ratelimit-remaining-*`` under a tenth of the limit (or under what this process has on the
+way) paces every sender at the rate the provider refills (``x-ratelimit-reset-*`` is when it is
+full again) until the reset, and too little left for one call holds them for one refill step:
+the run slows down before the 429s come.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ WINDOW_S = 60.0  # the providers' window: requests and tokens per minute
 # unit of weight): a unit is tokens_per_minute / TOKEN_ROWS tokens, rounded up.
 TOKEN_ROWS = 1000
 LOW_WATER = 0.1  # below this share of the limit left, pace what is left until the reset
+# Paced a tenth slower than the provider refills: a request that arrives a moment early at
+# exactly its rate would find the bucket a hair short.
+PACE_MARGIN = 1.1
 MAX_HOLD_S = 120.0  # never trust a signal to stop the run for longer than this at once
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 
@@ -202,13 +206,19 @@ class RateLimiter:
             reset = min(reset, MAX_HOLD_S)
             per = 1 if kind == "requests" else max(1, round(self._call_mean))  # one call's worth
             limit = _count(headers, f"x-ratelimit-limit-{kind}") or getattr(self.limits, kind)
+            # Seconds the provider takes to give back one call's worth: it refills what was
+            # used (limit - left) by the reset; without a limit, what is left must last till then.
+            if limit and limit > left:
+                per_call = PACE_MARGIN * per * reset / (limit - left)
+            else:
+                per_call = reset / max(1, left // per)
             # What is left once this process's other calls on the way have arrived.
-            left -= per * (inflight - 1)
-            if left < per:
-                hold = max(hold, now + reset)
-            elif left < max(2 * per, LOW_WATER * limit if limit else 0):
-                # Spread what is left over the time to the reset: one call per gap.
-                gap = max(gap, reset / (left // per))
+            ahead = left - per * (inflight - 1)
+            if ahead < per:
+                hold = max(hold, now + per_call * (per - ahead) / per)  # until it has refilled
+            elif ahead < max(2 * per, LOW_WATER * limit if limit else 0):
+                # Running low: one call per refill step until the reset.
+                gap = max(gap, per_call)
                 gap_until = max(gap_until, now + reset)
         if hold or gap:
             self._update_pace(hold, gap, gap_until)

@@ -129,20 +129,22 @@ class Faults:
 
 
 class Limits:
-    """A provider's rate limit: requests and tokens per ``window_s`` (sliding), answered the
-    way OpenAI-compatible APIs answer it. Every completion carries ``x-ratelimit-limit-*``,
-    ``x-ratelimit-remaining-*`` and ``x-ratelimit-reset-*`` (seconds until the window has room
-    again, e.g. ``1.5s``); a request past either limit gets a 429 with ``Retry-After`` and is
-    not counted. A request's tokens are its usage (prompt + completion), counted on arrival.
+    """A provider's rate limit: requests and tokens per ``window_s``, as buckets that refill
+    continuously (``rpm`` requests, ``tpm`` tokens per window; full at the start), the way
+    OpenAI-compatible APIs describe theirs. Every completion carries ``x-ratelimit-limit-*``,
+    ``x-ratelimit-remaining-*`` and ``x-ratelimit-reset-*`` (seconds until the bucket is full
+    again, e.g. ``1.5s``); a request past either gets a 429 with ``Retry-After`` (seconds until
+    it would fit) and takes nothing. A request's tokens are its usage, counted on arrival.
     """
 
     def __init__(self, rpm: int | None = None, tpm: int | None = None, window_s: float = 60.0):
         if (rpm is not None and rpm < 1) or (tpm is not None and tpm < 1) or window_s <= 0:
             raise ValueError("limits: rpm and tpm must be >= 1, window_s > 0")
         self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
-        self.admitted: list[tuple[float, int]] = []  # (arrival, tokens), in order
-        self.log: list[tuple[float, int]] = []  # every admitted request, for tests
+        self.level = {"requests": float(rpm or 0), "tokens": float(tpm or 0)}
+        self.log: list[tuple[float, int]] = []  # (time, tokens) of every admitted request
         self.rejected = 0
+        self._last = time.monotonic()
         self._lock = threading.Lock()
 
     @classmethod
@@ -159,43 +161,35 @@ class Limits:
                 raise ValueError(f"limits: {name}: expected a number, got {value!r}") from None
         return cls(**opts)
 
+    def _limits(self) -> dict[str, int]:
+        return {k: n for k, n in (("requests", self.rpm), ("tokens", self.tpm)) if n}
+
     def admit(self, tokens: int) -> tuple[bool, dict[str, str]]:
         """Whether a request of ``tokens`` is within the limits now, and the headers to send."""
         with self._lock:
             now = time.monotonic()
-            while self.admitted and self.admitted[0][0] <= now - self.window_s:
-                self.admitted.pop(0)
-            used = sum(t for _, t in self.admitted)
-            over_requests = self.rpm is not None and len(self.admitted) >= self.rpm
-            over_tokens = self.tpm is not None and used + tokens > self.tpm
-            ok = not (over_requests or over_tokens)
-            if ok:
-                self.admitted.append((now, tokens))
+            limits = self._limits()
+            for kind, limit in limits.items():  # refill since the last request
+                rate = limit / self.window_s
+                self.level[kind] = min(limit, self.level[kind] + (now - self._last) * rate)
+            self._last = now
+            need = {"requests": 1, "tokens": tokens}
+            short = {k: need[k] - self.level[k] for k in limits if self.level[k] < need[k]}
+            if not short:
+                for kind in limits:
+                    self.level[kind] -= need[kind]
                 self.log.append((time.time(), tokens))
-                used += tokens
             else:
                 self.rejected += 1
-            # reset: until the window is back to its full limit (the newest request has left)
-            full = self.admitted[-1][0] + self.window_s - now if self.admitted else 0.0
             headers: dict[str, str] = {}
-            if self.rpm is not None:
-                headers |= _limit_headers("requests", self.rpm, self.rpm - len(self.admitted), full)
-            if self.tpm is not None:
-                headers |= _limit_headers("tokens", self.tpm, self.tpm - used, full)
-            if not ok:
-                headers["Retry-After"] = f"{self._room_in(now, tokens, over_requests):.3f}"
-            return ok, headers
-
-    def _room_in(self, now: float, tokens: int, over_requests: bool) -> float:
-        """Seconds until the oldest requests have left the window and this one fits."""
-        used = sum(t for _, t in self.admitted)
-        for i, (arrival, spent) in enumerate(self.admitted):
-            used -= spent
-            n = len(self.admitted) - i - 1
-            fits_tokens = self.tpm is None or used + tokens <= self.tpm
-            if (self.rpm is None or n < self.rpm) and fits_tokens:
-                return max(0.001, arrival + self.window_s - now)
-        return self.window_s
+            for kind, limit in limits.items():
+                left = self.level[kind]
+                full_in = (limit - left) * self.window_s / limit
+                headers |= _limit_headers(kind, limit, int(left), full_in)
+            if short:
+                wait = max(n * self.window_s / limits[k] for k, n in short.items())
+                headers["Retry-After"] = f"{max(0.001, wait):.3f}"
+            return not short, headers
 
 
 def _limit_headers(kind: str, limit: int, left: int, reset: float) -> dict[str, str]:
@@ -318,6 +312,11 @@ def make_server(
                 self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
             elif self.path.rstrip("/").endswith("/health"):
                 self._send(200, {"status": "ok"})
+            elif self.path.rstrip("/").endswith("/rate-limit-stats"):
+                # What the limits did (benchmarks/rate_limit_bench.py): admitted, answered 429.
+                limits = self.server.limits  # type: ignore[attr-defined]
+                admitted, rejected = (len(limits.log), limits.rejected) if limits else (0, 0)
+                self._send(200, {"admitted": admitted, "rejected": rejected})
             else:
                 self._send(404, {"error": {"message": "not found"}})
 
