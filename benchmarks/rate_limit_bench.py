@@ -215,7 +215,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-unlimited", action="store_true", help="skip the pass without limiter")
     ap.add_argument("--keep", action="store_true", help="keep the temp workflow copies")
-    ap.add_argument("--out", default=str(rb.ROOT / "benchmarks" / "RESULTS-rate-limit.md"))
+    ap.add_argument("--out", default=str(rb.ROOT / "benchmarks" / "results-rate-limit.md"))
     args = ap.parse_args()
 
     runs = [one_pass(args, "limited", True)]

@@ -1,4 +1,5 @@
 # Config validation, run-wide names and path helpers shared by every rule file.
+import json
 import os
 import re
 import shlex
@@ -63,16 +64,25 @@ if (
 # llm.rate_limit on a cluster: nodes share no lock (SQLite file locks do not hold over NFS), so
 # each node keeps its buckets on local disk and takes 1/llm_slots of every limit: at most
 # llm_slots LLM jobs run at once, however they land, so the shares never add up to more than
-# the limit (docs/cluster.md). A share or state_dir set in a config wins.
+# the limit (docs/cluster.md). A share or state_dir set in a config wins. Jobs re-read the
+# config on their node: it reaches them as a --config entry of their command line.
 _slots = workflow.global_resources.get("llm_slots")
 if not workflow.local_exec and _slots:
     _given = config.setdefault("llm", {}).setdefault("rate_limit", {})
-    CFG.llm.rate_limit.share = _given.setdefault(
-        "share", 1 / int(getattr(_slots, "value", _slots))
-    )
-    CFG.llm.rate_limit.state_dir = _given.setdefault(
-        "state_dir", "/tmp/memprobe-rate-limit"
-    )
+    _node_share = {
+        "share": _given.get("share", 1 / int(getattr(_slots, "value", _slots))),
+        "state_dir": _given.get("state_dir", "/tmp/memprobe-rate-limit"),
+    }
+    _given.update(_node_share)
+    CFG.llm.rate_limit.share = _node_share["share"]
+    CFG.llm.rate_limit.state_dir = _node_share["state_dir"]
+    if (
+        "llm" not in workflow.config_settings.config
+    ):  # a --config llm=... of yours is passed on
+        workflow.config_settings.config_args = [
+            *(workflow.config_settings.config_args or []),
+            "llm=" + json.dumps({"rate_limit": _node_share}),
+        ]
 
 # Jobs that see files only through a storage provider (Kubernetes pods) start in a fresh
 # environment and get only the variables declared as envvars, which the plugin passes through
