@@ -61,28 +61,27 @@ if (
     CFG.llm.cache_dir = os.path.join(_storage.default_storage_prefix, CFG.llm.cache_dir)
     config["llm"]["cache_dir"] = CFG.llm.cache_dir
 
-# llm.rate_limit on a cluster: nodes share no lock (SQLite file locks do not hold over NFS), so
-# each node keeps its buckets on local disk and takes 1/llm_slots of every limit: at most
-# llm_slots LLM jobs run at once, however they land, so the shares never add up to more than
-# the limit (docs/cluster.md). A share or state_dir set in a config wins. Jobs re-read the
-# config on their node: it reaches them as a --config entry of their command line.
-_slots = workflow.global_resources.get("llm_slots")
-if not workflow.local_exec and _slots:
-    _given = config.setdefault("llm", {}).setdefault("rate_limit", {})
-    _node_share = {
-        "share": _given.get("share", 1 / int(getattr(_slots, "value", _slots))),
-        "state_dir": _given.get("state_dir", "/tmp/memprobe-rate-limit"),
+
+def share_rate_limit_across_nodes():
+    """llm.rate_limit under a cluster executor (known from onstart on): nodes share no lock
+    (SQLite file locks do not hold over NFS), so each node keeps its buckets on local disk and
+    takes 1/llm_slots of every limit: at most llm_slots LLM jobs run at once, however they
+    land, so the shares never add up to more than the limit (docs/cluster.md). A share or
+    state_dir set in a config wins. Jobs re-read the config on their node: it reaches them as
+    a --config entry of their command line."""
+    slots = workflow.global_resources.get("llm_slots")
+    if workflow.local_exec or not slots or "llm" in workflow.config_settings.config:
+        return  # a --config llm=... of yours is passed on as it is
+    given = config.setdefault("llm", {}).setdefault("rate_limit", {})
+    node = {
+        "share": given.get("share", 1 / int(getattr(slots, "value", slots))),
+        "state_dir": given.get("state_dir", "/tmp/memprobe-rate-limit"),
     }
-    _given.update(_node_share)
-    CFG.llm.rate_limit.share = _node_share["share"]
-    CFG.llm.rate_limit.state_dir = _node_share["state_dir"]
-    if (
-        "llm" not in workflow.config_settings.config
-    ):  # a --config llm=... of yours is passed on
-        workflow.config_settings.config_args = [
-            *(workflow.config_settings.config_args or []),
-            "llm=" + json.dumps({"rate_limit": _node_share}),
-        ]
+    workflow.config_settings.config_args = [
+        *(workflow.config_settings.config_args or []),
+        "llm=" + json.dumps({"rate_limit": node}),
+    ]
+
 
 # Jobs that see files only through a storage provider (Kubernetes pods) start in a fresh
 # environment and get only the variables declared as envvars, which the plugin passes through
@@ -338,6 +337,7 @@ def end_progress():
 onstart:
     if workflow.local_exec:
         workflow.envvars.difference_update(KEY_ENVVARS)
+    share_rate_limit_across_nodes()
     try:
         preflight.check(CFG, local_files=getattr(workflow, "local_exec", True))
     except preflight.PreflightError as err:

@@ -186,12 +186,14 @@ def test_slurm_submits_gpu_flags_for_memt_only_and_caps_llm_jobs(
     observed = max_overlap(llm)
     print(f"\nsubmissions={len(subs)} llm_jobs={len(llm)} max_concurrent_llm={observed} cap={cap}")
     assert 1 <= observed <= cap
-    # Each node's limiter takes 1/llm_slots of llm.rate_limit, in node-local files.
-    (exported,) = {
-        json.dumps(json.loads(p.read_text())["llm"]["rate_limit"], sort_keys=True)
+    # Each node's limiter takes 1/llm_slots of llm.rate_limit, in node-local files: the job
+    # steps' configs say so (Snakemake's own was written before it knew the executor).
+    limits = [
+        json.loads(p.read_text())["llm"].get("rate_limit")
         for p in (wf.root / shell_job.CONFIG_DIR).glob("config-*.json")
-    }
-    assert json.loads(exported) == {"share": 1 / cap, "state_dir": "/tmp/memprobe-rate-limit"}
+    ]
+    assert {"share": 1 / cap, "state_dir": "/tmp/memprobe-rate-limit"} in limits
+    assert all(x is None or x["share"] == 1 / cap for x in limits), limits
 
 
 @pytest.mark.workflow
