@@ -2,7 +2,8 @@
 
     python benchmarks/rate_limit_bench.py --users 2 --systems nomem longctx_full
 
-Paper scale (50 users x the five systems, memt through its stand-in, 31 targets, 25 turns; many
+Paper scale (50 users x the five systems, memt through its stand-in
+(memprobe/testing/memt_standin.py, started here), 31 targets, 25 turns; many
 hours at limits that bind; not run on the shared 2-core machine):
 
     python benchmarks/rate_limit_bench.py --users 50 --dims 7/7/7/5/5 \\
@@ -50,6 +51,7 @@ import run_bench as rb  # noqa: E402
 from memprobe.config import load_config  # noqa: E402
 from memprobe.report import estimate  # noqa: E402
 from memprobe.report.jobdag import Dag, critical_path  # noqa: E402
+from memprobe.testing.memt_standin import StandIn  # noqa: E402
 
 LOST = re.compile(r"no reply from .* after \d+ attempt\(s\)")
 
@@ -94,8 +96,11 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
     rb.copy_workflow(wd)
     limits = f"rpm={args.rpm},tpm={args.tpm}"
     endpoint, base_url = rb.start_endpoint(args.latency, "--limits", limits)
+    standin = StandIn() if "memt" in args.systems else None  # Mem-T-4B's stand-in: no limit
     try:
         raw = rb.bench_config(args, base_url)
+        if standin is not None:
+            raw["memt"] = {"endpoint": standin.base_url}
         raw["llm"]["max_attempts"] = args.max_attempts
         raw["llm"]["rate_limit"] = (
             {"requests_per_minute": args.rpm, "tokens_per_minute": args.tpm}
@@ -170,6 +175,8 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
     finally:
         endpoint.terminate()
         endpoint.wait(timeout=10)
+        if standin is not None:
+            standin.close()
         if not args.keep:
             shutil.rmtree(wd, ignore_errors=True)
 
