@@ -7,6 +7,7 @@ names the offending key and what was expected.
 
 from __future__ import annotations
 
+import os
 import re
 from functools import cache
 from pathlib import Path
@@ -65,6 +66,7 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "simulator.max_reply_chars": None,
     "slotfill.context_tokens": 245_000,
     "slotfill.overflow": "flag",
+    "judge.form": "llm",
     "judge.degenerate_as_unknown": False,
     "compat.longctx_drop_final_reply": False,
     "compat.retrieve_attribution_empty_transcript": False,
@@ -140,8 +142,9 @@ def _endpoint_url(v: str | None) -> str | None:
     return v
 
 
-# Flags of memt.vllm_args that would undo what vllm_server sets: loopback only, the run's key.
-_VLLM_RESERVED = ("--host", "--api-key")
+# Flags of memt.vllm_args that would undo what vllm_server sets: a Unix socket in a private
+# directory (no TCP port), the run's key.
+_VLLM_RESERVED = ("--host", "--port", "--uds", "--api-key")
 
 
 class RoleOverride(_Strict):
@@ -278,20 +281,82 @@ class SlotFill(_Strict):
     overflow: Literal["flag", "chunked"] = "flag"
 
 
-class JudgeSettings(_Strict):
-    """How far the run trusts its recovery judge (memprobe/protocol/calibration.py).
+def parse_users(spec: str) -> set[int]:
+    """``"26-50"`` or ``"1-10,15"`` -> user numbers; ValueError naming the bad part."""
+    out: set[int] = set()
+    for part in spec.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m or (m[2] and int(m[2]) < int(m[1])):
+            raise ValueError(
+                f"{spec!r}: expected user numbers or ranges, e.g. '26-50' or '1-10,15'"
+            )
+        out.update(range(int(m[1]), int(m[2] or m[1]) + 1))
+    return out
 
-    Before its B numbers count, the judge scores the anchors of config/judge_calibration.yaml.
-    Below ``min_kappa`` or above ``max_bias`` it fails: ``warn`` flags every B cell, ``stop``
-    ends the run after the calibration, before any rollout.
+
+class JudgeCalibration(_Strict):
+    """What the judge is checked against before its B counts (memprobe/protocol/calibration.py).
+
+    ``source: anchors`` scores the hand-written anchors of config/judge_calibration.yaml;
+    ``source: release`` scores ``n`` pairs the paper's judge scored in the authors' release
+    (``release_dir``, default the run's ``release_dir``), drawn with the run's seed from
+    ``users``, ``n / 5`` per recorded level (docs/release-format.md §2.8).
     """
 
-    calibration: Literal["warn", "stop"] = "warn"
+    on_fail: Literal["warn", "stop"] = "warn"
+    source: Literal["anchors", "release"] = "anchors"
+    release_dir: str | None = None
+    n: int = Field(default=200, ge=5)
+    users: str = "26-50"
+
+    @field_validator("n")
+    @classmethod
+    def _equal_per_level(cls, v: int) -> int:
+        if v % 5:
+            raise ValueError(f"{v}: expected a multiple of 5 (equal pairs per rubric level)")
+        return v
+
+    @field_validator("users")
+    @classmethod
+    def _users(cls, v: str) -> str:
+        parse_users(v)
+        return v
+
+
+class JudgeSettings(_Strict):
+    """How the run judges recovery and how far it trusts its judge.
+
+    ``form: llm`` asks the judge role's model; ``form: scorer`` grades with the offline judge
+    fitted on the paper's judge (memprobe/protocol/offline_judge.py, figures in ``scorer``).
+    Before its B numbers count, the judge is calibrated (``calibration``). Below ``min_kappa``
+    or above ``max_bias`` it fails: ``on_fail: warn`` flags every B cell, ``stop`` ends the run
+    after the calibration, before any rollout. ``cross_check`` (an LLM judge only) also grades
+    every label with the offline judge and flags the B cells where the two means differ by more
+    than ``cross_check_margin``.
+    """
+
+    form: Literal["llm", "scorer"] = "llm"
+    scorer: str = "config/offline_judge.yaml"
+    calibration: JudgeCalibration = Field(default_factory=JudgeCalibration)
     min_kappa: float = Field(default=0.6, ge=-1.0, le=1.0)
     max_bias: float = Field(default=0.15, ge=0.0, le=1.0)
     # Score a slot-fill label that names the slot (category, dimension, axis question) as
     # "unknown" instead of asking the judge: a protocol difference (docs/fidelity.md).
     degenerate_as_unknown: bool = False
+    cross_check: bool = False
+    cross_check_margin: float = Field(default=0.1, gt=0.0, le=1.0)
+
+    @field_validator("calibration", mode="before")
+    @classmethod
+    def _on_fail_shorthand(cls, v: Any) -> Any:
+        # `judge.calibration: stop` (the earlier form) still means on_fail: stop.
+        return {"on_fail": v} if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _cross_check_needs_llm(self) -> JudgeSettings:
+        if self.cross_check and self.form != "llm":
+            raise ValueError("cross_check: the offline judge would check itself; needs form: llm")
+        return self
 
 
 class TaskGen(_Strict):
@@ -403,7 +468,6 @@ class MemT(_Strict):
     observation_sources: bool = False
     vllm_bin: str = Field(default="vllm", description="the vllm executable of envs/vllm.yaml")
     vllm_args: list[str] = Field(default_factory=list)
-    port: int = Field(default=0, ge=0, le=65535, description="0 = pick a free port")
     startup_timeout_s: float = Field(default=900.0, gt=0)
     # SLURM placement of the memt jobs; set here, not per rule, so only memt jobs get a GPU.
     gpu_model: str | None = None
@@ -417,8 +481,8 @@ class MemT(_Strict):
         for arg in v:
             if arg.split("=", 1)[0] in _VLLM_RESERVED:
                 raise ValueError(
-                    f"{arg.split('=', 1)[0]} is set by memprobe (loopback only, the run's key "
-                    "through VLLM_API_KEY); remove it"
+                    f"{arg.split('=', 1)[0]} is set by memprobe (a Unix socket in a private "
+                    "directory, the run's key through VLLM_API_KEY); remove it"
                 )
         return v
 
@@ -607,6 +671,18 @@ class Config(_Strict):
         return str(Path(self.users.release_dir) / self.release.pool_file)
 
     @model_validator(mode="after")
+    def _calibration_release(self) -> Config:
+        cal = self.judge.calibration
+        if cal.source == "release":
+            cal.release_dir = cal.release_dir or self.users.release_dir
+            if not cal.release_dir:
+                raise ValueError(
+                    "judge.calibration.release_dir: required when judge.calibration.source "
+                    "is 'release' (or pass --config release_dir=PATH)"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _memt_reachable(self) -> Config:
         serving = self.memt.endpoint or self.memt.serve or self.release.import_runs
         if "memt" in self.systems and not serving:
@@ -742,18 +818,51 @@ def _holds(raw: dict[str, Any], loc: tuple[Any, ...]) -> bool:
     return True
 
 
-def read_config_file(path: str) -> dict[str, Any]:
-    """One YAML config file as a mapping (ConfigError naming the file otherwise)."""
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """One YAML config file as a mapping, or a ConfigError naming the file (and the line).
+
+    Every reader of a config file comes here (the Snakefile, ``memprobe estimate``,
+    ``memprobe local-server``): a key twice in one mapping is refused (YAML loaders keep the
+    last one silently, so half of a config would be ignored without a word), and so is a key
+    that is not a plain value (a list or mapping as a key)."""
     import yaml
 
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh) or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(f"{path}: cannot read a YAML config ({err})") from None
+            data = yaml.load(fh, Loader=_strict_loader(str(path))) or {}  # noqa: S506  safe
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        why = " ".join(str(err).split())  # YAML's messages span lines
+        raise ConfigError(f"{path}: cannot read a YAML config ({why})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config file must be a mapping of keys")
     return data
+
+
+def _strict_loader(path: str) -> Any:
+    """A SafeLoader that refuses repeated and unhashable mapping keys in ``path``."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: Loader, node: yaml.MappingNode) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node)
+            where = f"{path}: line {key_node.start_mark.line + 1}"
+            try:
+                repeated = key in seen
+            except TypeError:
+                raise ConfigError(
+                    f"{where}: a key must be a plain value, not a {type(key).__name__}"
+                ) from None
+            if repeated:
+                raise ConfigError(f"{where}: key {key!r} appears twice")
+            seen.add(key)
+        return loader.construct_mapping(node)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Loader
 
 
 def load_layers(layers: list[tuple[str, dict[str, Any]]]) -> Config:
@@ -797,31 +906,3 @@ def role_settings(cfg: Config, role: str) -> dict[str, Any]:
         ),
         "max_tokens": over.max_tokens or cfg.llm.max_tokens,
     }
-
-
-def check_yaml_keys(paths: Any) -> None:
-    """Refuse a key that appears twice in one YAML mapping (YAML loaders keep the last one
-    silently, so half of a config would be ignored without a word)."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    def mapping(loader: Loader, node: yaml.MappingNode) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node)
-            if key in seen:
-                raise ConfigError(
-                    f"{path}: line {key_node.start_mark.line + 1}: key {key!r} appears twice"
-                )
-            seen.add(key)
-        return loader.construct_mapping(node)
-
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    for path in map(str, paths):
-        try:
-            with open(path, encoding="utf-8") as fh:
-                yaml.load(fh, Loader=Loader)  # noqa: S506  a SafeLoader subclass
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue  # unreadable files are Snakemake's to report; duplicates are ours

@@ -11,15 +11,13 @@ from memprobe.workflow import config_slices
 from memprobe.serving import embed_service
 from memprobe.workflow import preflight
 from memprobe.workflow import shell_job
+from memprobe.workflow import step
+from memprobe.release import judge_verdicts
 from memprobe.spec import taxonomy
 from memprobe.agents import registry
-from memprobe.config import (
-    PROMPT_STAGES,
-    ConfigError,
-    check_yaml_keys,
-    load_layers,
-    read_config_file,
-)
+from memprobe.config import PROMPT_STAGES, ConfigError, load_layers, read_config_file
+from memprobe.spec import recovery_log
+from memprobe.spec.records import RecordError
 from memprobe.vocabulary import MODES
 
 
@@ -35,8 +33,7 @@ def config_layers():
 
 
 try:
-    check_yaml_keys(workflow.configfiles)
-    CFG = load_layers(config_layers())
+    CFG = load_layers(config_layers())  # read_config_file refuses a key given twice
 except ConfigError as err:
     sys.exit(f"memprobe: {err}")
 
@@ -360,13 +357,37 @@ onstart:
             local_server.start_for_run(CFG)
         except local_server.LocalModelError as err:
             sys.exit(f"memprobe: {err}")
-    # judge.calibration: stop: a judge that fails the anchors ends the run before any job.
-    if CFG.judge.calibration == "stop" and not CFG.release.import_runs:
+    # judge.calibration.on_fail: stop: a judge that fails calibration ends the run before any job.
+    if CFG.judge.calibration.on_fail == "stop" and not CFG.release.import_runs:
         try:
-            calibration.stop_if_failed(CFG, ANCHORS, prompt("recovery_judge"))
+            with step.wire_to("logs/judge_calibration_onstart.log"):
+                pairs = judge_verdicts.calibration_pairs(CFG, ANCHORS)
+                calibration.stop_if_failed(
+                    CFG, pairs, prompt("recovery_judge"), POOL
+                )
         except calibration.CalibrationError as err:
             sys.exit(f"memprobe: {err}")
     start_progress()
+
+
+def recovery_lines():
+    """The run's closing lines on recovered replies (memprobe/spec/recovery_log.py): those of
+    the jobs behind this invocation's targets, run now or earlier."""
+    try:
+        usage = [j.log.usage for j in workflow.dag.jobs if "usage" in j.log.keys()]
+    except AttributeError:  # no DAG (a dry or aborted run): the default target's jobs
+        usage = LEDGERS
+    try:
+        jobs = recovery_log.read(recovery_log.path_for(p) for p in usage)
+    except RecordError as err:
+        return [f"memprobe: recovered replies: {err}"]
+    return recovery_log.summary_lines(jobs, f"listed in {R}/recoveries/")
+
+
+def print_recovery_lines():
+    if not CFG.release.import_runs:  # imported runs made no LLM call here
+        for line in recovery_lines():
+            print(line, file=sys.stderr)
 
 
 onsuccess:
@@ -375,9 +396,13 @@ onsuccess:
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:
         embed_service.stop_for_run()
-    if (
-        not CFG.release.import_runs
-    ):  # a failed judge: the run's last line (calibration.smk)
+    print_recovery_lines()
+    # The run's last lines (calibration.smk): slot-only labels, the cross-check, a failed judge.
+    for line in calibration.closing_lines(
+        DEGENERATE, CROSS_CHECK if CFG.judge.cross_check else None
+    ):
+        print(line, file=sys.stderr)
+    if not CFG.release.import_runs:
         calibration.warn_at_end(CALIBRATION, CFG.judge)
 
 
@@ -387,3 +412,4 @@ onerror:
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:
         embed_service.stop_for_run()
+    print_recovery_lines()

@@ -99,6 +99,7 @@ def _count(headers: Mapping[str, str], name: str) -> int | None:
 def estimate_prompt_tokens(req: dict[str, Any]) -> int:
     """About four characters a token, as the usage of most tokenizers comes out on English."""
     chars = sum(len(str(m.get("content") or "")) for m in req.get("messages", []))
+    chars += sum(len(str(t)) for t in req.get("input", []))  # an embeddings request
     return max(1, chars // 4)
 
 

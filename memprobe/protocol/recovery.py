@@ -12,16 +12,20 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
-from memprobe.llm.client import LLM
+from memprobe.llm.client import LLM, Exhausted
+from memprobe.llm.salvage import last_lenient
 from memprobe.spec.prompts import render
 from memprobe.spec.records import (
     Bank,
     Judge,
     JudgeEntry,
+    Metric,
+    Recovery,
     Retrieved,
     RetrievedQuery,
     SlotFill,
@@ -48,6 +52,32 @@ class JudgeReply(BaseModel):
     # schema order, so it compares the values before it commits to a score (issue 18).
     reason: str = Field(max_length=500)
     score: Level
+
+
+def slot_stand_in(spent: Exhausted) -> tuple[SlotReply, Recovery]:
+    """The slot-fill answer when the re-asks ran out: the latest reply with over-long fields
+    cut at a sentence end, else "unknown" with the reason (the protocol's answer for no
+    usable evidence; the judge scores it 0). A cut label or a stand-in "unknown" may score
+    other than a valid reply would have, so B is marked; a cut reason moves nothing."""
+    fixed = last_lenient(spent.replies, SlotReply)
+    if fixed is not None:
+        value, cut = fixed
+        touches: list[Metric] = ["B"] if "label" in cut else []
+        return value, spent.recovery("slotfill", f"cut {', '.join(cut)}", touches)
+    reason = f"stand-in: no valid slot-fill reply ({spent.problem})"[:500]
+    return SlotReply(label=UNKNOWN, reason=reason), spent.recovery("slotfill", "unknown", ("B",))
+
+
+def judge_stand_in(spent: Exhausted) -> tuple[JudgeReply, Recovery]:
+    """The judge's verdict when the re-asks ran out: the latest reply with its reason cut at a
+    sentence end (its score stands), else 0.0, the rubric's score for a label it could not
+    credit (the release's parse-failure score), marked as touching B."""
+    fixed = last_lenient(spent.replies, JudgeReply)
+    if fixed is not None:
+        value, cut = fixed
+        return value, spent.recovery("judge", f"cut {', '.join(cut)}")
+    reason = f"stand-in: no valid judge reply ({spent.problem})"[:500]
+    return JudgeReply(reason=reason, score=0.0), spent.recovery("judge", "score 0.0", ("B",))
 
 
 def serialize(items: list[dict[str, Any]]) -> str:
@@ -151,7 +181,14 @@ def slotfill_user(
     tokens = count_tokens(store_text) if mode == "dump_all" else 0
     over = mode == "dump_all" and tokens > budget
 
+    recovered: dict[str, list[Recovery]] = {}  # per dimension: map() runs them in threads
+
     def ask(category: str, dimension: str, memory_text: str, where: str) -> SlotReply:
+        def stand_in(spent: Exhausted) -> SlotReply:
+            reply, recovery = slot_stand_in(spent)
+            recovered.setdefault(dimension, []).append(recovery)
+            return reply
+
         return llm.json(
             render(
                 prompt,
@@ -162,6 +199,7 @@ def slotfill_user(
             ),
             SlotReply,
             where=where,
+            recover=stand_in,
         )
 
     def one(e) -> SlotFillEntry:
@@ -233,6 +271,7 @@ def slotfill_user(
         overflow_strategy=overflow if over else None,  # type: ignore[arg-type]
         memory_tokens=tokens,
         entries=entries,
+        recoveries=[r for e in bank.entries for r in recovered.get(e.dimension, [])],
     )
 
 
@@ -247,10 +286,41 @@ def category_means(details: list[JudgeEntry]) -> tuple[dict[str, float | None], 
     return per, (sum(present) / len(present) if present else 0.0)
 
 
+class JudgeItem(NamedTuple):
+    """One label to grade, with what every judge form sees."""
+
+    category: str
+    dimension: str
+    explanation: str
+    truth: str
+    label: str
+    where: str = ""  # for error messages: user, system, mode, dimension
+
+
+# A judge form: grades a batch of labels (the LLM asks one call per label, the offline
+# scorer encodes the batch at once). The judge rule and the calibration use the same one.
+Grader = Callable[[Sequence[JudgeItem]], list[JudgeReply]]
+
+
 def ask_judge(
-    llm: LLM, prompt: str, *, dimension: str, explanation: str, truth: str, label: str, where: str
+    llm: LLM,
+    prompt: str,
+    *,
+    dimension: str,
+    explanation: str,
+    truth: str,
+    label: str,
+    where: str,
+    recoveries: list[Recovery],
 ) -> JudgeReply:
-    """One judge call: the judge rule and the calibration ask exactly this way."""
+    """One judge call: the judge rule and the calibration ask exactly this way (a reply whose
+    re-asks ran out is recovered by ``judge_stand_in`` and listed in ``recoveries``)."""
+
+    def stand_in(spent: Exhausted) -> JudgeReply:
+        reply, recovery = judge_stand_in(spent)
+        recoveries.append(recovery)
+        return reply
+
     messages = render(
         prompt,
         scale=RUBRIC.scale_text(),
@@ -260,11 +330,36 @@ def ask_judge(
         truth=truth,
         label=label,
     )
-    return llm.json(
-        messages,
-        JudgeReply,
-        where=where,
-    )
+    return llm.json(messages, JudgeReply, where=where, recover=stand_in)
+
+
+def llm_grader(llm: LLM, prompt: str, recoveries: list[Recovery] | None = None) -> Grader:
+    """The LLM judge: one call per label (``llm.map`` runs them concurrently). A reply whose
+    re-asks ran out is recovered as ``ask_judge`` recovers it and listed in ``recoveries`` (when
+    given), in the order of the items."""
+
+    def grade(items: Sequence[JudgeItem]) -> list[JudgeReply]:
+        recovered: list[list[Recovery]] = [[] for _ in items]  # per item: map() uses threads
+
+        def one(i: int) -> JudgeReply:
+            it = items[i]
+            return ask_judge(
+                llm,
+                prompt,
+                dimension=it.dimension,
+                explanation=it.explanation,
+                truth=it.truth,
+                label=it.label,
+                where=it.where,
+                recoveries=recovered[i],
+            )
+
+        replies = llm.map(one, range(len(items)))
+        if recoveries is not None:
+            recoveries.extend(r for each in recovered for r in each)
+        return replies
+
+    return grade
 
 
 # -- degenerate labels -------------------------------------------------------------------
@@ -302,58 +397,73 @@ def pool_axes(pool) -> dict[str, str]:
 def judge_user(
     slotfill: SlotFill,
     bank: Bank,
-    llm: LLM,
-    prompt: str,
+    grade: Grader,
     judge_unknown: bool = False,
     degenerate_axes: dict[str, str] | None = None,
+    second_opinion: Grader | None = None,
+    recoveries: list[Recovery] | None = None,
 ) -> Judge:
-    """Score every slot-fill label. With ``degenerate_axes`` (dimension -> axis question; the
-    ``judge.degenerate_as_unknown`` option) a degenerate label is scored as "unknown"."""
+    """Score every slot-fill label with ``grade``. With ``degenerate_axes`` (dimension -> axis
+    question; the ``judge.degenerate_as_unknown`` option) a degenerate label is scored as
+    "unknown". ``second_opinion`` (``judge.cross_check``) also grades every label, each entry
+    keeping its score beside the judge's. ``recoveries``: the list ``grade`` records its
+    recovered replies in (``llm_grader``), kept in the record."""
     truth = {e.dimension: e for e in bank.entries}
 
-    def one(s: SlotFillEntry) -> JudgeEntry:
+    def item(s: SlotFillEntry) -> JudgeItem:
         e = truth[s.dimension]
+        return JudgeItem(
+            category=e.category,
+            dimension=e.dimension,
+            explanation=e.explanation,
+            truth=e.short,
+            label=s.label,
+            where=f"user {slotfill.user_id}, system {slotfill.system}, {slotfill.mode}, "
+            f"{e.dimension}",
+        )
+
+    def without_call(s: SlotFillEntry) -> tuple[float, str] | None:
         kind = (
-            degenerate_kind(s.label, e.dimension, degenerate_axes.get(e.dimension))
+            degenerate_kind(s.label, s.dimension, degenerate_axes.get(s.dimension))
             if degenerate_axes is not None
             else None
         )
         if kind:
-            score, reason = (
-                RUBRIC.unknown_score,
-                f"label is a {kind}: scored as 'unknown' (no call)",
-            )
-        elif is_unknown(s.label) and not judge_unknown:
+            return RUBRIC.unknown_score, f"label is a {kind}: scored as 'unknown' (no call)"
+        if is_unknown(s.label) and not judge_unknown:
             score = RUBRIC.unknown_score
-            reason = f"label is 'unknown': {score:g} by the rubric (no call)"
-        else:
-            r = ask_judge(
-                llm,
-                prompt,
-                dimension=e.dimension,
-                explanation=e.explanation,
-                truth=e.short,
-                label=s.label,
-                where=f"user {slotfill.user_id}, system {slotfill.system}, {slotfill.mode}, "
-                f"{e.dimension}",
-            )
-            score, reason = float(r.score), r.reason
-        return JudgeEntry(
-            category=e.category,
-            dimension=e.dimension,
-            explanation=e.explanation,
-            ground_truth=e.short,
+            return score, f"label is 'unknown': {score:g} by the rubric (no call)"
+        return None
+
+    fixed = [without_call(s) for s in slotfill.entries]
+    asked = iter(grade([item(s) for s, f in zip(slotfill.entries, fixed, strict=True) if not f]))
+    verdicts = [f or (float((r := next(asked)).score), r.reason) for f in fixed]
+    seconds = (
+        [float(r.score) for r in second_opinion([item(s) for s in slotfill.entries])]
+        if second_opinion
+        else [None] * len(verdicts)
+    )
+    details = [
+        JudgeEntry(
+            category=truth[s.dimension].category,
+            dimension=s.dimension,
+            explanation=truth[s.dimension].explanation,
+            ground_truth=truth[s.dimension].short,
             predicted=s.label,
             slot_fill_reason=s.reason,
             score=score,
             judge_reason=reason,
             scoring_mode=slotfill.mode,
+            second_opinion=second,
         )
+        for s, (score, reason), second in zip(slotfill.entries, verdicts, seconds, strict=True)
+    ]
+    return judge_record(slotfill, details, recoveries)
 
-    return judge_record(slotfill, llm.map(one, slotfill.entries))
 
-
-def judge_record(slotfill: SlotFill, details: list[JudgeEntry]) -> Judge:
+def judge_record(
+    slotfill: SlotFill, details: list[JudgeEntry], recoveries: list[Recovery] | None = None
+) -> Judge:
     """The judge record of a slot-fill: its scored entries and their category means."""
     per, overall = category_means(details)
     return Judge(
@@ -365,4 +475,5 @@ def judge_record(slotfill: SlotFill, details: list[JudgeEntry]) -> Judge:
         per_category=per,
         overall=overall,
         details=details,
+        recoveries=recoveries or [],
     )

@@ -23,7 +23,7 @@ import os
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -63,6 +63,7 @@ from memprobe.spec.rubric import Level
 from memprobe.spec.taxonomy import retrieve_query
 from memprobe.vocabulary import CATEGORIES
 
+T = TypeVar("T", bound=BaseModel)
 DEFAULT_RUN_SUFFIX = "_pooled_50"
 # The paper's "memt" is the release's memt_memonly runner (docs/release-format.md §1).
 RELEASE_AGENT = {"memt": "memt_memonly"}
@@ -193,6 +194,25 @@ class Layout:
         self.root = Path(cfg.users.release_dir)
         self.cfg = cfg
 
+    # -- every read of the release goes through these, checked when it happens ----------------
+    def inside(self, path: str | os.PathLike[str]) -> Path:
+        """``path`` resolved, if it lies inside ``users.release_dir``; else one line.
+
+        A configured path with "..", or a symlink anywhere in the checkout (a run folder, a
+        pref_judge file, a merged report), must not make the import read files from elsewhere
+        on the machine. Checked at read time, on the path then read."""
+        root = self.root.resolve()
+        resolved = Path(path).resolve()
+        if not resolved.is_relative_to(root):
+            raise RecordError(f"release: {path} points outside users.release_dir ({root})")
+        return resolved
+
+    def load(self, path: str | os.PathLike[str], model: type[T]) -> T:
+        return load_record(self.inside(path), model)
+
+    def read(self, path: str | os.PathLike[str]) -> Any:
+        return read_json(self.inside(path))
+
     def run_id(self, system: str) -> str:
         if system in self.cfg.release.runs:
             return self.cfg.release.runs[system]
@@ -274,12 +294,9 @@ def check_layout(cfg: Config) -> None:
     """One line naming the first missing file (and how many more), or nothing."""
     if not Path(cfg.users.release_dir or "").is_dir():
         raise RecordError(f"users.release_dir: {cfg.users.release_dir} is not a directory")
-    root = Path(cfg.users.release_dir or "").resolve()
+    lay = Layout(cfg)
     for path in _needed(cfg):
-        # A configured path (bank_file, tasks_dir, runs) with "..", or a symlink in the
-        # checkout, must not make the import read files from elsewhere on the machine.
-        if not path.resolve().is_relative_to(root):
-            raise RecordError(f"release: {path} points outside users.release_dir ({root})")
+        lay.inside(path)  # at DAG load too: one line before any job
     missing = missing_files(cfg)
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
@@ -295,16 +312,18 @@ def _bank_file(path: str) -> dict[str, RawUser]:
     return {u.user_id: u for u in parsed.users}
 
 
-def raw_user(path: str | os.PathLike[str], user: str) -> RawUser:
-    users = _bank_file(str(path))
+def raw_user(lay: Layout, user: str) -> RawUser:
+    path = lay.bank_file
+    users = _bank_file(str(lay.inside(path)))
     if user not in users:
         raise RecordError(f"{path}: users: no user_id {user!r} ({len(users)} users)")
     return users[user]
 
 
-def bank(path: str | os.PathLike[str], user: str, counts: dict[str, int] | None = None) -> Bank:
+def bank(lay: Layout, user: str, counts: dict[str, int] | None = None) -> Bank:
     """The user's bank in the release's order (memory_bank key order = CATEGORIES)."""
-    raw = raw_user(path, user)
+    path = lay.bank_file
+    raw = raw_user(lay, user)
     unknown = [c for c in raw.memory_bank if c not in CATEGORIES]
     if unknown:
         raise RecordError(f"{path}: {user}.memory_bank: unknown category {unknown[0]!r}")
@@ -332,9 +351,10 @@ def _stories(text: str) -> list[str]:
     return parts or ([text.strip()] if text.strip() else [])
 
 
-def persona(path: str | os.PathLike[str], user: str) -> Persona:
+def persona(lay: Layout, user: str) -> Persona:
     """The release's base_profile as our Persona (the release has no name and no seed)."""
-    p = raw_user(path, user).base_profile
+    path = lay.bank_file
+    p = raw_user(lay, user).base_profile
     try:
         attitude = p.get("life_attitude") or {}
         story = (p.get("personal_story") or {}).get("personal_story", "")
@@ -360,8 +380,9 @@ def persona(path: str | os.PathLike[str], user: str) -> Persona:
         raise RecordError(f"{path}: {user}.base_profile: missing or bad {err}") from None
 
 
-def tasks(path: str | os.PathLike[str], user: str, bank_: Bank) -> Tasks:
-    raw: RawTaskFile = load_record(path, RawTaskFile)
+def tasks(lay: Layout, user: str, bank_: Bank) -> Tasks:
+    path = lay.task_file(user)
+    raw: RawTaskFile = lay.load(path, RawTaskFile)
     if raw.user_id != user:
         raise RecordError(f"{path}: user_id is {raw.user_id!r}, expected {user!r}")
     result = Tasks(
@@ -391,7 +412,7 @@ def episodes(lay: Layout, system: str, user: str, tasks_: Tasks) -> Episodes:
     eps = []
     for t in tasks_.tasks:
         path = lay.history(system, user, t.index)
-        raw: RawEpisode = load_record(path, RawEpisode)
+        raw: RawEpisode = lay.load(path, RawEpisode)
         try:
             eps.append(
                 Episode(
@@ -419,11 +440,11 @@ def preference(lay: Layout, system: str, user: str, tasks_: Tasks) -> Preference
     """D from the transcripts' per-turn scores; per-pref detail from pref_judge when present."""
     out = []
     for t in tasks_.tasks:
-        raw: RawEpisode = load_record(lay.history(system, user, t.index), RawEpisode)
+        raw: RawEpisode = lay.load(lay.history(system, user, t.index), RawEpisode)
         judged = lay.pref_judge(system, user, t.index)
         per_pref: dict[int, list[PrefScore]] = {}
         if judged.is_file():
-            pj: RawPrefJudge = load_record(judged, RawPrefJudge)
+            pj: RawPrefJudge = lay.load(judged, RawPrefJudge)
             for pt in pj.turns:
                 per_pref[pt.turn] = [
                     PrefScore(idx=p.idx, score=p.score, reason=p.reason)  # type: ignore[arg-type]
@@ -445,7 +466,7 @@ def preference(lay: Layout, system: str, user: str, tasks_: Tasks) -> Preference
 
 def memories(lay: Layout, system: str, user: str) -> Memories:
     path = lay.memories(system, user)
-    raw: RawMemories = load_record(path, RawMemories)
+    raw: RawMemories = lay.load(path, RawMemories)
     if raw.num_memories != len(raw.memories):
         raise RecordError(
             f"{path}: num_memories is {raw.num_memories} but memories has {len(raw.memories)}"
@@ -469,7 +490,7 @@ def scores(
     is our ``overflow: flag`` outcome (the paper's dagger).
     """
     path = lay.recon_judge(system, mode, user)
-    raw: RawReconJudge = load_record(path, RawReconJudge)
+    raw: RawReconJudge = lay.load(path, RawReconJudge)
     order = [e.dimension for e in bank_.entries]
     got = [d.dimension for d in raw.details]
     if got != order:
@@ -505,7 +526,7 @@ def scores(
 def retrieved(lay: Layout, system: str, user: str, k: int, guides: dict[str, str]) -> Retrieved:
     """The recorded top-k items per query: the ground truth of the release's retrieve mode."""
     path = lay.recon_judge(system, "retrieve", user)
-    raw: RawReconJudge = load_record(path, RawReconJudge)
+    raw: RawReconJudge = lay.load(path, RawReconJudge)
     queries = []
     for i, d in enumerate(raw.details):
         if d.retrieved_memories is None:
@@ -523,7 +544,7 @@ def retrieved(lay: Layout, system: str, user: str, k: int, guides: dict[str, str
 
 def attribution(lay: Layout, system: str, mode: str, user: str) -> Attribution:
     path = lay.attribution(system, mode, user)
-    raw: RawAttribution = load_record(path, RawAttribution)
+    raw: RawAttribution = lay.load(path, RawAttribution)
     try:
         details = [
             AttributionEntry(
@@ -549,7 +570,7 @@ def attribution(lay: Layout, system: str, mode: str, user: str) -> Attribution:
 
 def oracle(lay: Layout, user: str) -> Oracle:
     path = lay.oracle(user)
-    raw = read_json(path)
+    raw = lay.read(path)
     if not isinstance(raw, dict):
         raise RecordError(f"{path}: expected an object keyed by dimension")
     try:
@@ -559,9 +580,9 @@ def oracle(lay: Layout, user: str) -> Oracle:
     return Oracle(user_id=user, verdicts=verdicts)
 
 
-def report_aggregate(path: str | os.PathLike[str]) -> dict[str, Any]:
+def report_aggregate(lay: Layout, path: str | os.PathLike[str]) -> dict[str, Any]:
     """The ``aggregate`` block of a release report (for cross-checking our tables)."""
-    raw = read_json(path)
+    raw = lay.read(path)
     if not isinstance(raw, dict) or "aggregate" not in raw:
         raise RecordError(f"{path}: aggregate: missing")
     return raw["aggregate"]

@@ -49,7 +49,7 @@ class Slice:
 _JUDGE = Slice(
     keys=("compat.judge_unknown_labels", "judge"),
     roles=("judge",),
-    modules=("protocol.recovery", "spec.rubric"),
+    modules=("protocol.recovery", "spec.rubric", "protocol.judges", "protocol.offline_judge"),
 )
 
 SLICES: dict[str, Slice] = {
@@ -91,7 +91,16 @@ SLICES: dict[str, Slice] = {
     "slotfill_sweep": Slice(roles=("slotfill",), modules=("protocol.recovery", "spec.taxonomy")),
     "judge_sweep": _JUDGE,
     "judge_calibration": Slice(
-        keys=("judge",), roles=("judge",), modules=("protocol.calibration", "spec.rubric")
+        keys=("judge",),
+        roles=("judge",),
+        modules=(
+            "protocol.calibration",
+            "spec.rubric",
+            "protocol.recovery",
+            "protocol.judges",
+            "protocol.offline_judge",
+            "release.judge_verdicts",
+        ),
     ),
     "tables": Slice(
         keys=("seed",), modules=("report.tables", "report.figures", "spec.rubric")
@@ -124,7 +133,6 @@ RUNTIME_ONLY: tuple[str, ...] = (
     "llm.local.startup_timeout_s",
     "memt.api_key_env",
     "memt.vllm_bin",
-    "memt.port",
     "memt.startup_timeout_s",
     "memt.gpu_model",
     "memt.cpus_per_gpu",

@@ -204,6 +204,18 @@ def test_cli_bad_config_is_one_line(tmp_path):
     assert proc.stderr.count("\n") == 1 and "n_users" in proc.stderr
 
 
+def test_cli_refuses_a_key_given_twice_in_one_line(tmp_path):
+    # As the Snakefile does: YAML keeps the last of two keys silently.
+    text = yaml.safe_dump(paper_like(n_users=3), sort_keys=False)
+    dup = tmp_path / "dup.yaml"
+    dup.write_text(text + "n_users: 50\n")
+    proc = subprocess.run(
+        [CLI, "estimate", "--configfile", str(dup), "--no-ledger"], capture_output=True, text=True
+    )
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+    assert "key 'n_users' appears twice" in proc.stderr
+
+
 def _estimate(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([CLI, "estimate", *args], cwd=cwd, capture_output=True, text=True)
 
@@ -324,3 +336,15 @@ def test_the_wall_time_under_a_rate_limit_is_its_largest_bound():
     free = estimate.wall_time(load_config(raw), rates, lines, latency_s=1.0, llm_slots=16)
     assert free.requests_s == free.tokens_s == 0
     assert free.seconds == max(free.chain_s, free.streams_s)
+
+
+def test_the_judge_form_and_calibration_source_set_the_judges_calls():
+    def judge_calls(**judge) -> dict[str, float]:
+        cfg = load_config(paper_like(judge=judge, release_dir=str(ROOT / "tests")))
+        lines = estimate.predict(cfg, estimate.priors(cfg))
+        return {x.system: x.calls for x in lines if x.role == "judge"}
+
+    llm = judge_calls()
+    assert llm["(per run)"] == 47 and llm["longctx_full"] > 0  # one call per anchor
+    assert judge_calls(calibration={"source": "release", "n": 100})["(per run)"] == 100
+    assert not any(judge_calls(form="scorer").values())  # the offline judge calls no LLM
