@@ -7,6 +7,7 @@ import sys
 
 from snakemake.settings.types import DeploymentMethod
 
+from memprobe.llm import rate_limit
 from memprobe.workflow import config_slices
 from memprobe.serving import embed_service
 from memprobe.workflow import preflight
@@ -72,11 +73,11 @@ def share_rate_limit_across_nodes():
     given = config.setdefault("llm", {}).setdefault("rate_limit", {})
     node = {
         "share": given.get("share", 1 / int(getattr(slots, "value", slots))),
-        "state_dir": given.get("state_dir", "/tmp/memprobe-rate-limit"),
+        "state_dir": given.get("state_dir", rate_limit.NODE_STATE_DIR),
     }
     workflow.config_settings.config_args = [
         *(workflow.config_settings.config_args or []),
-        "llm=" + json.dumps({"rate_limit": node}),
+        f"llm={json.dumps({'rate_limit': node})}",
     ]
 
 
