@@ -91,12 +91,13 @@ def _open_store(name: str, store: Path, configfiles: list[str]) -> Any:
 
 
 def _fake_endpoint(args: argparse.Namespace) -> int:
-    from memprobe.testing.fake_endpoint import Faults, serve
+    from memprobe.testing.fake_endpoint import Faults, Limits, serve
 
     faults = Faults.parse(args.faults) if args.faults else None
+    limits = Limits.parse(args.limits) if args.limits else None
     if args.latency < 0:
         raise ValueError(f"--latency: must be >= 0 seconds (got {args.latency:g})")
-    serve(args.host, args.port, args.script, faults, latency=args.latency)
+    serve(args.host, args.port, args.script, faults, latency=args.latency, limits=limits)
     return 0
 
 
@@ -237,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.0,
         help="seconds every chat completion waits before its reply (benchmarks; default 0)",
+    )
+    f.add_argument(
+        "--limits",
+        help="a provider's rate limit, e.g. 'rpm=600,tpm=200000' (window_s=60 by default): "
+        "429 with Retry-After past it, x-ratelimit-* headers on every reply",
     )
     f.set_defaults(fn=_fake_endpoint)
 

@@ -190,6 +190,48 @@ class LocalModel(_Strict):
     """how long the model may take to load"""
 
 
+class RateLimitValues(_Strict):
+    """An endpoint's limits as its provider states them (None: not limited)."""
+
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    """requests per minute the provider allows (unset: not limited)"""
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    """prompt + completion tokens per minute the provider allows (unset: not limited)"""
+
+
+class RateLimit(RateLimitValues):
+    """The run-wide limit of the default endpoint, and of roles with their own endpoint
+    (memprobe/llm/rate_limit.py; docs/cluster.md for a cluster)."""
+
+    roles: dict[Role, RateLimitValues] = Field(default_factory=dict)
+    """per-role limits, for a role with its own `base_url`"""
+    share: float = Field(default=1.0, gt=0, le=1)
+    """this machine's share of every limit: 1 on one machine; the cluster executors set it
+    (rules/common.smk) so that the shares of all nodes add up to the limit"""
+    provider_signals: bool = True
+    """slow down on the provider's `Retry-After` and `x-ratelimit-remaining-*` headers"""
+    state_dir: str | None = None
+    """where the shared buckets live (unset: `rate_limit/` beside `llm.cache_dir`)"""
+
+
+class Price(_Strict):
+    """USD per million tokens of one model."""
+
+    input: float = Field(ge=0)
+    """USD per million prompt tokens"""
+    output: float = Field(ge=0)
+    """USD per million completion tokens"""
+
+
+class Progress(_Strict):
+    """The run's progress line (memprobe/report/progress.py)."""
+
+    interval_s: float = Field(default=60.0, ge=0)
+    """seconds between progress lines (0: only the summary at the end)"""
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """USD per million input/output tokens per model, for the money so far"""
+
+
 class LLMSettings(_Strict):
     backend: str
     """`openai` (any OpenAI-compatible endpoint), `local` (the run's llama.cpp server) or `fake`
@@ -217,6 +259,8 @@ class LLMSettings(_Strict):
     roles: dict[Role, RoleOverride] = Field(default_factory=dict)
     """per-role endpoint settings over the defaults above (roles: `memprobe.vocabulary.ROLES`)"""
     local: LocalModel = Field(default_factory=LocalModel)
+    rate_limit: RateLimit = Field(default_factory=RateLimit)
+    """the endpoint's requests and tokens per minute, one budget for every job of the run"""
 
     _url = field_validator("base_url")(_endpoint_url)
 
@@ -226,6 +270,19 @@ class LLMSettings(_Strict):
         if v not in backends.names():
             raise ValueError(backends.unknown(v))
         return v
+
+    @model_validator(mode="after")
+    def _role_limits_need_own_endpoint(self) -> LLMSettings:
+        for role in self.rate_limit.roles:
+            over = self.roles.get(role)
+            if not (over and over.base_url and over.base_url != self.base_url):
+                raise KeyedError(
+                    f"llm.rate_limit.roles.{role}",
+                    f"rate_limit.roles.{role}: role {role} has no endpoint of its own "
+                    f"(llm.roles.{role}.base_url); the default endpoint's limit is "
+                    "llm.rate_limit.requests_per_minute / tokens_per_minute",
+                )
+        return self
 
     @model_validator(mode="after")
     def _openai_needs_base_url(self) -> LLMSettings:
@@ -660,6 +717,8 @@ class Config(_Strict):
     """`paper` or `release_compat`: every key of that protocol must hold its value after the
     merge, `--config` included (config/paper.yaml, config/release-compat.yaml)"""
     llm: LLMSettings
+    progress: Progress = Field(default_factory=Progress)
+    """the run's progress line: how often, and the prices for its money figure"""
 
     @field_validator("dims_per_category")
     @classmethod

@@ -1,4 +1,5 @@
 # Config validation, run-wide names and path helpers shared by every rule file.
+import json
 import os
 import re
 import shlex
@@ -6,6 +7,7 @@ import sys
 
 from snakemake.settings.types import DeploymentMethod
 
+from memprobe.llm import rate_limit
 from memprobe.workflow import code_inputs, config_slices
 from memprobe.serving import embed_service
 from memprobe.workflow import preflight
@@ -56,6 +58,28 @@ if (
 ):
     CFG.llm.cache_dir = os.path.join(_storage.default_storage_prefix, CFG.llm.cache_dir)
     config["llm"]["cache_dir"] = CFG.llm.cache_dir
+
+
+def share_rate_limit_across_nodes():
+    """llm.rate_limit under a cluster executor (known from onstart on): nodes share no lock
+    (SQLite file locks do not hold over NFS), so each node keeps its buckets on local disk and
+    takes 1/llm_slots of every limit: at most llm_slots LLM jobs run at once, however they
+    land, so the shares never add up to more than the limit (docs/cluster.md). A share or
+    state_dir set in a config wins. Jobs re-read the config on their node: it reaches them as
+    a --config entry of their command line."""
+    slots = workflow.global_resources.get("llm_slots")
+    if workflow.local_exec or not slots or "llm" in workflow.config_settings.config:
+        return  # a --config llm=... of yours is passed on as it is
+    given = config.setdefault("llm", {}).setdefault("rate_limit", {})
+    node = {
+        "share": given.get("share", 1 / int(getattr(slots, "value", slots))),
+        "state_dir": given.get("state_dir", rate_limit.NODE_STATE_DIR),
+    }
+    workflow.config_settings.config_args = [
+        *(workflow.config_settings.config_args or []),
+        f"llm={json.dumps({'rate_limit': node})}",
+    ]
+
 
 # Jobs that see files only through a storage provider (Kubernetes pods) start in a fresh
 # environment and get only the variables declared as envvars, which the plugin passes through
@@ -290,9 +314,38 @@ EMBED_SERVER = (
 )
 
 
+# The progress line (memprobe/report/progress.py): started onstart, its summary at the end.
+PROGRESS = []
+
+
+def jobs_done():
+    """(jobs finished, jobs in the run) as Snakemake's own progress counts them."""
+    scheduler = getattr(workflow, "scheduler", None)
+    dag = getattr(workflow, "dag", None)
+    return (scheduler.finished_jobs if scheduler else 0), (len(dag) if dag else 0)
+
+
+def start_progress():
+    from memprobe.report import progress
+
+    slots = workflow.global_resources.get("llm_slots")
+    try:
+        predicted = progress.predict(CFG, int(getattr(slots, "value", slots) or 1))
+    except (OSError, ValueError, KeyError) as err:
+        print(f"memprobe: progress line without an estimate ({err})", file=sys.stderr)
+        predicted = None
+    PROGRESS.append(progress.Reporter(CFG, jobs_done, predicted).start())
+
+
+def end_progress():
+    while PROGRESS:
+        PROGRESS.pop().stop()
+
+
 onstart:
     if workflow.local_exec:
         workflow.envvars.difference_update(KEY_ENVVARS)
+    share_rate_limit_across_nodes()
     try:
         preflight.check(CFG, local_files=getattr(workflow, "local_exec", True))
     except preflight.PreflightError as err:
@@ -325,6 +378,7 @@ onstart:
                 )
         except calibration.CalibrationError as err:
             sys.exit(f"memprobe: {err}")
+    start_progress()
 
 
 def recovery_lines():
@@ -348,6 +402,7 @@ def print_recovery_lines():
 
 
 onsuccess:
+    end_progress()
     if CFG.llm.backend == "local":
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:
@@ -363,6 +418,7 @@ onsuccess:
 
 
 onerror:
+    end_progress()
     if CFG.llm.backend == "local":
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:

@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -36,7 +37,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from memprobe.config import Config, role_settings
-from memprobe.llm import cpu_cost, providers
+from memprobe.llm import cpu_cost, providers, rate_limit
 from memprobe.llm.cache import ResponseCache, request_key
 from memprobe.llm.ledger import Ledger
 from memprobe.llm.providers import (
@@ -51,6 +52,7 @@ from memprobe.llm.providers import (
     provider,
     redact,
 )
+from memprobe.llm.rate_limit import RateLimiter
 from memprobe.llm.salvage import strip_fence
 from memprobe.spec.records import Metric, Recovery
 from memprobe.vocabulary import Stage
@@ -134,6 +136,7 @@ class LLM:
         cache_identity: str | None = None,
         attempt: int = 0,
         uds: str | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.role = role
         self.backend = backend
@@ -157,6 +160,8 @@ class LLM:
         self.cache_endpoint = self.endpoint.identity  # the endpoint's identity in cache keys
         self.provider: Provider = provider(self.endpoint)  # shared by the job's roles on it
         self._schemas: dict[type[BaseModel], dict[str, Any]] = {}
+        self.limiter = limiter  # the run's rate limit of this endpoint (llm.rate_limit)
+        self._waits = threading.local()  # seconds this thread's call spent waiting for it
 
     # -- transport ------------------------------------------------------------------------
     @property
@@ -268,9 +273,24 @@ class LLM:
         )
 
     def _one_request(self, req: dict[str, Any], key: str, reask: int) -> Reply:
-        """One request; a delivered reply without content is on the bill, then an error."""
+        """One request, inside the run's rate limit; a delivered reply without content is on
+        the bill, then an error."""
         embeddings = "input" in req  # LLM.embed's request; every other one is a chat completion
-        reply = self.provider.embed(req) if embeddings else self.provider.complete(req)
+        send = self.provider.embed if embeddings else self.provider.complete
+        limiter = self.limiter
+        if limiter is None:
+            reply = send(req)
+        else:
+            taken, waited = limiter.acquire(req)
+            try:
+                reply = send(req, limiter.observe)
+            except providers.status_errors() as err:
+                limiter.observe(err.response.headers, err.status_code)  # type: ignore[attr-defined]
+                raise
+            finally:
+                limiter.landed()
+            waited += limiter.settle(taken, reply.prompt_tokens, reply.completion_tokens)
+            self._waits.s = getattr(self._waits, "s", 0.0) + waited
         if not reply.content:
             # Paid for (a reasoning model can spend all of max_tokens thinking): billed, retried.
             self._record(key, reply, 0.0, cached=False, reask=reask, status="empty")
@@ -359,6 +379,7 @@ class LLM:
         paid: Paid | None,
     ) -> str:
         start = time.monotonic()
+        self._waits.s = 0.0
         validate = _validator(schema) if schema is not None else None
         reply = self._with_retries(req, where, key, reask, validate)
         raises = 0
@@ -378,7 +399,8 @@ class LLM:
             raises += 1
             req = {**req, field: limit * 2}
             reply = self._with_retries(req, where, key, reask, validate)
-        latency = time.monotonic() - start
+        # The call's own time: a wait for the rate limit is the run's pace, not the endpoint's.
+        latency = time.monotonic() - start - self._waits.s
         # Cache first, ledger second: a kill between the two loses a ledger row, never pays
         # twice for a reply that a rerun can replay. A failed write is still on the bill.
         try:
@@ -595,5 +617,6 @@ def client_for(
         resample_invalid=cfg.llm.resample_invalid,
         cache_identity=endpoint.identity,
         attempt=attempt,
+        limiter=rate_limit.for_endpoint(cfg, role, endpoint.backend, endpoint.identity),
     )
     return llm

@@ -29,6 +29,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -75,6 +76,9 @@ class Endpoint:
     uds: str | None = None  # a Unix socket that reaches base_url (the served Mem-T)
 
 
+Observe = Callable[[Mapping[str, str], int], None]  # a response's headers and status
+
+
 class Provider(Protocol):
     endpoint: Endpoint
 
@@ -83,14 +87,16 @@ class Provider(Protocol):
         called before a paid call's clock starts. ``ProviderError`` where it cannot be used."""
         ...
 
-    def complete(self, req: dict[str, Any]) -> Reply:
+    def complete(self, req: dict[str, Any], observe: Observe | None = None) -> Reply:
         """Send one chat-completions request: ``status_errors()`` for an HTTP error status,
-        ``transport_errors()`` for no answer, ``InvalidReply``/``ValueError`` for a bad body."""
+        ``transport_errors()`` for no answer, ``InvalidReply``/``ValueError`` for a bad body.
+        ``observe`` sees a delivered reply's headers (the rate limiter reads them)."""
         ...
 
-    def embed(self, req: dict[str, Any]) -> Reply:
+    def embed(self, req: dict[str, Any], observe: Observe | None = None) -> Reply:
         """Send one embeddings request; the reply's content is the vectors as a JSON list (in
-        input order), its prompt tokens the endpoint's usage. Errors as for ``complete``."""
+        input order), its prompt tokens the endpoint's usage. Errors and ``observe`` as for
+        ``complete``."""
         ...
 
 
@@ -203,12 +209,14 @@ class OpenAICompatible:
             http_client=_http_client(ep, self._transport),
         )
 
-    def complete(self, req: dict[str, Any]) -> Reply:
+    def complete(self, req: dict[str, Any], observe: Observe | None = None) -> Reply:
         import httpx2
 
         resp = self.client.post(
             "/chat/completions", cast_to=httpx2.Response, body=req, options=_BEARER_AUTH
         )
+        if observe is not None:
+            observe(resp.headers, resp.status_code)
         body = resp.json()  # a 200 whose body is not JSON: ValueError, retried by the caller
         choices = body.get("choices") if isinstance(body, dict) else None
         if not isinstance(choices, list):  # a 200 whose body was not a completion
@@ -223,12 +231,14 @@ class OpenAICompatible:
             str(choice.get("finish_reason") or ""),
         )
 
-    def embed(self, req: dict[str, Any]) -> Reply:
+    def embed(self, req: dict[str, Any], observe: Observe | None = None) -> Reply:
         import httpx2
 
         resp = self.client.post(
             "/embeddings", cast_to=httpx2.Response, body=req, options=_BEARER_AUTH
         )
+        if observe is not None:
+            observe(resp.headers, resp.status_code)
         body = _mapping(resp.json())
         rows = body.get("data")
         texts = req["input"]

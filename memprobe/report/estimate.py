@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memprobe.config import Config, role_settings
+from memprobe.config import Config, Price, role_settings
 from memprobe.llm import ledger
 from memprobe.registry import systems as registry
 from memprobe.registry.systems import CostPriors, SystemSpec
@@ -83,14 +83,6 @@ class Line(BaseModel):
     prompt_tokens: float | None  # None: no ledger and no prior says
     completion_tokens: float | None
     tokens_from: str
-
-
-class Price(BaseModel):
-    """USD per million tokens of one model."""
-
-    model_config = {"extra": "forbid"}
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
 
 
 # -- rates --------------------------------------------------------------------------------
@@ -533,6 +525,60 @@ def chain_calls(cfg: Config, calls: dict[tuple[str, str], float], rates: Rates) 
     return gen + rollout + writes + rounds * (1 + 1 + 2)
 
 
+class Wall(BaseModel):
+    """A run's predicted wall time (seconds), as the largest of its bounds."""
+
+    chain_s: float  # one user's chain of dependent calls
+    streams_s: float  # every call over llm_slots x llm.concurrency streams
+    requests_s: float  # the calls over llm.rate_limit's requests per minute (0: no limit)
+    tokens_s: float  # their tokens over its tokens per minute (0: no limit, or tokens unknown)
+    calls: float
+
+    @property
+    def seconds(self) -> float:
+        return max(self.chain_s, self.streams_s, self.requests_s, self.tokens_s)
+
+    @property
+    def binding(self) -> str:
+        bounds = {
+            "the chain of dependent calls": self.chain_s,
+            "the parallel streams": self.streams_s,
+            "requests per minute": self.requests_s,
+            "tokens per minute": self.tokens_s,
+        }
+        return max(bounds, key=bounds.__getitem__)
+
+
+def wall_time(
+    cfg: Config, rates: Rates, lines: list[Line], latency_s: float, llm_slots: int
+) -> Wall:
+    """max(critical path, calls over the streams, requests / RPM, tokens / TPM), where the
+    rate-limit terms are per endpoint (a role with its own endpoint and limit is its own)."""
+    from memprobe.llm import rate_limit
+
+    calls = sum(x.calls for x in lines)
+    per_endpoint: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    for x in lines:
+        settings = role_settings(cfg, x.role)
+        if x.model != settings["model"] or cfg.llm.backend != "openai":
+            continue  # served elsewhere (Mem-T-4B), or no provider's limit (fake, local)
+        limits = rate_limit.configured(cfg, x.role).scaled(1 / cfg.llm.rate_limit.share)
+        acc = per_endpoint[settings["base_url"] or ""]
+        acc[0] += x.calls
+        acc[1] += (x.prompt_tokens or 0) + (x.completion_tokens or 0)
+        acc[2] = limits.requests or acc[2]
+        acc[3] = limits.tokens or acc[3]
+    requests_s = max((c / rpm * 60 for c, _, rpm, _ in per_endpoint.values() if rpm), default=0)
+    tokens_s = max((t / tpm * 60 for _, t, _, tpm in per_endpoint.values() if tpm), default=0)
+    return Wall(
+        chain_s=chain_calls(cfg, protocol_calls(cfg, rates), rates) * latency_s,
+        streams_s=calls * latency_s / (llm_slots * cfg.llm.concurrency),
+        requests_s=requests_s,
+        tokens_s=tokens_s,
+        calls=calls,
+    )
+
+
 def default_llm_slots(profile: Path = Path("profiles/default/config.yaml")) -> int:
     """``llm_slots`` of the local profile (the one a plain ``snakemake`` run uses)."""
     import yaml
@@ -646,16 +692,25 @@ def report(
         out.append(f"  {usd:,.2f} USD for the priced calls")
         out += [f"  not priced: {u}" for u in unpriced]
 
-    calls = protocol_calls(cfg, rates)
+    wall = wall_time(cfg, rates, lines, latency_s, llm_slots)
     streams = llm_slots * cfg.llm.concurrency
-    throughput_h = tot * latency_s / streams / 3600
-    chain_h = chain_calls(cfg, calls, rates) * latency_s / 3600
+    rl = cfg.llm.rate_limit
+    limit = ", ".join(
+        f"{n:,} {what} per minute"
+        for n, what in ((rl.requests_per_minute, "requests"), (rl.tokens_per_minute, "tokens"))
+        if n
+    )
     out += [
         "",
         f"time: at {latency_s:.1f} s per call ({latency_from}), llm_slots {llm_slots} x "
-        f"llm.concurrency {cfg.llm.concurrency} = {streams} calls in flight:",
-        f"  {max(throughput_h, chain_h):.1f} h (all calls over the parallel streams: "
-        f"{throughput_h:.1f} h; one user's chain of dependent calls: {chain_h:.1f} h)",
+        f"llm.concurrency {cfg.llm.concurrency} = {streams} calls in flight"
+        + (f", llm.rate_limit {limit}:" if limit else ":"),
+        f"  {wall.seconds / 3600:.1f} h, bound by {wall.binding} (all calls over the parallel "
+        f"streams: {wall.streams_s / 3600:.1f} h; one user's chain of dependent calls: "
+        f"{wall.chain_s / 3600:.1f} h"
+        + (f"; requests / RPM: {wall.requests_s / 3600:.1f} h" if wall.requests_s else "")
+        + (f"; tokens / TPM: {wall.tokens_s / 3600:.1f} h" if wall.tokens_s else "")
+        + ")",
     ]
 
     out += [

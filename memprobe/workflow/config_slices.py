@@ -103,6 +103,8 @@ RUNTIME_ONLY: tuple[str, ...] = (
     "llm.concurrency",
     "llm.cache_dir",
     "llm.api_key_env",
+    "llm.rate_limit",  # the pace of the calls, never their replies
+    "progress",  # read by the Snakemake process alone
     "llm.local.threads",
     "llm.local.context_tokens",  # a slot-fill budget derived from it is in the slotfill slice
     "llm.local.parallel",

@@ -310,6 +310,34 @@ def test_a_missing_ledger_is_one_line(tmp_path):
     assert f"no ledger under {tmp_path}/usage" in out
 
 
+def test_the_wall_time_under_a_rate_limit_is_its_largest_bound():
+    """requests / RPM and tokens / TPM join the chain and the streams; the largest binds."""
+    raw = paper_like()
+    raw["llm"] = {**raw["llm"], "rate_limit": {"requests_per_minute": 600, "share": 0.25}}
+    cfg = load_config(raw)
+    rates = estimate.priors(cfg)
+    lines = estimate.predict(cfg, rates)
+    limited = estimate.wall_time(cfg, rates, lines, latency_s=1.0, llm_slots=16)
+    mini = sum(x.calls for x in lines if x.model == cfg.llm.model)  # Mem-T-4B is not limited
+    # The whole run's limit, not this machine's share of it.
+    assert limited.requests_s == pytest.approx(mini / 600 * 60)
+    assert limited.binding == "requests per minute" and limited.seconds == limited.requests_s
+    raw["llm"]["rate_limit"] = {"tokens_per_minute": 100_000}
+    cfg = load_config(raw)
+    tpm = estimate.wall_time(cfg, rates, lines, latency_s=1.0, llm_slots=16)
+    tokens = sum(
+        (x.prompt_tokens or 0) + (x.completion_tokens or 0)
+        for x in lines
+        if x.model == cfg.llm.model
+    )
+    assert tpm.tokens_s == pytest.approx(tokens / 100_000 * 60) and tpm.requests_s == 0
+    assert tpm.binding == "tokens per minute"
+    raw["llm"].pop("rate_limit")
+    free = estimate.wall_time(load_config(raw), rates, lines, latency_s=1.0, llm_slots=16)
+    assert free.requests_s == free.tokens_s == 0
+    assert free.seconds == max(free.chain_s, free.streams_s)
+
+
 def test_the_judge_form_and_calibration_source_set_the_judges_calls():
     def judge_calls(**judge) -> dict[str, float]:
         cfg = load_config(paper_like(judge=judge, release_dir=str(ROOT / "tests")))

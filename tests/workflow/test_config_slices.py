@@ -101,6 +101,8 @@ RUNTIME_VALUES = {
     "llm.concurrency": 2,
     "llm.cache_dir": "elsewhere",
     "llm.api_key_env": "OTHER_KEY",
+    "llm.rate_limit": {"requests_per_minute": 60, "tokens_per_minute": 9000, "share": 0.5},
+    "progress": {"interval_s": 5.0, "prices": {"m": {"input": 1.0, "output": 2.0}}},
     "llm.local.threads": 3,
     "llm.local.context_tokens": 8192,
     "llm.local.parallel": 3,
