@@ -94,6 +94,7 @@ def _estimate(args: argparse.Namespace) -> int:
         rates = estimate.priors(cfg)
         if not args.no_ledger:
             rates.source += f" (no ledger under {results}/usage)"
+    rates = estimate.recorded_turns(cfg, rates)  # rollout.replay: the recorded run's turns
     latency = args.latency or (None if args.no_ledger else estimate.mean_latency(results))
     prices = estimate.load_prices(args.prices) if args.prices else None
     print(

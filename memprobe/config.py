@@ -443,6 +443,18 @@ class Release(_Strict):
     pool_file: str = "Deeppersona/data/dimension_pool.json"  # bank.pool: release
 
 
+class RolloutSettings(_Strict):
+    """``rollout``: where a rollout's conversations come from.
+
+    ``replay: <release run>`` (with ``users.source: release``) drives each memory system
+    through that run's recorded episodes (``history/<run>/``) instead of the simulator and
+    the assistant: the same write hooks, no simulator, assistant or preference call
+    (memprobe/protocol/simulation.py ``replay``; docs/fidelity.md, "Replay").
+    """
+
+    replay: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
 def _default_dims() -> dict[Any, int]:  # keys: the categories (the field's Literal)
     return dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True))
 
@@ -468,6 +480,7 @@ class Config(_Strict):
 
     k: int | list[int] = 5
     max_turns: int = Field(default=25, ge=1)
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     compat: Compat = Field(default_factory=Compat)
     tasks: TaskGen = Field(default_factory=TaskGen)
     bank: BankGen = Field(default_factory=BankGen)
@@ -543,6 +556,13 @@ class Config(_Strict):
             raise ValueError(
                 "users.release_dir: required when users.source is 'release' "
                 "(or pass --config release_dir=PATH)"
+            )
+        if self.rollout.replay and (self.users.source != "release" or self.release.import_runs):
+            raise KeyedError(
+                "rollout.replay",
+                "rollout.replay: replays the release's recorded conversations: needs "
+                "users.source: release (their users, banks and tasks) and runs of our own "
+                "(not release.import_runs)",
             )
         if self.bank.pool == "release" and not self.users.release_dir:
             raise KeyedError(

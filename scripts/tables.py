@@ -49,16 +49,19 @@ def main(job: step.Job) -> None:
 
     by_k = {int(k[1:]): [judges[p] for p in paths] for k, paths in params.sweep.items()}
 
+    episodes = [records.load(p, records.Episodes) for p in i.episodes]
+    replayed = tables.replayed(episodes)  # rollout.replay: rows on recorded conversations
     df = tables.table2(
         systems,
-        [records.load(p, records.Episodes) for p in i.episodes],
+        episodes,
         [records.load(p, records.Preference) for p in i.preference],
         memories,
         js,
     )
     write(o.table2, df)
     b_cols = [c for c in df.columns if c.startswith("B_")]
-    write(o.table2_flags, flagged(tables.table2_flags(df, js), df, b_cols))
+    flags = flagged(tables.table2_flags(df, js), df, b_cols)
+    write(o.table2_flags, tables.replay_notes(flags, df, replayed, tables.REPLAY_TABLE2))
 
     df = tables.table3(systems, modes, pairs, js)
     write(o.table3, df)
@@ -66,7 +69,8 @@ def main(job: step.Job) -> None:
 
     df = tables.table4(systems, modes, pairs, atts)
     write(o.table4, df)
-    write(o.table4_flags, flagged(tables.row_flags(df, ["system", "mode"], js), df))
+    flags = flagged(tables.row_flags(df, ["system", "mode"], js), df)
+    write(o.table4_flags, tables.replay_notes(flags, df, replayed, tables.REPLAY_TABLE4))
 
     df = tables.table13(systems, pairs, atts)
     write(o.table13, df)
@@ -94,6 +98,8 @@ def main(job: step.Job) -> None:
         f"\n\n{n_bad} of {int(df['n_labels'].sum()) if len(df) else 0} slot-fill labels name "
         "their slot instead of filling it (``degenerate_labels.csv``)."
     )
+    if replayed:
+        header += "\n\n" + tables.replay_header(replayed)
     records.write_atomic(o.report_header, f"MemProbe run\n============\n\n{header}\n")
 
     # Last: the bill of the LLM jobs behind this run's artifacts.

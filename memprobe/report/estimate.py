@@ -141,15 +141,30 @@ def prior_tokens() -> dict[str, tuple[float, float]]:
     return out
 
 
+def recorded_system(run: str) -> str:
+    """The system whose release run this is (``memt_memonly_pooled_50`` -> memt)."""
+    from memprobe.release.importer import DEFAULT_RUN_SUFFIX, RELEASE_AGENT
+
+    agent = run.removesuffix(DEFAULT_RUN_SUFFIX)
+    return next((s for s, a in RELEASE_AGENT.items() if a == agent), agent)
+
+
+def turns_per_user(system: str) -> float:
+    p = system_priors(system)
+    return p.turns_per_user if p else UNKNOWN_TURNS_PER_USER
+
+
 def priors(cfg: Config) -> Rates:
     """Rates from the release's published budget (docs/release-format.md, "Call budget")."""
     r = Rates(
         source="priors: call rates from the release's budget (docs/release-format.md); tokens "
         "per call = paper Table 5 (users: Table 6) / the release's calls behind them"
     )
+    # A replay's turns are the recorded run's, whatever the system (recorded_turns counts them).
+    replayed = recorded_system(cfg.rollout.replay) if cfg.rollout.replay else None
     for s in cfg.systems:
         p = system_priors(s)
-        r.turns_per_episode[s] = (p.turns_per_user if p else UNKNOWN_TURNS_PER_USER) / RELEASE_DIMS
+        r.turns_per_episode[s] = turns_per_user(replayed or s) / RELEASE_DIMS
         r.writer_calls_per_write[s] = p.writer_calls_per_write if p else 0.0
         r.probe_calls_per_query[s] = p.probe_calls_per_query if p else 0.0
         for m in cfg.modes:
@@ -163,6 +178,26 @@ def priors(cfg: Config) -> Rates:
                 released / PAPER_USERS / RELEASE_DIMS if released is not None else 2.0
             )
     return r
+
+
+def recorded_turns(cfg: Config, rates: Rates) -> Rates:
+    """``rollout.replay``: every system's turns per episode are the recorded run's, counted
+    in its files where the release is at hand (else the priors' estimate stands)."""
+    from memprobe.release.importer import Layout, RawEpisode
+    from memprobe.spec.records import load
+
+    run = cfg.rollout.replay
+    if not run:
+        return rates
+    lay = Layout(cfg)
+    files = [lay.recorded(run, u, i) for u in cfg.user_ids for i in range(1, cfg.n_dims + 1)]
+    if not all(f.is_file() for f in files):
+        rates.source += f"; turns: {run}'s prior (its files are not all under release_dir)"
+        return rates
+    turns = sum(len(load(f, RawEpisode).turns) for f in files) / len(files)
+    rates.turns_per_episode = dict.fromkeys(cfg.systems, turns)
+    rates.source += f"; turns: counted in {run}'s recorded episodes ({turns:.2f} per episode)"
+    return rates
 
 
 def read_ledger(results: Path) -> list[dict[str, str]]:
@@ -202,7 +237,9 @@ def observed(results: Path, cfg: Config) -> Rates | None:
             r.turns_per_episode[s] = turns / len(eps)
         writes = turns + len(eps)
         w = [
-            x for x in rows if x["rule"] == "rollout" and x["system"] == s and x["role"] == "writer"
+            x
+            for x in rows
+            if x["rule"] in ("rollout", "replay") and x["system"] == s and x["role"] == "writer"
         ]
         if writes:
             r.writer_calls_per_write[s] = sum(map(_first_try, w)) / writes
@@ -256,18 +293,24 @@ def protocol_calls(cfg: Config, rates: Rates) -> dict[tuple[str, str], float]:
     cats = sum(1 for n in cfg.dims_per_category.values() if n > 0)
     prefs = cfg.dims_per_category["assistance_preference"]
     rounds = rates.critic_rounds_per_task
+    # The release's users (users.source: release) are imported, not generated.
+    made = cfg.users.source == "generate"
     calls: dict[tuple[str, str], float] = {
-        ("(per user)", "generator"): 1 + cats,
-        ("(per user)", "task_writer"): d,
-        ("(per user)", "critic"): d * rounds,
-        ("(per user)", "editor"): d * (rounds - 1),
+        ("(per user)", "generator"): (1 + cats) * made,
+        ("(per user)", "task_writer"): d * made,
+        ("(per user)", "critic"): d * rounds * made,
+        ("(per user)", "editor"): d * (rounds - 1) * made,
         ("(per user)", "oracle"): d,
     }
+    # A replay (rollout.replay) holds no conversation: no reply, simulator or preference call,
+    # and the recorded run's turns (not capped by max_turns: they happened).
+    live = not cfg.rollout.replay
     for s in cfg.systems:
-        t = min(rates.turns_per_episode.get(s, 2.5), cfg.max_turns) * d
-        calls[(s, "assistant")] = t
-        calls[(s, "simulator")] = t
-        calls[(s, "preference")] = t if prefs else 0
+        t = rates.turns_per_episode.get(s, 2.5)
+        t = (min(t, cfg.max_turns) if live else t) * d
+        calls[(s, "assistant")] = t * live
+        calls[(s, "simulator")] = t * live
+        calls[(s, "preference")] = t * live if prefs else 0
         writes = t + d  # one write per turn and one for each episode's final user message
         w = writes * rates.writer_calls_per_write.get(s, 0.0)
         if w and (p := system_priors(s)):
@@ -428,10 +471,11 @@ def required_calls(results: Path, system: str, user: str, cfg: Config) -> int | 
     if spec is None or (spec.llm_writer and not (p and p.one_item_per_write)):
         return None
     base = results / system / user
-    eps = _load_json(base / "episodes.json")["episodes"]
-    turns = sum(len(e["turns"]) for e in eps)
+    record = _load_json(base / "episodes.json")
+    turns = sum(len(e["turns"]) for e in record["episodes"])
     prefs = cfg.dims_per_category["assistance_preference"]
-    n = 2 * turns + (turns if prefs else 0)
+    # A replayed conversation (episodes.json ``replay``): no reply, simulator or preference call.
+    n = 0 if record.get("replay") else 2 * turns + (turns if prefs else 0)
     if spec.llm_writer and p:
         notes = len(_load_json(base / "memories.json")["memories"])
         n += int(max(p.writer_calls_per_write * notes - p.first_write_saves, 0))
@@ -599,6 +643,11 @@ def report(
         f"max_turns {cfg.max_turns}",
         f"rates: {rates.source}",
     ]
+    if cfg.rollout.replay:
+        out.append(
+            f"conversations: replay of {cfg.rollout.replay} (no simulator, assistant or "
+            "preference call; the recorded run's turns)"
+        )
     if blind := [s for s in cfg.systems if system_priors(s) is None]:
         out.append(
             f"no cost priors: {', '.join(blind)} (turns assumed {UNKNOWN_TURNS_PER_USER:g} per "

@@ -72,6 +72,10 @@ SLICES: dict[str, Slice] = {
         system=True,
         modules=("protocol.simulation",),
     ),
+    # rollout.replay: the recorded run (its files are inputs); the system's writer only.
+    "replay": Slice(
+        keys=("rollout", "seed"), system=True, modules=("protocol.simulation", "release.importer")
+    ),
     "preference": Slice(roles=("preference",), modules=("protocol.preference",)),
     "probe": Slice(
         roles=("assistant",), system=True, modules=("protocol.recovery", "spec.taxonomy")
