@@ -53,7 +53,6 @@ from memprobe.spec.records import (
     SlotFillEntry,
     Task,
     Tasks,
-    Turn,
     first_error,
     read_json,
 )
@@ -317,6 +316,24 @@ def check_replay(cfg: Config) -> None:
                 )
 
 
+def recorded_system(run: str) -> str:
+    """The system whose release run this is (``memt_memonly_pooled_50`` -> memt)."""
+    agent = run.removesuffix(DEFAULT_RUN_SUFFIX)
+    return next((s for s, a in RELEASE_AGENT.items() if a == agent), agent)
+
+
+def recorded_turns(cfg: Config) -> float | None:
+    """``rollout.replay``: the replayed run's mean turns per episode over the config's users,
+    counted in its files; None where they are not all at hand (an estimate before checkout)."""
+    run = cfg.rollout.replay
+    assert run, "called for a replay only"
+    lay = Layout(cfg)
+    files = [lay.recorded(run, u, i) for u in cfg.user_ids for i in range(1, cfg.n_dims + 1)]
+    if not all(f.is_file() for f in files):
+        return None
+    return sum(len(load_record(f, RawEpisode).turns) for f in files) / len(files)
+
+
 # -- users -------------------------------------------------------------------------------
 @cache
 def _bank_file(path: str) -> dict[str, RawUser]:
@@ -419,21 +436,23 @@ def tasks(path: str | os.PathLike[str], user: str, bank_: Bank) -> Tasks:
 def episode(path: Path, task: Task) -> Episode:
     """One recorded episode (docs/release-format.md §2.5) as our Episode."""
     raw: RawEpisode = load_record(path, RawEpisode)
-    try:
-        return Episode(
-            index=task.index,
-            task=raw.task,
-            target_dimension=task.target_dimension,
-            end_reason=raw.end_reason,  # type: ignore[arg-type]
-            turns=[
-                Turn(
-                    turn=r.turn,
-                    agent_response=r.agent_response,
-                    feedback_type=r.user_simulator.feedback_type,  # type: ignore[arg-type]
-                    user_text=r.user_simulator.text,
-                )
-                for r in raw.turns
-            ],
+    try:  # validated as one record, so an error names its turn (turns.<i>.feedback_type)
+        return Episode.model_validate(
+            {
+                "index": task.index,
+                "task": raw.task,
+                "target_dimension": task.target_dimension,
+                "end_reason": raw.end_reason,
+                "turns": [
+                    {
+                        "turn": r.turn,
+                        "agent_response": r.agent_response,
+                        "feedback_type": r.user_simulator.feedback_type,
+                        "user_text": r.user_simulator.text,
+                    }
+                    for r in raw.turns
+                ],
+            }
         )
     except ValidationError as err:
         raise RecordError(f"{path}: {first_error(err)}") from None

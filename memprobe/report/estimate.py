@@ -141,14 +141,6 @@ def prior_tokens() -> dict[str, tuple[float, float]]:
     return out
 
 
-def recorded_system(run: str) -> str:
-    """The system whose release run this is (``memt_memonly_pooled_50`` -> memt)."""
-    from memprobe.release.importer import DEFAULT_RUN_SUFFIX, RELEASE_AGENT
-
-    agent = run.removesuffix(DEFAULT_RUN_SUFFIX)
-    return next((s for s, a in RELEASE_AGENT.items() if a == agent), agent)
-
-
 def turns_per_user(system: str) -> float:
     p = system_priors(system)
     return p.turns_per_user if p else UNKNOWN_TURNS_PER_USER
@@ -160,11 +152,9 @@ def priors(cfg: Config) -> Rates:
         source="priors: call rates from the release's budget (docs/release-format.md); tokens "
         "per call = paper Table 5 (users: Table 6) / the release's calls behind them"
     )
-    # A replay's turns are the recorded run's, whatever the system (recorded_turns counts them).
-    replayed = recorded_system(cfg.rollout.replay) if cfg.rollout.replay else None
     for s in cfg.systems:
         p = system_priors(s)
-        r.turns_per_episode[s] = turns_per_user(replayed or s) / RELEASE_DIMS
+        r.turns_per_episode[s] = turns_per_user(s) / RELEASE_DIMS
         r.writer_calls_per_write[s] = p.writer_calls_per_write if p else 0.0
         r.probe_calls_per_query[s] = p.probe_calls_per_query if p else 0.0
         for m in cfg.modes:
@@ -180,23 +170,19 @@ def priors(cfg: Config) -> Rates:
     return r
 
 
-def recorded_turns(cfg: Config, rates: Rates) -> Rates:
-    """``rollout.replay``: every system's turns per episode are the recorded run's, counted
-    in its files where the release is at hand (else the priors' estimate stands)."""
-    from memprobe.release.importer import Layout, RawEpisode
-    from memprobe.spec.records import load
-
+def replayed_turns(cfg: Config, rates: Rates, recorded: str, counted: float | None) -> Rates:
+    """``rollout.replay``: every system's turns per episode are the recorded run's, whatever
+    the system: ``counted`` in its files where the release is at hand (release.importer
+    ``recorded_turns``), else the prior of ``recorded``, the system whose run it is."""
     run = cfg.rollout.replay
     if not run:
         return rates
-    lay = Layout(cfg)
-    files = [lay.recorded(run, u, i) for u in cfg.user_ids for i in range(1, cfg.n_dims + 1)]
-    if not all(f.is_file() for f in files):
-        rates.source += f"; turns: {run}'s prior (its files are not all under release_dir)"
-        return rates
-    turns = sum(len(load(f, RawEpisode).turns) for f in files) / len(files)
-    rates.turns_per_episode = dict.fromkeys(cfg.systems, turns)
-    rates.source += f"; turns: counted in {run}'s recorded episodes ({turns:.2f} per episode)"
+    if counted is None:
+        counted = turns_per_user(recorded) / RELEASE_DIMS
+        rates.source += f"; turns: {recorded}'s prior ({run}'s files are not all at hand)"
+    else:
+        rates.source += f"; turns: counted in {run}'s recorded episodes ({counted:.2f} per episode)"
+    rates.turns_per_episode = dict.fromkeys(cfg.systems, counted)
     return rates
 
 

@@ -300,6 +300,7 @@ def test_a_missing_ledger_is_one_line(tmp_path):
 
 # -- rollout.replay: the recorded run's conversations, no conversation calls ------------------
 def test_a_replay_pays_no_conversation_and_takes_the_recorded_turns():
+    from memprobe.release import importer
     from tests.helpers.release_fixture import FIXTURE
 
     live = load_config(paper_like(users={"source": "release"}, release_dir=str(FIXTURE)))
@@ -311,9 +312,11 @@ def test_a_replay_pays_no_conversation_and_takes_the_recorded_turns():
         )
     )
     d = cfg.n_dims
-    rates = estimate.priors(cfg)
-    # every system replays longctx_full's conversations: its turns, whatever the system
+    # every system replays longctx_full's conversations: its turns, whatever the system (the
+    # prior where the files are not at hand)
+    rates = estimate.replayed_turns(cfg, estimate.priors(cfg), "longctx_full", None)
     assert set(rates.turns_per_episode.values()) == {77.7 / 31}
+    assert "turns: longctx_full's prior" in rates.source
     calls = estimate.protocol_calls(cfg, rates)
     before = estimate.protocol_calls(live, estimate.priors(live))
     for s in cfg.systems:
@@ -340,11 +343,16 @@ def test_a_replay_pays_no_conversation_and_takes_the_recorded_turns():
             rollout={"replay": "longctx_full_pooled_50"},
         )
     )  # fmt: skip
-    counted = estimate.recorded_turns(small, estimate.priors(small))
+    assert importer.recorded_turns(small) == 36 / 24
+    counted = estimate.replayed_turns(small, estimate.priors(small), "longctx_full", 36 / 24)
     assert set(counted.turns_per_episode.values()) == {36 / 24}
     assert "counted in longctx_full_pooled_50's recorded episodes" in counted.source
+    # files not all at hand (more users than the fixture holds): the prior
+    assert importer.recorded_turns(cfg) is None
+    assert importer.recorded_system("memt_memonly_pooled_50") == "memt"
+    assert importer.recorded_system("longctx_full_pooled_50") == "longctx_full"
     # a live run is left alone
-    assert estimate.recorded_turns(live, estimate.priors(live)).turns_per_episode == (
+    assert estimate.replayed_turns(live, estimate.priors(live), "x", 1.0).turns_per_episode == (
         estimate.priors(live).turns_per_episode
     )
 
