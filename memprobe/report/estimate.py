@@ -692,6 +692,8 @@ def report(
         "vs paper Table 5 (M tokens, scaled to 50 users; the paper's are upper bounds; the "
         "users row: Table 6):",
     ]
+    if cfg.rollout.replay:
+        out.append("  (a replay: the paper's rows include the conversation calls it does not make)")
     for row in table5_compare(cfg, lines):
         pred = "unknown" if row["predicted_M"] is None else f"{row['predicted_M']:.2f}"
         paper = "-" if row["paper_M"] is None else f"{row['paper_M']:.2f}"

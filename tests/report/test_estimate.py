@@ -384,6 +384,8 @@ def test_cli_prices_a_replayed_50_user_run_next_to_the_full_run(tmp_path):
     f_total, f_usd, f_calls = summary(full.stdout)
     r_total, r_usd, r_calls = summary(replay.stdout)
     assert "conversations: replay of longctx_full_pooled_50" in replay.stdout
+    assert "(a replay: the paper's rows include the conversation calls" in replay.stdout
+    assert "(a replay:" not in full.stdout
     assert all(n == 0 for (s, role), n in r_calls.items() if role != "writer")
     assert all(f_calls[(s, "assistant")] > 0 for s in ("nomem", "amem", "memt"))
     assert r_calls[("amem", "writer")] == pytest.approx(f_calls[("amem", "writer")], rel=0.01)
