@@ -133,6 +133,25 @@ def _audit_sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def _offline_judge(args: argparse.Namespace) -> int:
+    from memprobe.protocol import offline_judge
+    from memprobe.release import judge_agreement
+    from memprobe.serving.embeddings import encode_local
+    from memprobe.spec.records import write_atomic
+
+    if args.offline_command == "fit":
+        params = judge_agreement.fit(args.release, args.users, encode_local)
+        write_atomic(args.params, offline_judge.params_yaml(params))
+        print(f"{args.params}: {params.fitted_on}")
+        return 0
+    params = offline_judge.load_params(args.params)
+    measured = judge_agreement.measure(
+        args.release, args.users, args.n, args.seed, params, encode_local
+    )
+    print(judge_agreement.report(measured))
+    return 0
+
+
 def _job(args: argparse.Namespace) -> int:
     from memprobe.workflow import job
 
@@ -221,6 +240,22 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--name", required=True, help="the sample's folder: results/audit/NAME")
     a.add_argument("--results", default="results", help="the run's results dir")
     a.set_defaults(fn=_audit_sample)
+
+    oj = sub.add_parser(
+        "offline-judge", help="fit or measure the offline judge on the release's verdicts"
+    ).add_subparsers(dest="offline_command", required=True)
+    for name, users, text in (
+        ("fit", "1-25", "refit the figures on these users' recorded judge scores"),
+        ("measure", "26-50", "agreement with the recorded scores of these users"),
+    ):
+        o = oj.add_parser(name, help=text, **defaults)
+        o.add_argument("--release", required=True, help="a checkout of the authors' release")
+        o.add_argument("--users", default=users, help="user numbers, e.g. 26-50 or 1-10,12")
+        o.add_argument("--params", default="config/offline_judge.yaml", help="the figures file")
+        if name == "measure":
+            o.add_argument("--n", type=int, default=200, help="stratified pairs (n/5 a level)")
+            o.add_argument("--seed", type=int, default=0, help="the sample's seed")
+        o.set_defaults(fn=_offline_judge)
 
     j = sub.add_parser(
         "job",

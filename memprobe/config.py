@@ -65,6 +65,7 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "simulator.max_reply_chars": None,
     "slotfill.context_tokens": 245_000,
     "slotfill.overflow": "flag",
+    "judge.form": "llm",
     "judge.degenerate_as_unknown": False,
     "compat.longctx_drop_final_reply": False,
     "compat.retrieve_attribution_empty_transcript": False,
@@ -231,20 +232,82 @@ class SlotFill(_Strict):
     overflow: Literal["flag", "chunked"] = "flag"
 
 
-class JudgeSettings(_Strict):
-    """How far the run trusts its recovery judge (memprobe/protocol/calibration.py).
+def parse_users(spec: str) -> set[int]:
+    """``"26-50"`` or ``"1-10,15"`` -> user numbers; ValueError naming the bad part."""
+    out: set[int] = set()
+    for part in spec.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m or (m[2] and int(m[2]) < int(m[1])):
+            raise ValueError(
+                f"{spec!r}: expected user numbers or ranges, e.g. '26-50' or '1-10,15'"
+            )
+        out.update(range(int(m[1]), int(m[2] or m[1]) + 1))
+    return out
 
-    Before its B numbers count, the judge scores the anchors of config/judge_calibration.yaml.
-    Below ``min_kappa`` or above ``max_bias`` it fails: ``warn`` flags every B cell, ``stop``
-    ends the run after the calibration, before any rollout.
+
+class JudgeCalibration(_Strict):
+    """What the judge is checked against before its B counts (memprobe/protocol/calibration.py).
+
+    ``source: anchors`` scores the hand-written anchors of config/judge_calibration.yaml;
+    ``source: release`` scores ``n`` pairs the paper's judge scored in the authors' release
+    (``release_dir``, default the run's ``release_dir``), drawn with the run's seed from
+    ``users``, ``n / 5`` per recorded level (docs/release-format.md §2.8).
     """
 
-    calibration: Literal["warn", "stop"] = "warn"
+    on_fail: Literal["warn", "stop"] = "warn"
+    source: Literal["anchors", "release"] = "anchors"
+    release_dir: str | None = None
+    n: int = Field(default=200, ge=5)
+    users: str = "26-50"
+
+    @field_validator("n")
+    @classmethod
+    def _equal_per_level(cls, v: int) -> int:
+        if v % 5:
+            raise ValueError(f"{v}: expected a multiple of 5 (equal pairs per rubric level)")
+        return v
+
+    @field_validator("users")
+    @classmethod
+    def _users(cls, v: str) -> str:
+        parse_users(v)
+        return v
+
+
+class JudgeSettings(_Strict):
+    """How the run judges recovery and how far it trusts its judge.
+
+    ``form: llm`` asks the judge role's model; ``form: scorer`` grades with the offline judge
+    fitted on the paper's judge (memprobe/protocol/offline_judge.py, figures in ``scorer``).
+    Before its B numbers count, the judge is calibrated (``calibration``). Below ``min_kappa``
+    or above ``max_bias`` it fails: ``on_fail: warn`` flags every B cell, ``stop`` ends the run
+    after the calibration, before any rollout. ``cross_check`` (an LLM judge only) also grades
+    every label with the offline judge and flags the B cells where the two means differ by more
+    than ``cross_check_margin``.
+    """
+
+    form: Literal["llm", "scorer"] = "llm"
+    scorer: str = "config/offline_judge.yaml"
+    calibration: JudgeCalibration = Field(default_factory=JudgeCalibration)
     min_kappa: float = Field(default=0.6, ge=-1.0, le=1.0)
     max_bias: float = Field(default=0.15, ge=0.0, le=1.0)
     # Score a slot-fill label that names the slot (category, dimension, axis question) as
     # "unknown" instead of asking the judge: a protocol difference (docs/fidelity.md).
     degenerate_as_unknown: bool = False
+    cross_check: bool = False
+    cross_check_margin: float = Field(default=0.1, gt=0.0, le=1.0)
+
+    @field_validator("calibration", mode="before")
+    @classmethod
+    def _on_fail_shorthand(cls, v: Any) -> Any:
+        # `judge.calibration: stop` (the earlier form) still means on_fail: stop.
+        return {"on_fail": v} if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _cross_check_needs_llm(self) -> JudgeSettings:
+        if self.cross_check and self.form != "llm":
+            raise ValueError("cross_check: the offline judge would check itself; needs form: llm")
+        return self
 
 
 class TaskGen(_Strict):
@@ -577,6 +640,18 @@ class Config(_Strict):
         if self.bank.pool != "release" or not self.users.release_dir:
             return None
         return str(Path(self.users.release_dir) / self.release.pool_file)
+
+    @model_validator(mode="after")
+    def _calibration_release(self) -> Config:
+        cal = self.judge.calibration
+        if cal.source == "release":
+            cal.release_dir = cal.release_dir or self.users.release_dir
+            if not cal.release_dir:
+                raise ValueError(
+                    "judge.calibration.release_dir: required when judge.calibration.source "
+                    "is 'release' (or pass --config release_dir=PATH)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _memt_reachable(self) -> Config:

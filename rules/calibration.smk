@@ -1,8 +1,11 @@
-# Judge calibration (memprobe/protocol/calibration.py): before its B counts, the run's judge scores the
-# hand-written anchors of config/judge_calibration.yaml with the judge rule's own prompt,
-# schema and role settings. It needs only the judge role; the tables read its verdict.
+# Judge calibration (memprobe/protocol/calibration.py): before its B counts, the run's judge
+# grades calibration pairs exactly as the judge rule grades labels (same form, prompt, schema
+# and role settings): the hand-written anchors of config/judge_calibration.yaml, or with
+# judge.calibration.source: release a seeded draw of pairs the paper's judge scored (read from
+# the release; the draw's settings are params). It needs only the judge; the tables read its
+# verdict.
 #
-# judge.calibration: stop checks the judge in `onstart` (rules/common.smk), before any job:
+# judge.calibration.on_fail: stop checks the judge in `onstart` (rules/common.smk), before any job:
 # a DAG edge from a gate to the first jobs would either rerun every job when the calibration
 # reruns, or (as an ancient() input) hide the jobs below it from Snakemake's rerun checks.
 # The job itself then replays the same calls from the response cache.
@@ -16,17 +19,31 @@ CALIBRATION = f"{R}/judge_calibration.csv"
 CALIBRATION_LEDGER = f"{R}/usage/judge_calibration/run.csv"
 # The report's opening lines (the judge's verdict), written by the tables job.
 REPORT_HEADER = f"{R}/report_header.rst"
-# judge.degenerate_as_unknown: the judge jobs read the pool's axis questions. Otherwise no
-# extra input, so turning the option on or off reruns exactly the judge jobs.
-DEGENERATE_POOL = {"pool": POOL} if CFG.judge.degenerate_as_unknown else {}
+# judge.cross_check: the two judges per B cell, written by the tables job.
+CROSS_CHECK = f"{R}/judge_cross_check.csv"
+DEGENERATE = f"{R}/degenerate_labels.csv"  # its share is one of the run's last lines
+# The files a judge reads besides its labels: the prompt (an LLM judge); the offline judge's
+# figures (form: scorer, or beside an LLM with cross_check); the pool's axis questions (the
+# offline judge and judge.degenerate_as_unknown). Only what is read is an input, so switching
+# an option reruns exactly the jobs it changes.
+USES_SCORER = CFG.judge.form == "scorer" or CFG.judge.cross_check
+JUDGE_FILES = (
+    ({"prompt": prompt("recovery_judge")} if CFG.judge.form == "llm" else {})
+    | ({"scorer": CFG.judge.scorer} if USES_SCORER else {})
+    | ({"pool": POOL} if USES_SCORER or CFG.judge.degenerate_as_unknown else {})
+)
+# An offline judge calls no LLM: its jobs take no LLM slot.
+JUDGE_LLM_SLOTS = 1 if CFG.judge.form == "llm" else 0
+CALIBRATION_FILES = JUDGE_FILES | (
+    {"anchors": ANCHORS} if CFG.judge.calibration.source == "anchors" else {}
+)
 
 
 rule judge_calibration:
     input:
+        **CALIBRATION_FILES,
         code="scripts/judge_calibration.py",
         lib=library("judge_calibration"),
-        anchors=ANCHORS,
-        prompt=prompt("recovery_judge"),
     output:
         summary=CALIBRATION,
         replies=f"{R}/judge_calibration_replies.csv",
@@ -37,7 +54,7 @@ rule judge_calibration:
     conda:
         "../envs/memprobe.yaml"
     resources:
-        llm_slots=1,
+        llm_slots=JUDGE_LLM_SLOTS,
     params:
         **settings("judge_calibration"),
         job=script_job(),

@@ -10,6 +10,8 @@ from memprobe.workflow import config_slices
 from memprobe.serving import embed_service
 from memprobe.workflow import preflight
 from memprobe.workflow import shell_job
+from memprobe.workflow import step
+from memprobe.release import judge_verdicts
 from memprobe.spec import taxonomy
 from memprobe.agents import registry
 from memprobe.config import (
@@ -308,10 +310,14 @@ onstart:
             local_server.start_for_run(CFG)
         except local_server.LocalModelError as err:
             sys.exit(f"memprobe: {err}")
-    # judge.calibration: stop: a judge that fails the anchors ends the run before any job.
-    if CFG.judge.calibration == "stop" and not CFG.release.import_runs:
+    # judge.calibration.on_fail: stop: a judge that fails calibration ends the run before any job.
+    if CFG.judge.calibration.on_fail == "stop" and not CFG.release.import_runs:
         try:
-            calibration.stop_if_failed(CFG, ANCHORS, prompt("recovery_judge"))
+            with step.wire_to("logs/judge_calibration_onstart.log"):
+                pairs = judge_verdicts.calibration_pairs(CFG, ANCHORS)
+                calibration.stop_if_failed(
+                    CFG, pairs, prompt("recovery_judge"), POOL
+                )
         except calibration.CalibrationError as err:
             sys.exit(f"memprobe: {err}")
 
@@ -321,9 +327,12 @@ onsuccess:
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:
         embed_service.stop_for_run()
-    if (
-        not CFG.release.import_runs
-    ):  # a failed judge: the run's last line (calibration.smk)
+    # The run's last lines (calibration.smk): slot-only labels, the cross-check, a failed judge.
+    for line in calibration.closing_lines(
+        DEGENERATE, CROSS_CHECK if CFG.judge.cross_check else None
+    ):
+        print(line, file=sys.stderr)
+    if not CFG.release.import_runs:
         calibration.warn_at_end(CALIBRATION, CFG.judge)
 
 

@@ -28,12 +28,11 @@ rule slotfill:
 
 rule judge:
     input:
-        **DEGENERATE_POOL,
+        **JUDGE_FILES,
         code="scripts/judge.py",
         lib=library("judge"),
         slotfill=f"{R}/{{system}}/{{user}}/{{mode}}/slotfill.json",
         bank=f"{R}/users/{{user}}/bank.json",
-        prompt=prompt("recovery_judge"),
     output:
         f"{R}/{{system}}/{{user}}/{{mode}}/judge.json",
     log:
@@ -43,7 +42,7 @@ rule judge:
     conda:
         "../envs/memprobe.yaml"
     resources:
-        llm_slots=1,
+        llm_slots=JUDGE_LLM_SLOTS,
     params:
         **settings("judge"),
         job=script_job(),

@@ -79,6 +79,8 @@ rule tables:
         calibration=[] if CFG.release.import_runs else CALIBRATION,
         pool=POOL,
     output:
+        # judge.cross_check: the run's judge and the offline judge per B cell.
+        **({"cross_check": CROSS_CHECK} if CFG.judge.cross_check else {}),
         table2=report(
             f"{R}/table2.csv",
             caption="captions/table2.rst",
@@ -126,7 +128,7 @@ rule tables:
         ),
         table2_ci_flags=f"{R}/table2_ci_flags.csv",
         degenerate_labels=report(
-            f"{R}/degenerate_labels.csv",
+            DEGENERATE,
             caption="captions/degenerate_labels.rst",
             category="Beyond the paper",
         ),
@@ -201,12 +203,11 @@ if not CFG.release.import_runs:
 
     rule judge_sweep:
         input:
-            **DEGENERATE_POOL,
+            **JUDGE_FILES,
             code="scripts/judge.py",
             lib=library("judge_sweep"),
             slotfill=f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",
             bank=f"{R}/users/{{user}}/bank.json",
-            prompt=prompt("recovery_judge"),
         output:
             f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/judge.json",
         log:
@@ -215,7 +216,7 @@ if not CFG.release.import_runs:
         conda:
             "../envs/memprobe.yaml"
         resources:
-            llm_slots=1,
+            llm_slots=JUDGE_LLM_SLOTS,
         params:
             **settings("judge_sweep"),
             job=script_job(),

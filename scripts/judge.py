@@ -1,18 +1,23 @@
-from memprobe.protocol import recovery
+from memprobe.protocol import judges, recovery
 from memprobe.spec import records, taxonomy
 from memprobe.workflow import step
 
 
 def main(job: step.Job) -> None:
-    # judge.degenerate_as_unknown: the rule then names the pool (its axis questions) as input.
-    pool = dict(job.input.items()).get("pool")
+    # The rule names the pool (its axis questions) when the offline judge or
+    # judge.degenerate_as_unknown reads it, the prompt when an LLM judges.
+    files = dict(job.input.items())
+    settings = job.cfg.judge
+    pool = files.get("pool")
     result = recovery.judge_user(
         records.load(job.input.slotfill, records.SlotFill),
         records.load(job.input.bank, records.Bank),
-        job.llm("judge"),
-        job.input.prompt,
+        judges.grader(job.cfg, lambda: job.llm("judge"), files.get("prompt"), pool),
         judge_unknown=job.cfg.compat.judge_unknown_labels,
-        degenerate_axes=recovery.pool_axes(taxonomy.load_pool(pool)) if pool else None,
+        degenerate_axes=recovery.pool_axes(taxonomy.load_pool(pool))
+        if pool and settings.degenerate_as_unknown
+        else None,
+        second_opinion=judges.second_opinion(job.cfg, pool),
     )
     records.write_atomic(job.output[0], result)
 

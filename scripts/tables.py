@@ -47,6 +47,13 @@ def main(job: step.Job) -> None:
         cols = columns or [c for c in df.columns if c not in keys]
         return tables.note_cells(flags, df, cols, note) if note else flags
 
+    # judge.cross_check: B cells where the offline judge disagrees with the run's judge.
+    margin = cfg.judge.cross_check_margin
+    checked = tables.cross_check(systems, modes, pairs, js, margin)
+    disagree = tables.cross_check_notes(checked, margin)
+    if cfg.judge.cross_check:
+        write(o.cross_check, checked)
+
     by_k = {int(k[1:]): [judges[p] for p in paths] for k, paths in params.sweep.items()}
 
     episodes = [records.load(p, records.Episodes) for p in i.episodes]
@@ -60,12 +67,26 @@ def main(job: step.Job) -> None:
     )
     write(o.table2, df)
     b_cols = [c for c in df.columns if c.startswith("B_")]
-    flags = flagged(tables.table2_flags(df, js), df, b_cols)
-    write(o.table2_flags, tables.replay_notes(flags, df, replayed, tables.REPLAY_TABLE2))
+    table2_flags = flagged(tables.table2_flags(df, js), df, b_cols)
+    table2_flags = tables.note_each(
+        table2_flags,
+        df,
+        lambda r, c: next(
+            (disagree.get((r["system"], m, "B")) for m in modes if c == f"B_{m}_mean"), None
+        ),
+    )
+    write(o.table2_flags, tables.replay_notes(table2_flags, df, replayed, tables.REPLAY_TABLE2))
 
     df = tables.table3(systems, modes, pairs, js)
     write(o.table3, df)
-    write(o.table3_flags, flagged(tables.row_flags(df, ["system", "mode"], js), df))
+    write(
+        o.table3_flags,
+        tables.note_each(
+            flagged(tables.row_flags(df, ["system", "mode"], js), df),
+            df,
+            lambda r, c: disagree.get((r["system"], r["mode"], c.removesuffix("_mean"))),
+        ),
+    )
 
     df = tables.table4(systems, modes, pairs, atts)
     write(o.table4, df)

@@ -1,12 +1,15 @@
-"""Judge calibration: score hand-written anchors with the run's judge before trusting its B.
+"""Judge calibration: score known pairs with the run's judge before trusting its B.
 
 An LLM judge is only as good as the model behind it: a small one can give 1.0 (or 0.0) to
 everything and every B cell would still look like a finding. Each run asks its own judge (same
-prompt file, schema and role settings as the ``judge`` rule) to score the anchors of
-``config/judge_calibration.yaml`` and compares its scores with the rubric's: exact agreement,
-agreement within one level, mean difference (bias) and quadratic-weighted kappa over the five
-levels. Below ``judge.min_kappa`` or above ``judge.max_bias`` the judge fails: every B cell is
-flagged (``warn``) or the run stops before any rollout (``stop``).
+form, prompt file, schema and role settings as the ``judge`` rule) to score calibration pairs
+and compares its scores with theirs: exact agreement, agreement within one level, mean
+difference (bias) and quadratic-weighted kappa over the five levels. The pairs are the
+hand-written anchors of ``config/judge_calibration.yaml`` (``judge.calibration.source:
+anchors``) or, the yardstick, pairs the paper's judge scored in the authors' release
+(``source: release``: a seeded draw, equal per recorded level, from ``judge.calibration.users``).
+Below ``judge.min_kappa`` or above ``judge.max_bias`` the judge fails: every B cell is flagged
+(``on_fail: warn``) or the run stops before any rollout (``stop``).
 """
 
 from __future__ import annotations
@@ -17,11 +20,9 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memprobe.llm.client import LLM
-from memprobe.protocol.recovery import ask_judge
+from memprobe.protocol.recovery import Grader, JudgeItem
 from memprobe.spec import records
 from memprobe.spec.rubric import LEVELS, RUBRIC, Level
 from memprobe.vocabulary import CATEGORIES, Category
@@ -39,6 +40,7 @@ Kind = Literal[
     "category_name",
     "dimension_name",
     "axis_question",
+    "recorded",  # a pair the paper's judge scored (source: release)
 ]
 KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
 
@@ -59,6 +61,20 @@ class Anchor(BaseModel):
     kind: Kind
     score: Level
     tolerance: float = Field(default=0.0, ge=0.0, le=0.5)
+    # source: release: where the paper's judge scored the pair.
+    user: str = ""
+    run: str = ""
+
+    def item(self) -> JudgeItem:
+        """The pair as a judge sees it."""
+        return JudgeItem(
+            category=self.category,
+            dimension=self.dimension,
+            explanation=self.explanation,
+            truth=self.truth,
+            label=self.label,
+            where=f"calibration pair {self.id}",
+        )
 
     def reference(self, judged: float) -> float:
         """The accepted level nearest to ``judged`` (``score`` when tolerance is 0)."""
@@ -81,22 +97,23 @@ class Anchors(BaseModel):
 
 def load_anchors(path: str | Path) -> Anchors:
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        return Anchors.model_validate(raw)
-    except FileNotFoundError:
-        raise CalibrationError(f"{path}: anchors file not found") from None
-    except yaml.YAMLError as err:
-        raise CalibrationError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
-    except ValidationError as err:
-        raise CalibrationError(f"{path}: {records.first_error(err)}") from None
+        return records.load_yaml(path, Anchors, "anchors file")
+    except records.RecordError as err:
+        raise CalibrationError(str(err)) from None
 
 
 class Reply(BaseModel):
-    """One anchor as the judge scored it."""
+    """One calibration pair as the judge scored it (``expected``: the anchor's level, or the
+    paper's judge's recorded score)."""
 
     id: str
+    user: str
+    run: str
     category: str
+    dimension: str
     kind: str
+    truth: str
+    label: str
     expected: float
     tolerance: float
     judged: float
@@ -104,32 +121,27 @@ class Reply(BaseModel):
     reason: str
 
 
-def score_anchors(anchors: Anchors, llm: LLM, prompt: str) -> list[Reply]:
-    """Ask the judge about every anchor, exactly as the judge rule asks about a label."""
-
-    def one(a: Anchor) -> Reply:
-        r = ask_judge(
-            llm,
-            prompt,
+def score_anchors(anchors: Anchors, grade: Grader) -> list[Reply]:
+    """Grade every pair exactly as the judge rule grades a label."""
+    replies = grade([a.item() for a in anchors.items])
+    return [
+        Reply(
+            id=a.id,
+            user=a.user,
+            run=a.run,
+            category=a.category,
             dimension=a.dimension,
-            explanation=a.explanation,
+            kind=a.kind,
             truth=a.truth,
             label=a.label,
-            where=f"calibration anchor {a.id}",
-        )
-        judged = float(r.score)
-        return Reply(
-            id=a.id,
-            category=a.category,
-            kind=a.kind,
             expected=a.score,
             tolerance=a.tolerance,
-            judged=judged,
-            reference=a.reference(judged),
+            judged=float(r.score),
+            reference=a.reference(float(r.score)),
             reason=r.reason,
         )
-
-    return llm.map(one, anchors.items)
+        for a, r in zip(anchors.items, replies, strict=True)
+    ]
 
 
 class Summary(BaseModel):
@@ -162,11 +174,16 @@ def quadratic_kappa(confusion: list[list[int]]) -> float:
 
 
 def summarize(replies: list[Reply]) -> Summary:
-    n = len(replies)
+    return agreement([r.reference for r in replies], [r.judged for r in replies])
+
+
+def agreement(reference: list[float], judged: list[float]) -> Summary:
+    """How ``judged`` agrees with ``reference``, pair by pair, on the rubric's levels."""
+    n = len(reference)
     confusion = [[0] * len(LEVELS) for _ in LEVELS]
-    for r in replies:
-        confusion[_index(r.reference)][_index(r.judged)] += 1
-    diffs = [r.judged - r.reference for r in replies]
+    for ref, got in zip(reference, judged, strict=True):
+        confusion[_index(ref)][_index(got)] += 1
+    diffs = [got - ref for ref, got in zip(reference, judged, strict=True)]
     return Summary(
         n=n,
         exact=sum(d == 0 for d in diffs) / n,
@@ -187,21 +204,24 @@ def verdict(s: Summary, min_kappa: float, max_bias: float) -> str | None:
 STOP_REPLIES = "logs/judge_calibration_stop.csv"
 
 
-def stop_if_failed(cfg, anchors_path: str, prompt: str) -> None:
-    """``judge.calibration: stop``: score the anchors now (before any job); raise
-    CalibrationError with the run's one line when the judge fails. Its replies go to
+def stop_if_failed(cfg, pairs: Anchors, prompt: str, pool: str) -> None:
+    """``judge.calibration.on_fail: stop``: grade the calibration pairs now (before any job);
+    raise CalibrationError with the run's one line when the judge fails. Its replies go to
     STOP_REPLIES, never to the rule's outputs (a stale verdict there would outlive a fix)."""
     from memprobe.llm.client import LLMError, client_for
+    from memprobe.protocol import judges
 
-    llm = client_for(
-        "judge",
-        cfg,
-        ledger_path=Path(cfg.results_dir) / "usage" / "judge_calibration" / "onstart.csv",
-        job="judge_calibration/onstart",
-    )
+    def llm():
+        return client_for(
+            "judge",
+            cfg,
+            ledger_path=Path(cfg.results_dir) / "usage" / "judge_calibration" / "onstart.csv",
+            job="judge_calibration/onstart",
+        )
+
     try:
-        replies = score_anchors(load_anchors(anchors_path), llm, prompt)
-    except LLMError as err:
+        replies = score_anchors(pairs, judges.grader(cfg, llm, prompt, pool))
+    except (LLMError, records.RecordError) as err:
         raise CalibrationError(f"judge calibration: {err}") from None
     s = summarize(replies)
     note = verdict(s, cfg.judge.min_kappa, cfg.judge.max_bias)
@@ -210,8 +230,8 @@ def stop_if_failed(cfg, anchors_path: str, prompt: str) -> None:
 
         write_atomic(STOP_REPLIES, replies_csv(replies))
         raise CalibrationError(
-            f"{note} on {s.n} anchors (replies: {STOP_REPLIES}); "
-            "judge.calibration is stop: no job started"
+            f"{note} on {s.n} pairs (replies: {STOP_REPLIES}); "
+            "judge.calibration.on_fail is stop: no job started"
         )
 
 
@@ -223,6 +243,38 @@ def warn_at_end(path: str, settings) -> None:
         return  # no calibration in this run (a partial target)
     if note:
         print(f"memprobe: warning: {note} ({path}); every B cell is flagged", file=sys.stderr)
+
+
+def closing_lines(degenerate: str, cross_check: str | None) -> list[str]:
+    """The run's own last lines: the share of slot-fill labels that only name their slot, and
+    (``judge.cross_check``) how many B cells the two judges disagree on. Files not written by
+    this run (a partial target) give no line."""
+    lines = []
+    rows = _rows(degenerate)
+    if rows:
+        bad = sum(int(r["degenerate"]) for r in rows)
+        total = sum(int(r["n_labels"]) for r in rows)
+        share = f" ({bad / total:.0%})" if total else ""
+        lines.append(
+            f"memprobe: {bad} of {total} slot-fill labels{share} only name their slot "
+            f"(category, dimension or question) instead of a value ({degenerate})"
+        )
+    checked = _rows(cross_check) if cross_check else []
+    if checked:
+        off = sum(r["flagged"] == "True" for r in checked)
+        lines.append(
+            f"memprobe: judge cross-check: the offline judge disagrees on {off} of "
+            f"{len(checked)} B cells by more than the margin ({cross_check})"
+        )
+    return lines
+
+
+def _rows(path: str) -> list[dict[str, str]]:
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+    except FileNotFoundError:
+        return []
 
 
 # -- files ----------------------------------------------------------------------------------
@@ -292,5 +344,5 @@ def coverage_gaps(anchors: Anchors) -> list[str]:
     return (
         [f"category {c}" for c in CATEGORIES if c not in have_cats]
         + [f"level {v:g}" for v in LEVELS if v not in have_levels]
-        + [f"kind {k}" for k in KINDS if k not in have_kinds]
+        + [f"kind {k}" for k in KINDS if k not in have_kinds and k != "recorded"]
     )

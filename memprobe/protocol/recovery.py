@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -247,6 +248,22 @@ def category_means(details: list[JudgeEntry]) -> tuple[dict[str, float | None], 
     return per, (sum(present) / len(present) if present else 0.0)
 
 
+class JudgeItem(NamedTuple):
+    """One label to grade, with what every judge form sees."""
+
+    category: str
+    dimension: str
+    explanation: str
+    truth: str
+    label: str
+    where: str = ""  # for error messages: user, system, mode, dimension
+
+
+# A judge form: grades a batch of labels (the LLM asks one call per label, the offline
+# scorer encodes the batch at once). The judge rule and the calibration use the same one.
+Grader = Callable[[Sequence[JudgeItem]], list[JudgeReply]]
+
+
 def ask_judge(
     llm: LLM, prompt: str, *, dimension: str, explanation: str, truth: str, label: str, where: str
 ) -> JudgeReply:
@@ -265,6 +282,23 @@ def ask_judge(
         JudgeReply,
         where=where,
     )
+
+
+def llm_grader(llm: LLM, prompt: str) -> Grader:
+    """The LLM judge: one call per label (``llm.map`` runs them concurrently)."""
+
+    def one(it: JudgeItem) -> JudgeReply:
+        return ask_judge(
+            llm,
+            prompt,
+            dimension=it.dimension,
+            explanation=it.explanation,
+            truth=it.truth,
+            label=it.label,
+            where=it.where,
+        )
+
+    return lambda items: llm.map(one, items)
 
 
 # -- degenerate labels -------------------------------------------------------------------
@@ -302,55 +336,66 @@ def pool_axes(pool) -> dict[str, str]:
 def judge_user(
     slotfill: SlotFill,
     bank: Bank,
-    llm: LLM,
-    prompt: str,
+    grade: Grader,
     judge_unknown: bool = False,
     degenerate_axes: dict[str, str] | None = None,
+    second_opinion: Grader | None = None,
 ) -> Judge:
-    """Score every slot-fill label. With ``degenerate_axes`` (dimension -> axis question; the
-    ``judge.degenerate_as_unknown`` option) a degenerate label is scored as "unknown"."""
+    """Score every slot-fill label with ``grade``. With ``degenerate_axes`` (dimension -> axis
+    question; the ``judge.degenerate_as_unknown`` option) a degenerate label is scored as
+    "unknown". ``second_opinion`` (``judge.cross_check``) also grades every label, each entry
+    keeping its score beside the judge's."""
     truth = {e.dimension: e for e in bank.entries}
 
-    def one(s: SlotFillEntry) -> JudgeEntry:
+    def item(s: SlotFillEntry) -> JudgeItem:
         e = truth[s.dimension]
+        return JudgeItem(
+            category=e.category,
+            dimension=e.dimension,
+            explanation=e.explanation,
+            truth=e.short,
+            label=s.label,
+            where=f"user {slotfill.user_id}, system {slotfill.system}, {slotfill.mode}, "
+            f"{e.dimension}",
+        )
+
+    def without_call(s: SlotFillEntry) -> tuple[float, str] | None:
         kind = (
-            degenerate_kind(s.label, e.dimension, degenerate_axes.get(e.dimension))
+            degenerate_kind(s.label, s.dimension, degenerate_axes.get(s.dimension))
             if degenerate_axes is not None
             else None
         )
         if kind:
-            score, reason = (
-                RUBRIC.unknown_score,
-                f"label is a {kind}: scored as 'unknown' (no call)",
-            )
-        elif is_unknown(s.label) and not judge_unknown:
+            return RUBRIC.unknown_score, f"label is a {kind}: scored as 'unknown' (no call)"
+        if is_unknown(s.label) and not judge_unknown:
             score = RUBRIC.unknown_score
-            reason = f"label is 'unknown': {score:g} by the rubric (no call)"
-        else:
-            r = ask_judge(
-                llm,
-                prompt,
-                dimension=e.dimension,
-                explanation=e.explanation,
-                truth=e.short,
-                label=s.label,
-                where=f"user {slotfill.user_id}, system {slotfill.system}, {slotfill.mode}, "
-                f"{e.dimension}",
-            )
-            score, reason = float(r.score), r.reason
-        return JudgeEntry(
-            category=e.category,
-            dimension=e.dimension,
-            explanation=e.explanation,
-            ground_truth=e.short,
+            return score, f"label is 'unknown': {score:g} by the rubric (no call)"
+        return None
+
+    fixed = [without_call(s) for s in slotfill.entries]
+    asked = iter(grade([item(s) for s, f in zip(slotfill.entries, fixed, strict=True) if not f]))
+    verdicts = [f or (float((r := next(asked)).score), r.reason) for f in fixed]
+    seconds = (
+        [float(r.score) for r in second_opinion([item(s) for s in slotfill.entries])]
+        if second_opinion
+        else [None] * len(verdicts)
+    )
+    details = [
+        JudgeEntry(
+            category=truth[s.dimension].category,
+            dimension=s.dimension,
+            explanation=truth[s.dimension].explanation,
+            ground_truth=truth[s.dimension].short,
             predicted=s.label,
             slot_fill_reason=s.reason,
             score=score,
             judge_reason=reason,
             scoring_mode=slotfill.mode,
+            second_opinion=second,
         )
-
-    return judge_record(slotfill, llm.map(one, slotfill.entries))
+        for s, (score, reason), second in zip(slotfill.entries, verdicts, seconds, strict=True)
+    ]
+    return judge_record(slotfill, details)
 
 
 def judge_record(slotfill: SlotFill, details: list[JudgeEntry]) -> Judge:

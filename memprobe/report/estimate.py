@@ -312,7 +312,7 @@ def protocol_calls(cfg: Config, rates: Rates) -> dict[tuple[str, str], float]:
             judge += d * rates.judge_share.get(f"{s}/{m}", 1.0) * scorings
             disc += d * rates.disclosure_per_dim.get(f"{s}/{m}", 2.0)
         calls[(s, "slotfill")] = slot
-        calls[(s, "judge")] = judge
+        calls[(s, "judge")] = judge if cfg.judge.form == "llm" else 0.0  # scorer: no LLM
         calls[(s, "disclosure")] = disc
     return calls
 
@@ -367,10 +367,16 @@ def predict(cfg: Config, rates: Rates) -> list[Line]:
         _line(cfg, rates, system, role, per_user)
         for (system, role), per_user in protocol_calls(cfg, rates).items()
     ]
-    if not cfg.release.import_runs:  # the judge's calibration: one call per anchor, per run
+    # The judge's calibration: an LLM judge makes one call per pair, per run.
+    if not cfg.release.import_runs and cfg.judge.form == "llm":
         from memprobe.protocol import calibration
 
-        n = len(calibration.load_anchors(CALIBRATION_ANCHORS).items)
+        cal = cfg.judge.calibration
+        n = (
+            cal.n
+            if cal.source == "release"
+            else len(calibration.load_anchors(CALIBRATION_ANCHORS).items)
+        )
         line = _line(cfg, rates, "(per run)", "judge", n / cfg.n_users)
         judged = [
             v

@@ -252,15 +252,12 @@ def replay_notes(
 ) -> pd.DataFrame:
     """Add each column's note (``{run}`` filled in) to the rows of a replayed system, empty
     cells included: a D left empty by a replay says why."""
-    out = flags.copy()
-    for i, row in df.iterrows():
+
+    def note_for(row: pd.Series, col: str) -> str | None:
         run = replayed_.get(row["system"])
-        if run is None:
-            continue
-        for col, note in notes.items():
-            text = note.format(run=run)
-            out.at[i, col] = f"{out.at[i, col]}; {text}" if out.at[i, col] else text
-    return out
+        return notes[col].format(run=run) if run and col in notes else None
+
+    return note_each(flags, df, note_for, empty=True)
 
 
 def replay_header(replayed_: dict[str, str]) -> str:
@@ -546,11 +543,82 @@ def note_cells(
     flags: pd.DataFrame, df: pd.DataFrame, columns: list[str], note: str
 ) -> pd.DataFrame:
     """Add ``note`` to every non-empty cell of ``columns`` (a failed judge: its B cells)."""
+    return note_each(flags, df, lambda row, c: note if c in columns else None)
+
+
+def note_each(flags: pd.DataFrame, df: pd.DataFrame, note_for, empty: bool = False) -> pd.DataFrame:
+    """Add ``note_for(row, column)`` (None: nothing) to each non-empty cell of ``df`` (each
+    cell with ``empty``: a note may say why a cell is empty)."""
     out = flags.copy()
-    for c in columns:
-        for i in df.index[df[c].notna()]:
-            out.at[i, c] = f"{out.at[i, c]}; {note}" if out.at[i, c] else note
+    for c in df.columns:
+        for i in df.index if empty else df.index[df[c].notna()]:
+            note = note_for(df.loc[i], c)
+            if note:
+                out.at[i, c] = f"{out.at[i, c]}; {note}" if out.at[i, c] else note
     return out
+
+
+# -- judge.cross_check: the offline judge beside an LLM judge -----------------------------
+CROSS_CHECK_COLUMNS = ["system", "mode", "cell", "judge", "offline", "difference", "flagged"]
+
+
+def offline_view(j: Judge) -> Judge | None:
+    """The judge record as the offline judge scored it (None where it was not asked)."""
+    from memprobe.protocol.recovery import category_means
+
+    if not j.details or any(d.second_opinion is None for d in j.details):
+        return None
+    details = [d.model_copy(update={"score": d.second_opinion}) for d in j.details]
+    per, overall = category_means(details)
+    return j.model_copy(update={"details": details, "per_category": per, "overall": overall})
+
+
+def cross_check(
+    systems: list[str],
+    modes: list[str],
+    pairs: list[tuple[str, str]],
+    judges: list[Judge],
+    margin: float,
+) -> pd.DataFrame:
+    """Per system and mode, B and each category's mean as the run's judge and as the offline
+    judge scored the same labels; ``flagged`` where they differ by more than ``margin``."""
+    rows = []
+    for key, js in _pair_rows(systems, modes, pairs, judges):
+        views = [offline_view(j) for j in js]
+        if not js or any(v is None for v in views):
+            continue
+        cells = {"B": lambda j: j.overall} | {
+            SHORT[c]: (lambda j, c=c: j.per_category.get(c)) for c in CATEGORIES
+        }
+        for cell, get in cells.items():
+            ours, offline = mean_std(map(get, js))[0], mean_std(map(get, views))[0]
+            if ours is None or offline is None:
+                continue
+            diff = offline - ours
+            rows.append(
+                key
+                | {
+                    "cell": cell,
+                    "judge": _cell(ours),
+                    "offline": _cell(offline),
+                    "difference": _cell(diff),
+                    "flagged": abs(diff) > margin + 1e-9,
+                }
+            )
+    return _frame(rows, CROSS_CHECK_COLUMNS)
+
+
+def cross_check_notes(df: pd.DataFrame, margin: float) -> dict[tuple[str, str, str], str]:
+    """(system, mode, cell) -> the note its B cell carries where the two judges disagree."""
+    if df.empty:
+        return {}
+    return {
+        (r["system"], r["mode"], r["cell"]): (
+            f"judge cross-check: the offline judge gives {r['offline']:.2f}, "
+            f"the run's judge {r['judge']:.2f} (margin {margin:g})"
+        )
+        for _, r in df[df["flagged"]].iterrows()
+    }
 
 
 DEGENERATE_KINDS = ("empty", "category_name", "dimension_name", "axis_question")

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memprobe.vocabulary import CATEGORIES, EndReason, FeedbackType
@@ -245,6 +246,8 @@ class JudgeEntry(Record):
     score: float
     judge_reason: str
     scoring_mode: str
+    # judge.cross_check: the offline judge's score of the same label (None: not asked).
+    second_opinion: float | None = None
 
 
 class Judge(UserRun):
@@ -342,6 +345,20 @@ def first_error(err: ValidationError, top: str = "(top level)") -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or top
     return f"{loc}: {first['msg'].removeprefix('Value error, ')}"
+
+
+def load_yaml(path: str | os.PathLike[str], model: type[T], what: str = "file") -> T:
+    """Read and validate a YAML settings file (``what`` names it in the not-found line)."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RecordError(f"{path}: {what} not found") from None
+    except yaml.YAMLError as err:
+        raise RecordError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as err:
+        raise RecordError(f"{path}: {first_error(err)}") from None
 
 
 def load(path: str | os.PathLike[str], model: type[T]) -> T:

@@ -67,36 +67,38 @@ class Rubric(BaseModel):
         return score
 
 
+# The levels' meanings are the release judge's (docs/release-format.md §3.6), in our words; the
+# 0.0 level also names a label that only names its slot (docs/fidelity.md).
 RUBRIC = Rubric(
-    version="1",
+    version="2",
     grades=(
         Grade(
             score=1.0,
-            name="same",
-            meaning="it states the true value, in any wording, with nothing that matters missing.",
+            name="exact",
+            meaning="the same meaning as the true value, complete: nothing contradicted, "
+            "nothing left out.",
         ),
         Grade(
             score=0.75,
             name="close",
-            meaning="the right value, with a minor detail missing or blurred.",
+            meaning="the same core meaning, with a minor aspect missing or loosely phrased.",
         ),
         Grade(
             score=0.5,
             name="partial",
-            meaning="part of the value is right, but an important part is missing, it is "
-            "broader or vaguer than the truth, it drifts to a neighbouring idea, or it mixes in "
-            "another dimension.",
+            meaning="some overlap with the true value, but a key element is missing or "
+            "slightly off.",
         ),
         Grade(
             score=0.25,
             name="weak",
-            meaning="it is on the same topic, but the value itself is missing or wrong.",
+            meaning="only a marginal overlap: it mostly misses the point.",
         ),
         Grade(
             score=0.0,
             name="wrong",
-            meaning='it contradicts the truth, is about something else, is "unknown", or only '
-            "names the slot (a category, the dimension, or its question) without giving a value.",
+            meaning='it contradicts the true value, is unrelated to it, is "unknown", or only '
+            "names the slot (a category, the dimension, or its question) without a value.",
         ),
     ),
     unknown_score=0.0,

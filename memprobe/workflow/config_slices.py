@@ -49,7 +49,7 @@ class Slice:
 _JUDGE = Slice(
     keys=("compat.judge_unknown_labels", "judge"),
     roles=("judge",),
-    modules=("protocol.recovery", "spec.rubric"),
+    modules=("protocol.recovery", "spec.rubric", "protocol.judges", "protocol.offline_judge"),
 )
 
 SLICES: dict[str, Slice] = {
@@ -95,7 +95,16 @@ SLICES: dict[str, Slice] = {
     "slotfill_sweep": Slice(roles=("slotfill",), modules=("protocol.recovery", "spec.taxonomy")),
     "judge_sweep": _JUDGE,
     "judge_calibration": Slice(
-        keys=("judge",), roles=("judge",), modules=("protocol.calibration", "spec.rubric")
+        keys=("judge",),
+        roles=("judge",),
+        modules=(
+            "protocol.calibration",
+            "spec.rubric",
+            "protocol.recovery",
+            "protocol.judges",
+            "protocol.offline_judge",
+            "release.judge_verdicts",
+        ),
     ),
     "tables": Slice(
         keys=("seed",), modules=("report.tables", "report.figures", "spec.rubric")

@@ -7,13 +7,14 @@ exit status 1, and Snakemake removes the job's outputs, so no partial artifact s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -128,8 +129,23 @@ def prompt_inputs(job: Job) -> dict[str, str]:
     }
 
 
+# The HTTP clients' loggers: one INFO line per request (``HTTP Request: POST ...``) and the
+# openai client's retry notes. They belong in the job's log file, not on the terminal.
+WIRE_LOGGERS = ("httpx", "httpx2", "httpcore", "openai")
+
+
+class NotWire(logging.Filter):
+    """Passes a record unless it is an HTTP client's line below WARNING."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or record.name.split(".")[0] not in WIRE_LOGGERS
+
+
 def setup_logging(logfile: str | None) -> None:
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    """The job's log: everything in ``logfile``; on stderr (the terminal) all but the wire."""
+    terminal = logging.StreamHandler(sys.stderr)
+    terminal.addFilter(NotWire())
+    handlers: list[logging.Handler] = [terminal]
     if logfile:
         Path(logfile).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(logfile, mode="w", encoding="utf-8"))
@@ -140,8 +156,32 @@ def setup_logging(logfile: str | None) -> None:
         handlers=handlers,
         force=True,
     )
-    for noisy in ("httpx", "openai", "httpcore", "sentence_transformers"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    for name in WIRE_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
+    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+
+
+@contextlib.contextmanager
+def wire_to(logfile: str) -> Iterator[None]:
+    """Inside Snakemake's own process (``onstart``): the HTTP clients' lines go to
+    ``logfile`` only, never through Snakemake's handlers to the terminal."""
+    Path(logfile).parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(logfile, mode="w", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    loggers = [logging.getLogger(n) for n in WIRE_LOGGERS]
+    saved = [(lg.level, lg.propagate) for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+        lg.propagate = False
+    try:
+        yield
+    finally:
+        for lg, (level, propagate) in zip(loggers, saved, strict=True):
+            lg.removeHandler(handler)
+            lg.setLevel(level)
+            lg.propagate = propagate
+        handler.close()
 
 
 def run(main: Callable[[Job], None]) -> None:

@@ -1,4 +1,4 @@
-"""Reading table rows in tests, and a Judge record built by hand."""
+"""Reading table rows in tests, and Judge records built by hand."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from memprobe.spec.records import Judge
+from memprobe.spec.records import Judge, JudgeEntry
 
 
 def row(df: pd.DataFrame, **keys) -> dict:
@@ -33,3 +33,19 @@ def judge_of(system, user, overall, mode="dump_all", flag=False, details=(), per
         overall=overall,
         details=list(details),
     )
+
+
+def entry_of(category="skill_memory", score=0.0, **fields) -> JudgeEntry:
+    """One judged label; fields not given are empty (dimension "d", mode dump_all)."""
+    base = {
+        "category": category,
+        "dimension": "d",
+        "explanation": "",
+        "ground_truth": "",
+        "predicted": "",
+        "slot_fill_reason": "",
+        "score": score,
+        "judge_reason": "",
+        "scoring_mode": "dump_all",
+    }
+    return JudgeEntry.model_validate(base | fields)

@@ -60,7 +60,7 @@ def test_the_judge_prompt_never_shows_an_anchor(anchors):
 
 def _replies(anchors, judge) -> list[calibration.Reply]:
     llm = RecordingLLM(lambda m, s: {"score": judge(m[-1]["content"]), "reason": "r"})
-    return calibration.score_anchors(anchors, llm, PROMPT)
+    return calibration.score_anchors(anchors, recovery.llm_grader(llm, PROMPT))
 
 
 def test_a_judge_that_gives_one_everywhere_fails(anchors):
@@ -108,9 +108,14 @@ def test_a_bad_anchors_file_is_one_line_naming_it(tmp_path):
 
 def test_judge_settings_are_validated():
     cfg = load_config(tiny_config("http://x/v1"))
-    assert (cfg.judge.calibration, cfg.judge.min_kappa, cfg.judge.max_bias) == ("warn", 0.6, 0.15)
+    judge = cfg.judge
+    assert (judge.calibration.on_fail, judge.min_kappa, judge.max_bias) == ("warn", 0.6, 0.15)
+    assert (judge.form, judge.calibration.source) == ("llm", "anchors")
     with pytest.raises(ConfigError, match="judge.calibration"):
         load_config(tiny_config("http://x/v1", judge={"calibration": "halt"}))
+    # the earlier shorthand `judge.calibration: stop` still means on_fail: stop
+    stop = load_config(tiny_config("http://x/v1", judge={"calibration": "stop"}))
+    assert stop.judge.calibration.on_fail == "stop"
 
 
 @pytest.mark.parametrize(
@@ -156,10 +161,12 @@ def test_degenerate_as_unknown_scores_zero_without_a_call():
         ],  # fmt: skip
     )
     answer = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    as_protocol = recovery.judge_user(slot, bank, answer, PROMPT)
+    as_protocol = recovery.judge_user(slot, bank, recovery.llm_grader(answer, PROMPT))
     assert len(answer.requests) == 2 and as_protocol.overall == 1.0
     option = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    scored = recovery.judge_user(slot, bank, option, PROMPT, degenerate_axes={})
+    scored = recovery.judge_user(
+        slot, bank, recovery.llm_grader(option, PROMPT), degenerate_axes={}
+    )
     assert len(option.requests) == 1
     assert scored.per_category["skill_memory"] == 0.0
     assert "category_name" in scored.details[0].judge_reason
@@ -170,3 +177,26 @@ def test_the_judge_writes_its_reason_before_its_score():
     schema = recovery.JudgeReply.model_json_schema()
     assert list(schema["properties"]) == ["reason", "score"]
     assert schema["required"] == ["reason", "score"]
+
+
+def test_the_runs_last_lines_report_slot_only_labels_and_the_cross_check(tmp_path):
+    degenerate = tmp_path / "degenerate_labels.csv"
+    degenerate.write_text(
+        "system,mode,n_labels,empty,category_name,dimension_name,axis_question,degenerate,share\n"
+        "longctx_full,dump_all,10,0,5,1,0,6,0.6\n"
+        "longctx_full,retrieve,20,0,3,3,0,6,0.3\n"
+    )
+    checked = tmp_path / "judge_cross_check.csv"
+    checked.write_text(
+        "system,mode,cell,judge,offline,difference,flagged\n"
+        "mem0,dump_all,B,0.75,0.5,-0.25,True\n"
+        "mem0,dump_all,skill,0.75,0.75,0.0,False\n"
+    )
+    lines = calibration.closing_lines(str(degenerate), str(checked))
+    assert lines == [
+        f"memprobe: 12 of 30 slot-fill labels (40%) only name their slot (category, dimension "
+        f"or question) instead of a value ({degenerate})",
+        f"memprobe: judge cross-check: the offline judge disagrees on 1 of 2 B cells by more "
+        f"than the margin ({checked})",
+    ]
+    assert calibration.closing_lines(str(tmp_path / "none.csv"), None) == []

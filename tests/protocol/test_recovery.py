@@ -22,7 +22,23 @@ from tests.helpers.paper import paper_config, stage_prompt
 from tests.helpers.protocol import TWO_ENTRY_BANK, user_text
 from tests.helpers.recording_llm import RecordingLLM
 from tests.helpers.recovery_case import BANK, GUIDES, slotfill, store
+from tests.helpers.tables import entry_of
 from tests.helpers.workflow import local_raw
+
+
+def llm_judge(llm: RecordingLLM) -> recovery.Grader:
+    """The LLM judge on our judge prompt, answered by ``llm``."""
+    return recovery.llm_grader(llm, str(prompt_path("recovery_judge")))
+
+
+def twice_or_unknown() -> RecordingLLM:
+    """A slot-filler that answers "twice" for the skill and "unknown" for the preference."""
+    return RecordingLLM(
+        lambda m, s: {
+            "label": "unknown" if "verbosity" in m[-1]["content"] else "twice",
+            "reason": "",
+        }
+    )
 
 
 def evidence_answer(messages, schema):
@@ -52,7 +68,7 @@ def test_overflow_flag_is_recorded_not_silently_scored():
         e.label == "unknown" and not e.called and "overflow" in e.reason for e in out.entries
     )
     judge_llm = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "would pay"})
-    judge = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    judge = recovery.judge_user(out, BANK, llm_judge(judge_llm))
     assert judge.overflow and judge.flagged  # the tables' dagger
     assert judge_llm.requests == []  # an unscored store costs the judge nothing either
     assert [d.score for d in judge.details] == [0.0, 0.0] and judge.overall == 0.0
@@ -72,24 +88,15 @@ def test_overflow_chunked_is_scored():
     judge = recovery.judge_user(
         out,
         BANK,
-        RecordingLLM(lambda m, s: {"reason": "r", "score": 0.75}),
-        str(prompt_path("recovery_judge")),
+        llm_judge(RecordingLLM(lambda m, s: {"reason": "r", "score": 0.75})),
     )
     assert judge.overall == pytest.approx(0.75) and not judge.flagged
 
 
 def test_judge_sees_truth_and_label_and_scores_unknown_zero_without_a_call():
-    out = slotfill(
-        store(1, 5),
-        RecordingLLM(
-            lambda m, s: {
-                "label": "unknown" if "verbosity" in m[-1]["content"] else "twice",
-                "reason": "",
-            }
-        ),
-    )
+    out = slotfill(store(1, 5), twice_or_unknown())
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "partial"})
-    judge = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    judge = recovery.judge_user(out, BANK, llm_judge(judge_llm))
     assert len(judge_llm.requests) == 1  # the unknown label costs no call
     text = judge_llm.prompt_text(0)
     assert "SECRET-EXPLANATION" in text and "Checks sources twice" in text and "twice" in text
@@ -247,7 +254,10 @@ def test_judge_unknown_option_sends_unknown_labels_to_the_judge():
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "unknown", "reason": ""}))
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.25, "reason": "lenient"})
     judge = recovery.judge_user(
-        out, BANK, judge_llm, str(prompt_path("recovery_judge")), judge_unknown=True
+        out,
+        BANK,
+        llm_judge(judge_llm),
+        judge_unknown=True,
     )
     assert len(judge_llm.requests) == 2
     assert [d.score for d in judge.details] == [0.25, 0.25]
@@ -255,18 +265,7 @@ def test_judge_unknown_option_sends_unknown_labels_to_the_judge():
 
 
 def test_category_means_hand_values():
-    def entry(c, s):
-        return recovery.JudgeEntry(
-            category=c,
-            dimension="d",
-            explanation="",
-            ground_truth="",
-            predicted="",
-            slot_fill_reason="",
-            score=s,
-            judge_reason="",
-            scoring_mode="dump_all",
-        )
+    entry = entry_of
 
     per, overall = recovery.category_means(
         [entry("skill_memory", 1.0), entry("skill_memory", 0.5), entry("self_model", 0.0)]
@@ -333,7 +332,7 @@ def test_every_call_names_user_system_mode_and_dimension():
     ]
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "twice", "reason": ""}))
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": ""})
-    judged = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    judged = recovery.judge_user(out, BANK, llm_judge(judge_llm))
     assert judge_llm.wheres == [base, "user user_001, system memt, dump_all, verbosity_preference"]
     assert (judged.user_id, judged.system, judged.mode) == ("user_001", "memt", "dump_all")
     d = judged.details[0]
@@ -390,7 +389,7 @@ def test_judge_prompt_has_the_dimension_and_the_label_and_reasons_are_recorded()
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "LABEL-XYZ", "reason": ""}))
     out.entries[1] = out.entries[1].model_copy(update={"label": "unknown"})
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "half"})
-    judged = recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    judged = recovery.judge_user(out, BANK, llm_judge(judge_llm))
     text = judge_llm.prompt_text(0)
     assert "LABEL-XYZ" in text and "critical_thinking_skill" in text
     assert [d.judge_reason for d in judged.details] == [
@@ -404,15 +403,16 @@ def test_degenerate_labels_are_unknown_only_with_the_option_and_the_axis_counts(
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": axis, "reason": ""}))
     axes = {"critical_thinking_skill": axis, "verbosity_preference": "How long?"}
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "r"})
-    prompt = str(prompt_path("recovery_judge"))
-    judged = recovery.judge_user(out, BANK, judge_llm, prompt, degenerate_axes=axes)
+    judged = recovery.judge_user(out, BANK, llm_judge(judge_llm), degenerate_axes=axes)
     # the skill label is its own axis question: unknown, no call; the preference label is not
     assert [d.score for d in judged.details] == [0.0, 0.5] and len(judge_llm.requests) == 1
     assert (
         judged.details[0].judge_reason == "label is a axis_question: scored as 'unknown' (no call)"
     )
     plain = recovery.judge_user(
-        out, BANK, RecordingLLM(lambda m, s: {"score": 0.5, "reason": ""}), prompt
+        out,
+        BANK,
+        llm_judge(RecordingLLM(lambda m, s: {"score": 0.5, "reason": ""})),
     )
     assert [d.score for d in plain.details] == [0.5, 0.5]
 
@@ -460,10 +460,33 @@ def test_a_reduce_that_says_unknown_is_unknown():
 def test_the_judge_prompt_shows_the_rubric_scale_and_levels():
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "LABEL-XYZ", "reason": ""}))
     judge_llm = RecordingLLM(lambda m, s: {"score": 0.5, "reason": "r"})
-    recovery.judge_user(out, BANK, judge_llm, str(prompt_path("recovery_judge")))
+    recovery.judge_user(out, BANK, llm_judge(judge_llm))
     text = judge_llm.prompt_text(0)
     assert RUBRIC.scale_text() in text and RUBRIC.levels_text() in text
     assert "None" not in text
+
+
+def test_a_second_opinion_grades_every_label_beside_the_judge():
+    """judge.cross_check: the offline judge's score of each label rides along in its entry."""
+    out = slotfill(store(1, 5), twice_or_unknown())
+    seen = []
+
+    def second(items):
+        seen.extend(items)
+        return [recovery.JudgeReply(reason="offline", score=0.25) for _ in items]
+
+    judge_llm = RecordingLLM(lambda m, s: {"score": 0.75, "reason": "close"})
+    judged = recovery.judge_user(
+        out,
+        BANK,
+        llm_judge(judge_llm),
+        second_opinion=second,
+    )
+    assert [d.score for d in judged.details] == [0.75, 0.0]  # the judge's, unchanged
+    assert [d.second_opinion for d in judged.details] == [0.25, 0.25]
+    assert [it.truth for it in seen] == ["Checks sources twice", "Wants bullet points"]
+    plain = recovery.judge_user(out, BANK, llm_judge(judge_llm))
+    assert all(d.second_opinion is None for d in plain.details)
 
 
 def test_store_over_the_served_context_is_flagged_without_a_request(

@@ -390,3 +390,15 @@ def test_cli_prices_a_replayed_50_user_run_next_to_the_full_run(tmp_path):
     assert all(f_calls[(s, "assistant")] > 0 for s in ("nomem", "amem", "memt"))
     assert r_calls[("amem", "writer")] == pytest.approx(f_calls[("amem", "writer")], rel=0.01)
     assert r_total < 0.6 * f_total and r_usd < 0.5 * f_usd
+
+
+def test_the_judge_form_and_calibration_source_set_the_judges_calls():
+    def judge_calls(**judge) -> dict[str, float]:
+        cfg = load_config(paper_like(judge=judge, release_dir=str(ROOT / "tests")))
+        lines = estimate.predict(cfg, estimate.priors(cfg))
+        return {x.system: x.calls for x in lines if x.role == "judge"}
+
+    llm = judge_calls()
+    assert llm["(per run)"] == 47 and llm["longctx_full"] > 0  # one call per anchor
+    assert judge_calls(calibration={"source": "release", "n": 100})["(per run)"] == 100
+    assert not any(judge_calls(form="scorer").values())  # the offline judge calls no LLM

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from memprobe.report import tables
-from memprobe.spec.records import Judge, JudgeEntry
+from memprobe.spec.records import Judge
 from tests.helpers.release_fixture import MODES, SYSTEMS, import_records
-from tests.helpers.tables import close, judge_of, row
+from tests.helpers.tables import close, entry_of, judge_of, row
 
 
 @pytest.fixture(scope="module")
@@ -298,17 +298,7 @@ def test_gap_flags_mark_every_value_cell_of_a_flagged_system_only():
 
 def test_degenerate_labels_hand_counts():
     def d(dim, predicted):
-        return JudgeEntry(
-            category="skill_memory",
-            dimension=dim,
-            explanation="",
-            ground_truth="",
-            predicted=predicted,
-            slot_fill_reason="",
-            score=0.0,
-            judge_reason="",
-            scoring_mode="dump_all",
-        )
+        return entry_of(dimension=dim, predicted=predicted)
 
     js = [
         judge_of(
@@ -591,3 +581,40 @@ def test_table2_says_which_conversations_each_row_was_built_from(imported):
     assert "longctx_full (replay: longctx_full_pooled_50)" in tables.replay_header(
         {"longctx_full": run}
     )
+
+
+def test_cross_check_flags_the_cells_where_the_offline_judge_disagrees():
+    """judge.cross_check: B and each category's mean by both judges; flagged past the margin."""
+    from memprobe.protocol.recovery import category_means
+
+    def entry(cat, score, second):
+        return entry_of(cat, score, dimension=f"{cat}_dim", second_opinion=second)
+
+    def judged(user, mode, pairs):
+        details = [entry(c, s, o) for c, s, o in pairs]
+        per, overall = category_means(details)
+        return judge_of("mem0", user, overall, mode, details=details, per_category=per)
+
+    js = [
+        # dump_all: skill agrees, episodic is 0.5 lower offline -> B differs by 0.25
+        judged("u1", "dump_all", [("skill_memory", 1.0, 1.0), ("episodic_memory", 1.0, 0.5)]),
+        judged("u2", "dump_all", [("skill_memory", 0.5, 0.5), ("episodic_memory", 0.5, 0.0)]),
+        # retrieve: within the margin everywhere
+        judged("u1", "retrieve", [("skill_memory", 0.5, 0.5), ("episodic_memory", 0.5, 0.5)]),
+    ]
+    pairs = [("mem0", "dump_all"), ("mem0", "retrieve")]
+    df = tables.cross_check(["mem0"], ["dump_all", "retrieve"], pairs, js, margin=0.1)
+    assert list(df.columns) == tables.CROSS_CHECK_COLUMNS
+    b = row(df, mode="dump_all", cell="B")
+    assert close(b["judge"], 0.75) and close(b["offline"], 0.5) and b["flagged"]
+    assert not row(df, mode="dump_all", cell="skill")["flagged"]
+    assert close(row(df, mode="dump_all", cell="episodic")["difference"], -0.5)
+    assert not df[df["mode"] == "retrieve"]["flagged"].any()
+    notes = tables.cross_check_notes(df, 0.1)
+    assert set(notes) == {("mem0", "dump_all", "B"), ("mem0", "dump_all", "episodic")}
+    assert notes["mem0", "dump_all", "B"] == (
+        "judge cross-check: the offline judge gives 0.50, the run's judge 0.75 (margin 0.1)"
+    )
+    # A run without second opinions has no cross-check cells.
+    plain = [j.model_copy(update={"details": []}) for j in js]
+    assert tables.cross_check(["mem0"], ["dump_all"], pairs, plain, 0.1).empty

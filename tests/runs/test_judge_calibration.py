@@ -95,7 +95,7 @@ def test_a_judge_that_always_says_one_flags_every_b_cell(run_with):
 
 def test_a_judge_that_agrees_with_the_anchors_flags_nothing(run_with):
     # ... and passes the onstart check of `stop`, so the run goes on.
-    wf, proc = run_with(agreeing(), judge={"calibration": "stop"})
+    wf, proc = run_with(agreeing(), judge={"form": "llm", "calibration": "stop"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = wf.root / "results"
     s = calibration.read_summary(results / "judge_calibration.csv")
@@ -107,7 +107,7 @@ def test_a_judge_that_agrees_with_the_anchors_flags_nothing(run_with):
 
 
 def test_stop_ends_the_run_after_calibration_before_any_job(run_with):
-    wf, proc = run_with(ALWAYS_ONE, judge={"calibration": "stop"})
+    wf, proc = run_with(ALWAYS_ONE, judge={"form": "llm", "calibration": "stop"})
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if FLAG in line]
     assert len(lines) == 1, proc.stderr[-3000:]

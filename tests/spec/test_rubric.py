@@ -48,7 +48,7 @@ def test_an_unknown_label_scores_the_rubric_unknown_score(monkeypatch):
     monkeypatch.setattr(recovery, "RUBRIC", RUBRIC.model_copy(update={"unknown_score": 0.25}))
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "unknown", "reason": ""}))
     judge_llm = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    judged = recovery.judge_user(out, BANK, judge_llm, JUDGE_PROMPT)
+    judged = recovery.judge_user(out, BANK, recovery.llm_grader(judge_llm, JUDGE_PROMPT))
     assert judge_llm.requests == []  # no call for "unknown"
     assert [d.score for d in judged.details] == [0.25, 0.25]
 
@@ -78,3 +78,15 @@ def test_an_imported_score_off_the_rubric_is_refused(tmp_path):
     mem = release.memories(lay, "longctx_full", "user_001")
     with pytest.raises(RecordError, match=r"details\.1\.score: .*0\.0, 0\.25, 0\.5, 0\.75 or 1\.0"):
         release.scores(lay, "longctx_full", "retrieve", "user_001", bank, mem)
+
+
+def test_the_levels_carry_the_releases_meanings():
+    """docs/release-format.md §3.6: exact, close, partial, weak, wrong, in our own words."""
+    meaning = {g.score: g.meaning for g in RUBRIC.grades}
+    assert [g.name for g in RUBRIC.grades] == ["exact", "close", "partial", "weak", "wrong"]
+    assert "nothing contradicted" in meaning[1.0] and "nothing left out" in meaning[1.0]
+    assert "core meaning" in meaning[0.75] and "minor aspect" in meaning[0.75]
+    assert "key element" in meaning[0.5] and "slightly off" in meaning[0.5]
+    assert "marginal overlap" in meaning[0.25] and "misses the point" in meaning[0.25]
+    assert "contradicts" in meaning[0.0] and "unrelated" in meaning[0.0]
+    assert RUBRIC.version == "2"
