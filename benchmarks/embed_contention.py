@@ -34,7 +34,7 @@ NOTE = (
 )
 SERVER = (
     "import sys; from memprobe.serving import embeddings, embed_service;"
-    " embeddings.ENCODE_THREADS = int(sys.argv[2]); embed_service.serve(int(sys.argv[1]), 'TOK')"
+    " embeddings.ENCODE_THREADS = int(sys.argv[2]); embed_service.serve(sys.argv[1], 'TOK')"
 )
 
 
@@ -47,13 +47,14 @@ def main() -> None:
     ap.add_argument("--pause", type=float, default=0.3, help="seconds between a client's turns")
     args = ap.parse_args()
 
-    port, token = served_process.free_port(), secrets.token_hex(16)
+    where, token = served_process.private_dir("embed-bench-"), secrets.token_hex(16)
+    sock = str(where / "embed.sock")
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(port), str(args.threads)],
+        [sys.executable, "-c", SERVER, sock, str(args.threads)],
         env=dict(os.environ, TOK=token),
         stderr=subprocess.DEVNULL,
     )
-    os.environ[embed_client.URL_ENV] = f"http://127.0.0.1:{port}"
+    os.environ[embed_client.SOCKET_ENV] = sock
     os.environ[embed_client.TOKEN_ENV] = token
     hogs: list[subprocess.Popen] = []
     try:
@@ -86,6 +87,7 @@ def main() -> None:
     finally:
         for p in [*hogs, server]:
             p.kill()
+        served_process.remove_private_dir(where)
     latencies.sort()
     n = len(latencies)
     print(

@@ -7,6 +7,7 @@ names the offending key and what was expected.
 
 from __future__ import annotations
 
+import os
 import re
 from functools import cache
 from pathlib import Path
@@ -141,8 +142,9 @@ def _endpoint_url(v: str | None) -> str | None:
     return v
 
 
-# Flags of memt.vllm_args that would undo what vllm_server sets: loopback only, the run's key.
-_VLLM_RESERVED = ("--host", "--api-key")
+# Flags of memt.vllm_args that would undo what vllm_server sets: a Unix socket in a private
+# directory (no TCP port), the run's key.
+_VLLM_RESERVED = ("--host", "--port", "--uds", "--api-key")
 
 
 class RoleOverride(_Strict):
@@ -419,7 +421,6 @@ class MemT(_Strict):
     observation_sources: bool = False
     vllm_bin: str = Field(default="vllm", description="the vllm executable of envs/vllm.yaml")
     vllm_args: list[str] = Field(default_factory=list)
-    port: int = Field(default=0, ge=0, le=65535, description="0 = pick a free port")
     startup_timeout_s: float = Field(default=900.0, gt=0)
     # SLURM placement of the memt jobs; set here, not per rule, so only memt jobs get a GPU.
     gpu_model: str | None = None
@@ -433,8 +434,8 @@ class MemT(_Strict):
         for arg in v:
             if arg.split("=", 1)[0] in _VLLM_RESERVED:
                 raise ValueError(
-                    f"{arg.split('=', 1)[0]} is set by memprobe (loopback only, the run's key "
-                    "through VLLM_API_KEY); remove it"
+                    f"{arg.split('=', 1)[0]} is set by memprobe (a Unix socket in a private "
+                    "directory, the run's key through VLLM_API_KEY); remove it"
                 )
         return v
 
@@ -789,18 +790,51 @@ def _holds(raw: dict[str, Any], loc: tuple[Any, ...]) -> bool:
     return True
 
 
-def read_config_file(path: str) -> dict[str, Any]:
-    """One YAML config file as a mapping (ConfigError naming the file otherwise)."""
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """One YAML config file as a mapping, or a ConfigError naming the file (and the line).
+
+    Every reader of a config file comes here (the Snakefile, ``memprobe estimate``,
+    ``memprobe local-server``): a key twice in one mapping is refused (YAML loaders keep the
+    last one silently, so half of a config would be ignored without a word), and so is a key
+    that is not a plain value (a list or mapping as a key)."""
     import yaml
 
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh) or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(f"{path}: cannot read a YAML config ({err})") from None
+            data = yaml.load(fh, Loader=_strict_loader(str(path))) or {}  # noqa: S506  safe
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        why = " ".join(str(err).split())  # YAML's messages span lines
+        raise ConfigError(f"{path}: cannot read a YAML config ({why})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config file must be a mapping of keys")
     return data
+
+
+def _strict_loader(path: str) -> Any:
+    """A SafeLoader that refuses repeated and unhashable mapping keys in ``path``."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: Loader, node: yaml.MappingNode) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node)
+            where = f"{path}: line {key_node.start_mark.line + 1}"
+            try:
+                repeated = key in seen
+            except TypeError:
+                raise ConfigError(
+                    f"{where}: a key must be a plain value, not a {type(key).__name__}"
+                ) from None
+            if repeated:
+                raise ConfigError(f"{where}: key {key!r} appears twice")
+            seen.add(key)
+        return loader.construct_mapping(node)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Loader
 
 
 def load_layers(layers: list[tuple[str, dict[str, Any]]]) -> Config:
@@ -844,31 +878,3 @@ def role_settings(cfg: Config, role: str) -> dict[str, Any]:
         ),
         "max_tokens": over.max_tokens or cfg.llm.max_tokens,
     }
-
-
-def check_yaml_keys(paths: Any) -> None:
-    """Refuse a key that appears twice in one YAML mapping (YAML loaders keep the last one
-    silently, so half of a config would be ignored without a word)."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    def mapping(loader: Loader, node: yaml.MappingNode) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node)
-            if key in seen:
-                raise ConfigError(
-                    f"{path}: line {key_node.start_mark.line + 1}: key {key!r} appears twice"
-                )
-            seen.add(key)
-        return loader.construct_mapping(node)
-
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    for path in map(str, paths):
-        try:
-            with open(path, encoding="utf-8") as fh:
-                yaml.load(fh, Loader=Loader)  # noqa: S506  a SafeLoader subclass
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue  # unreadable files are Snakemake's to report; duplicates are ours

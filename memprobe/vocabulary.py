@@ -53,3 +53,21 @@ FeedbackType = Literal[
 ]
 FEEDBACK_TYPES: tuple[str, ...] = get_args(FeedbackType)
 EndReason = Literal["satisfied", "max_turns"]
+
+# The stages whose replies can be recovered when their re-asks run out (records.Recovery),
+# in the protocol's order: the run's last lines and the report count them in this order.
+Stage = Literal[
+    "persona",
+    "bank",
+    "task_writer",
+    "critic",
+    "editor",
+    "simulator",
+    "preference",
+    "slotfill",
+    "judge",
+    "oracle",
+    "disclosure",
+    "subclass",
+]
+STAGES: tuple[Stage, ...] = get_args(Stage)

@@ -14,13 +14,9 @@ from memprobe.workflow import step
 from memprobe.release import judge_verdicts
 from memprobe.spec import taxonomy
 from memprobe.agents import registry
-from memprobe.config import (
-    PROMPT_STAGES,
-    ConfigError,
-    check_yaml_keys,
-    load_layers,
-    read_config_file,
-)
+from memprobe.config import PROMPT_STAGES, ConfigError, load_layers, read_config_file
+from memprobe.spec import recovery_log
+from memprobe.spec.records import RecordError
 from memprobe.vocabulary import MODES
 
 
@@ -36,8 +32,7 @@ def config_layers():
 
 
 try:
-    check_yaml_keys(workflow.configfiles)
-    CFG = load_layers(config_layers())
+    CFG = load_layers(config_layers())  # read_config_file refuses a key given twice
 except ConfigError as err:
     sys.exit(f"memprobe: {err}")
 
@@ -322,11 +317,32 @@ onstart:
             sys.exit(f"memprobe: {err}")
 
 
+def recovery_lines():
+    """The run's closing lines on recovered replies (memprobe/spec/recovery_log.py): those of
+    the jobs behind this invocation's targets, run now or earlier."""
+    try:
+        usage = [j.log.usage for j in workflow.dag.jobs if "usage" in j.log.keys()]
+    except AttributeError:  # no DAG (a dry or aborted run): the default target's jobs
+        usage = LEDGERS
+    try:
+        jobs = recovery_log.read(recovery_log.path_for(p) for p in usage)
+    except RecordError as err:
+        return [f"memprobe: recovered replies: {err}"]
+    return recovery_log.summary_lines(jobs, f"listed in {R}/recoveries/")
+
+
+def print_recovery_lines():
+    if not CFG.release.import_runs:  # imported runs made no LLM call here
+        for line in recovery_lines():
+            print(line, file=sys.stderr)
+
+
 onsuccess:
     if CFG.llm.backend == "local":
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:
         embed_service.stop_for_run()
+    print_recovery_lines()
     # The run's last lines (calibration.smk): slot-only labels, the cross-check, a failed judge.
     for line in calibration.closing_lines(
         DEGENERATE, CROSS_CHECK if CFG.judge.cross_check else None
@@ -341,3 +357,4 @@ onerror:
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:
         embed_service.stop_for_run()
+    print_recovery_lines()

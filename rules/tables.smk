@@ -133,6 +133,11 @@ rule tables:
             category="Beyond the paper",
         ),
         report_header=REPORT_HEADER,
+        recoveries=report(
+            f"{R}/recoveries.csv",
+            caption="captions/recoveries.rst",
+            category="Beyond the paper",
+        ),
         paired=report(
             f"{R}/paired.csv",
             caption="captions/paired.rst",
@@ -171,6 +176,7 @@ rule tables:
         ks=CFG.ks,
         sweep=SWEEP_JUDGES,
         ledgers=LEDGERS,
+        recoveries=[str(recovery_log.path_for(p)) for p in LEDGERS],
     script:
         "../scripts/tables.py"
 

@@ -40,6 +40,7 @@ rule bank:
         pool=POOL,
         guides=GUIDES,
         prompt=prompt("bank_select"),
+        shorten=prompt("bank_shorten"),
     output:
         f"{R}/users/{{user}}/bank.json",
     log:

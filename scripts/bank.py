@@ -14,6 +14,7 @@ def main(job: step.Job) -> None:
         pool_sample=job.cfg.bank.pool_sample,
         show_examples=job.cfg.bank.show_examples,
         show_axes=job.cfg.bank.show_axes,
+        shorten_prompt=job.input.shorten,
     )
     records.write_atomic(job.output[0], bank)
 

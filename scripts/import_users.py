@@ -4,10 +4,10 @@ from memprobe.workflow import step
 
 
 def main(job: step.Job) -> None:
-    user = job.wildcards.user
-    bank = release.bank(job.input.bank_file, user, job.cfg.dims_per_category)
-    tasks = release.tasks(job.input.task_file, user, bank)
-    persona = release.persona(job.input.bank_file, user)
+    user, lay = job.wildcards.user, release.Layout(job.cfg)  # its inputs: lay's bank and task files
+    bank = release.bank(lay, user, job.cfg.dims_per_category)
+    tasks = release.tasks(lay, user, bank)
+    persona = release.persona(lay, user)
     records.write_atomic(job.output.persona, persona)
     records.write_atomic(job.output.bank, bank)
     records.write_atomic(job.output.tasks, tasks)

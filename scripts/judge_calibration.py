@@ -9,7 +9,10 @@ from memprobe.workflow import step
 def main(job: step.Job) -> None:
     files = dict(job.input.items())
     pairs = judge_verdicts.calibration_pairs(job.cfg, files.get("anchors", ""))
-    grade = judges.grader(job.cfg, lambda: job.llm("judge"), files.get("prompt"), files.get("pool"))
+    # Its outputs are tables: recovered replies are handed to the job (step.Job.recovered).
+    grade = judges.grader(
+        job.cfg, lambda: job.llm("judge"), files.get("prompt"), files.get("pool"), job.recovered
+    )
     replies = calibration.score_anchors(pairs, grade)
     summary = calibration.summarize(replies)
     records.write_atomic(job.output.replies, calibration.replies_csv(replies))

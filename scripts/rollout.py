@@ -13,8 +13,8 @@ def recorded(job: step.Job, tasks: records.Tasks) -> records.Episodes:
     """The recorded episodes of the replayed run, one file per task, in task order."""
     from memprobe.release import importer
 
-    files = list(job.input.recorded)
-    eps = [importer.replayable(Path(f), t) for f, t in zip(files, tasks.tasks, strict=True)]
+    lay, files = importer.Layout(job.cfg), list(job.input.recorded)
+    eps = [importer.replayable(lay, Path(f), t) for f, t in zip(files, tasks.tasks, strict=True)]
     return records.Episodes(user_id=tasks.user_id, system=job.cfg.rollout.replay, episodes=eps)
 
 

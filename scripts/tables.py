@@ -3,12 +3,12 @@
 from memprobe.llm import ledger
 from memprobe.protocol import calibration, recovery
 from memprobe.report import figures, tables
-from memprobe.spec import records, taxonomy
+from memprobe.spec import records, recovery_log, sheets, taxonomy
 from memprobe.workflow import step
 
 
 def write(path: str, df) -> None:
-    records.write_atomic(path, df.to_csv(index=False))
+    records.write_atomic(path, sheets.frame_csv(df))  # no cell is read as a formula
 
 
 def judge_note(path, params) -> tuple[str | None, str]:
@@ -30,6 +30,19 @@ def judge_note(path, params) -> tuple[str | None, str]:
     return None, f"The judge passed calibration: {figures_}."
 
 
+def recovery_header(jobs: list[recovery_log.JobRecoveries]) -> str:
+    """The report's line on recovered replies (the run's last lines say the same)."""
+    counts = recovery_log.per_stage(jobs)
+    if not counts:
+        return "Every LLM reply validated: no stand-in was needed (``recoveries.csv``)."
+    stages = recovery_log.stage_counts(counts)
+    return (
+        f"**{sum(counts.values())} replies were recovered** after their re-asks ran out "
+        f"({stages}): each stand-in is listed in ``recoveries.csv`` and in its artifact, and "
+        "every cell whose number rests on one names it in its ``_flags.csv``."
+    )
+
+
 def main(job: step.Job) -> None:
     cfg, i, o, params = job.cfg, job.input, job.output, job.smk.params
     systems, modes = cfg.systems, cfg.modes
@@ -41,11 +54,15 @@ def main(job: step.Job) -> None:
     # The judges of the sweep's k: the primary k's are the retrieve mode's own.
     judges |= {p: records.load(p, records.Judge) for p in i.sweep}
     note, header = judge_note(i.calibration, params)
+    recovered = recovery_log.read(params.recoveries)
 
-    def flagged(flags, df, columns=None):
-        keys = [c for c in ("system", "mode", "category") if c in df.columns]
+    def flagged(flags, df, metrics, columns=None, mode=None):
+        """A failed judge's note on the B cells, and on every cell the recovered replies that
+        moved the numbers it rests on."""
+        keys = [c for c in tables.KEYS if c in df.columns]
         cols = columns or [c for c in df.columns if c not in keys]
-        return tables.note_cells(flags, df, cols, note) if note else flags
+        flags = tables.note_cells(flags, df, cols, note) if note else flags
+        return tables.recovery_flags(flags, df, recovered, metrics, mode)
 
     # judge.cross_check: B cells where the offline judge disagrees with the run's judge.
     margin = cfg.judge.cross_check_margin
@@ -67,7 +84,7 @@ def main(job: step.Job) -> None:
     )
     write(o.table2, df)
     b_cols = [c for c in df.columns if c.startswith("B_")]
-    table2_flags = flagged(tables.table2_flags(df, js), df, b_cols)
+    table2_flags = flagged(tables.table2_flags(df, js), df, tables.table2_metrics, b_cols)
     table2_flags = tables.note_each(
         table2_flags,
         df,
@@ -82,7 +99,7 @@ def main(job: step.Job) -> None:
     write(
         o.table3_flags,
         tables.note_each(
-            flagged(tables.row_flags(df, ["system", "mode"], js), df),
+            flagged(tables.row_flags(df, ["system", "mode"], js), df, tables.b_metrics),
             df,
             lambda r, c: disagree.get((r["system"], r["mode"], c.removesuffix("_mean"))),
         ),
@@ -90,22 +107,24 @@ def main(job: step.Job) -> None:
 
     df = tables.table4(systems, modes, pairs, atts)
     write(o.table4, df)
-    flags = flagged(tables.row_flags(df, ["system", "mode"], js), df)
+    flags = flagged(tables.row_flags(df, ["system", "mode"], js), df, tables.attribution_metrics)
     write(o.table4_flags, tables.replay_notes(flags, df, replayed, tables.REPLAY_TABLE4))
 
     df = tables.table13(systems, pairs, atts)
     write(o.table13, df)
-    write(o.table13_flags, flagged(tables.row_flags(df, ["system", "category"], js), df))
+    flags = tables.row_flags(df, ["system", "category"], js)
+    write(o.table13_flags, flagged(flags, df, tables.attribution_metrics, mode="dump_all"))
 
     write(o.table14, tables.table14(systems, memories))
 
     df = tables.gap(systems, js)
     write(o.gap, df)
-    write(o.gap_flags, flagged(tables.gap_flags(df, js), df))
+    write(o.gap_flags, flagged(tables.gap_flags(df, js), df, tables.b_metrics))
 
     df = tables.table2_ci(systems, modes, pairs, js, seed=cfg.seed)
     write(o.table2_ci, df)
-    write(o.table2_ci_flags, flagged(tables.row_flags(df, ["system", "mode"], js), df))
+    flags = tables.row_flags(df, ["system", "mode"], js)
+    write(o.table2_ci_flags, flagged(flags, df, tables.b_metrics))
     write(o.paired, tables.paired(systems, modes, js, seed=cfg.seed))
 
     retrieve_systems = [s for s, m in pairs if m == "retrieve"]
@@ -119,6 +138,9 @@ def main(job: step.Job) -> None:
         f"\n\n{n_bad} of {int(df['n_labels'].sum()) if len(df) else 0} slot-fill labels name "
         "their slot instead of filling it (``degenerate_labels.csv``)."
     )
+    df = tables.recoveries_table(recovered)
+    write(o.recoveries, df)
+    header += "\n\n" + recovery_header(recovered)
     if replayed:
         header += "\n\n" + tables.replay_header(replayed)
     records.write_atomic(o.report_header, f"MemProbe run\n============\n\n{header}\n")

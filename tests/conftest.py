@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.endpoint import Endpoint, record_requests
+from tests.helpers.llm import Recorder
 from tests.helpers.workflow import RUNNING, Workflow
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -97,3 +98,18 @@ def workflow_factory(tmp_path: Path):
         return Workflow(root, config)
 
     return make
+
+
+@pytest.fixture
+def recorder_factory():
+    """Loopback OpenAI-compatible servers that replay given contents and record bodies."""
+    made = []
+
+    def make(contents, delay_s=0.0):
+        r = Recorder(contents, delay_s)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.close()

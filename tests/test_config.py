@@ -11,9 +11,9 @@ from memprobe.config import (
     PAPER_PROTOCOL,
     RELEASE_COMPAT_PROTOCOL,
     ConfigError,
-    check_yaml_keys,
     load_config,
     load_layers,
+    read_config_file,
     role_settings,
 )
 from tests.helpers.paper import merged
@@ -159,7 +159,16 @@ def test_duplicate_yaml_keys_are_refused(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("n_users: 1\nllm:\n  backend: fake\n  backend: openai\n")
     with pytest.raises(ConfigError, match="line 4: key 'backend' appears twice"):
-        check_yaml_keys([path])
+        read_config_file(path)
+
+
+@pytest.mark.parametrize("text", ["? [a, b]\n: 1\n", "n_users: 1\n? {x: 1}\n: 2\n"])
+def test_an_unhashable_yaml_key_is_one_line(tmp_path, text):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"c\.yaml: line \d+: a key must be a plain value") as err:
+        read_config_file(path)
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("key,value", [("k", [5, 5]), ("modes", ["retrieve", "retrieve"])])

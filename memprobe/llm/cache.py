@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memprobe.spec.records import write_all
+
 
 def request_key(request: dict[str, Any]) -> str:
     """sha256 over the canonical JSON of everything that shapes the reply.
@@ -77,8 +79,8 @@ class ResponseCache:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies
         try:
             try:
-                os.write(fd, data)  # one write: entries are far below the 2 GiB limit
-            finally:
+                write_all(fd, data)  # a short write (disk full) is finished or raised, never
+            finally:  # renamed into place torn
                 os.close(fd)
             os.replace(tmp, path)  # no fsync: see the module docstring
         except BaseException:
@@ -100,10 +102,10 @@ class ResponseCache:
         path = self.root / ".locks" / key[:3]
         try:
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            except FileNotFoundError:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies: a
+            except FileNotFoundError:  # group-shared cache keeps one lock for the group
                 path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError:
             yield
             return

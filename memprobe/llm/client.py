@@ -9,6 +9,11 @@
   identical request (``llm.resample_invalid`` times, never cached) before a re-ask with feedback:
   transient garbage from an endpoint then converges to the reply a clean run would have got,
   while a model that keeps answering wrongly still gets told what was wrong.
+- When the re-asks are spent, ``json()`` hands what it got (:class:`Exhausted`) to the stage's
+  ``recover`` function, whose deterministic stand-in the stage records; without one it fails.
+- A job's ``attempt`` moves every request's seed (``seed + sample + ATTEMPT_STRIDE *
+  attempt``): the attempt after a failed one draws new samples where nothing is cached, while
+  whatever an earlier attempt got is replayed (a call looks up attempts ``attempt`` .. 0).
 - A content-addressed response cache (``memprobe.llm.cache``) and a usage ledger
   (``memprobe.llm.ledger``). API keys are read from the environment at call time and never enter a
   cache key, a ledger row, a log line or an error message.
@@ -16,6 +21,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -24,6 +30,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -46,11 +53,14 @@ from memprobe.llm.providers import (
     provider,
     redact,
 )
+from memprobe.llm.salvage import strip_fence
+from memprobe.spec.records import Metric, Recovery
+from memprobe.vocabulary import Stage
 
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["LLM", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
+__all__ = ["LLM", "Exhausted", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -60,18 +70,38 @@ log = logging.getLogger("memprobe")
 Paid = list[str]  # the cache keys a structured chain paid for: dropped if the chain fails
 
 
-def _strip_fence(text: str) -> str:
-    # String operations, not a regex: `\s*(.*?)\s*` backtracks quadratically on long
-    # whitespace replies.
-    text = text.strip()
-    if len(text) >= 6 and text.startswith("```") and text.endswith("```"):
-        inner = text[3:-3]
-        return (inner[4:] if inner.startswith("json") else inner).strip()
-    return text
-
-
 def _short(err: BaseException) -> str:
     return f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+
+
+ATTEMPT_STRIDE = 1000  # seed offset per job attempt: far above any sample index
+
+
+@dataclass
+class Exhausted:
+    """A structured chain whose re-asks were spent: what it got, for the stage's recovery.
+
+    ``replies``: every raw reply, in order; ``problem``: what was wrong with the last one.
+    """
+
+    role: str
+    where: str
+    problem: str
+    replies: list[str] = field(default_factory=list)
+
+    @property
+    def last(self) -> str:
+        return self.replies[-1] if self.replies else ""
+
+    def recovery(self, stage: Stage, action: str, touches: Iterable[Metric] = ()) -> Recovery:
+        """The record of the stand-in a stage used for this chain."""
+        return Recovery(
+            stage=stage,
+            where=self.where,
+            problem=self.problem,
+            action=action,
+            touches=list(touches),
+        )
 
 
 # Transient by HTTP semantics; every other 4xx fails the same way on a resend.
@@ -107,6 +137,8 @@ class LLM:
         concurrency: int = 4,
         resample_invalid: int = 2,
         cache_identity: str | None = None,
+        attempt: int = 0,
+        uds: str | None = None,
     ) -> None:
         self.role = role
         self.backend = backend
@@ -122,9 +154,10 @@ class LLM:
         self.backoff_s = backoff_s
         self.concurrency = concurrency
         self.resample_invalid = resample_invalid
+        self.attempt = attempt  # the job's attempt (memprobe/workflow/attempts.py)
         self._api_key_env = api_key_env
         self.endpoint = Endpoint(
-            backend, base_url, cache_identity or base_url, api_key_env, timeout_s
+            backend, base_url, cache_identity or base_url, api_key_env, timeout_s, uds
         )
         self.cache_endpoint = self.endpoint.identity  # the endpoint's identity in cache keys
         self.provider: Provider = provider(self.endpoint)  # shared by the job's roles on it
@@ -160,13 +193,14 @@ class LLM:
         messages: list[dict[str, str]],
         schema: type[BaseModel] | None,
         sample: int,
+        attempt: int = 0,
         stop: list[str] | None = None,
     ) -> dict[str, Any]:
         req: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "temperature": self.temperature,
-            "seed": self.seed + sample,
+            "seed": self.seed + sample + ATTEMPT_STRIDE * attempt,
         }
         if self.max_tokens:
             req[self._limit_field()] = self.max_tokens
@@ -255,7 +289,8 @@ class LLM:
 
     def _one_request(self, req: dict[str, Any], key: str, reask: int) -> Reply:
         """One request; a delivered reply without content is on the bill, then an error."""
-        reply = self.provider.complete(req)
+        embeddings = "input" in req  # LLM.embed's request; every other one is a chat completion
+        reply = self.provider.embed(req) if embeddings else self.provider.complete(req)
         if not reply.content:
             # Paid for (a reasoning model can spend all of max_tokens thinking): billed, retried.
             self._record(key, reply, 0.0, cached=False, reask=reask, status="empty")
@@ -299,18 +334,25 @@ class LLM:
     @cpu_cost.counted
     def _through_cache(
         self,
-        messages: list[dict[str, str]],
+        req: dict[str, Any],
         schema: type[BaseModel] | None,
         sample: int,
         where: str,
         reask: int,
         paid: Paid | None = None,
-        stop: list[str] | None = None,
     ) -> tuple[str, str]:
-        """The reply's content and how it came: ``paid`` or ``replayed``."""
-        req = self._request(messages, schema, sample, stop)
-        key = request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
+        """The reply's content and how it came: ``paid`` or ``replayed``.
+
+        ``req`` carries this attempt's seed. What this job's earlier attempts got for the same
+        request is replayed (newest first); only a request no attempt has a reply for is paid.
+        """
+        key = self._key(req, sample)
         replayed = self._replay(key, reask)
+        for earlier in range(self.attempt - 1, -1, -1) if "seed" in req else ():
+            if replayed is not None:
+                break
+            seed = req["seed"] - ATTEMPT_STRIDE * (self.attempt - earlier)
+            replayed = self._replay(self._key({**req, "seed": seed}, sample), reask)
         if replayed is not None:
             return replayed, "replayed"
         self.client  # noqa: B018  built before the clock starts
@@ -374,6 +416,9 @@ class LLM:
             self._record(key, reply, latency, cached=False, reask=reask)
         return reply.content
 
+    def _key(self, req: dict[str, Any], sample: int) -> str:
+        return request_key({"base_url": self.cache_endpoint, "sample": sample, **req})
+
     def _limit_field(self) -> str:
         reasoning = re.match(r"^(gpt-5|o[134])", self.model)
         return "max_completion_tokens" if reasoning else "max_tokens"
@@ -402,7 +447,25 @@ class LLM:
         stop: list[str] | None = None,
     ) -> str:
         """A free-text reply; ``stop``: sequences at which the endpoint ends it (not included)."""
-        return self._through_cache(messages, None, sample, _where(where), 0, stop=stop).strip()
+        req = self._request(messages, None, sample, self.attempt, stop)
+        return self._through_cache(req, None, sample, _where(where), 0).strip()
+
+    def embed(
+        self, texts: list[str], *, dimensions: int | None = None, where: str = ""
+    ) -> list[list[float]]:
+        """One embedding per text from the endpoint's ``/embeddings``: cached, retried and on
+        the ledger like every chat call (the client of :meth:`embedder`)."""
+        req: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
+        if dimensions:
+            req["dimensions"] = dimensions
+        return json.loads(self._through_cache(req, None, 0, _where(where), 0))
+
+    def embedder(self, model: str) -> LLM:
+        """An embeddings client for ``model`` on this client's endpoint: the same key (and
+        plain-http rule), cache, ledger (role ``embedder``), timeouts and retries."""
+        twin = copy.copy(self)
+        twin.role, twin.model, twin._schemas = "embedder", model, {}
+        return twin
 
     def json(
         self,
@@ -412,21 +475,47 @@ class LLM:
         check: Callable[[M], None] | None = None,
         sample: int = 0,
         where: str = "",
+        recover: Callable[[Exhausted], M] | None = None,
     ) -> M:
         """Ask for a reply validating against ``schema`` (and ``check``), re-asking on failure.
 
-        The replies of a chain that succeeded stay cached, so a rerun replays the same chain;
-        those of a chain that failed are dropped, so a rerun asks again instead of failing
-        the same way for ever.
+        The replies of a chain that succeeded stay cached, so a rerun replays the same chain.
+        When the re-asks are spent, ``recover`` (the stage's deterministic stand-in) gets what
+        the chain got and its value is returned; the chain stays cached, so a replay recovers
+        the same way. Without ``recover`` the chain's replies are dropped, so a rerun asks
+        again instead of failing the same way for ever, and the call fails.
         """
+        paid: Paid = []
+        try:
+            return self._reask_chain(messages, schema, check, sample, where, paid, recover)
+        except Exception:
+            # Failed however it ended (no valid reply, a cut reply, a rejected request, retries
+            # spent): its earlier paid steps must not replay on the rerun.
+            if self.cache is not None:
+                for key in paid:
+                    self.cache.discard(key)
+            raise
+
+    def _reask_chain(
+        self,
+        messages: list[dict[str, str]],
+        schema: type[M],
+        check: Callable[[M], None] | None,
+        sample: int,
+        where: str,
+        paid: Paid,
+        recover: Callable[[Exhausted], M] | None,
+    ) -> M:
         convo = list(messages)
         loc = _where(where)
-        raw = ""
-        paid: Paid = []
+        raw = problem = ""
+        spent = Exhausted(self.role, where, "")
         for reask in range(self.max_reasks + 1):
-            raw = self._through_cache(convo, schema, sample, loc, reask, paid)
+            req = self._request(convo, schema, sample, self.attempt)
+            raw = self._through_cache(req, schema, sample, loc, reask, paid)
+            spent.replies.append(raw)
             try:
-                value = schema.model_validate(json.loads(_strip_fence(raw)))
+                value = schema.model_validate(json.loads(strip_fence(raw)))
                 if check is not None:
                     check(value)
             except (json.JSONDecodeError, ValidationError, ValueError) as err:
@@ -442,14 +531,23 @@ class LLM:
                 ]
                 continue
             return value
-        if self.cache is not None:
-            for key in paid:
-                self.cache.discard(key)
+        secret = os.environ.get(self._api_key_env or "")
+        if recover is not None:
+            spent.problem = problem
+            log.warning(
+                "%s",
+                redact(
+                    f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries "
+                    f"(last problem: {problem}); recovering deterministically",
+                    secret,
+                ),
+            )
+            return recover(spent)
         raise LLMError(
             redact(
                 f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries; "
                 f"last problem: {problem}; raw reply: {raw[:300]!r}",
-                os.environ.get(self._api_key_env or ""),
+                secret,
             )
         )
 
@@ -464,7 +562,7 @@ class LLM:
 
 def _validator(schema: type[BaseModel]) -> Callable[[str], Any]:
     def validate(content: str) -> Any:
-        return schema.model_validate(json.loads(_strip_fence(content)))
+        return schema.model_validate(json.loads(strip_fence(content)))
 
     return validate
 
@@ -489,8 +587,9 @@ def client_for(
     *,
     ledger_path: str | os.PathLike[str] | None = None,
     job: str = "",
+    attempt: int = 0,
 ) -> LLM:
-    """Build the client of one role from the validated config."""
+    """Build the client of one role from the validated config (``attempt``: the job's)."""
     cpu_cost.client_built()
     s = role_settings(cfg, role)
     try:
@@ -515,6 +614,7 @@ def client_for(
         concurrency=cfg.llm.concurrency,
         resample_invalid=cfg.llm.resample_invalid,
         cache_identity=endpoint.identity,
+        attempt=attempt,
     )
     return llm
 
@@ -527,9 +627,9 @@ def memt_endpoint(cfg: Config) -> Endpoint:
     from memprobe.serving import vllm_server
 
     m = cfg.memt
-    base_url = vllm_server.ensure(m)
+    base_url, uds = vllm_server.ensure(m)
     identity = vllm_server.cache_identity(m, base_url)
-    return Endpoint("memt", base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s)
+    return Endpoint("memt", base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s, uds)
 
 
 def memt_client(cfg: Config, writer: LLM | None) -> LLM:
@@ -551,4 +651,6 @@ def memt_client(cfg: Config, writer: LLM | None) -> LLM:
         max_attempts=cfg.llm.max_attempts,
         backoff_s=cfg.llm.backoff_s,
         cache_identity=endpoint.identity,
+        attempt=writer.attempt if writer else 0,
+        uds=endpoint.uds,
     )

@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from memprobe.spec.records import write_all
+
 COLUMNS = (
     "ts",
     "job",
@@ -43,7 +45,7 @@ _SHARED_LOCK = threading.Lock()
 
 
 class Ledger:
-    """Rows go to the file at once, one ``write()`` each on an append-mode descriptor that
+    """Rows go to the file at once, written whole on an append-mode descriptor that
     stays open for the job: a SIGKILL right after a paid call finds its row in the kernel
     already (nothing paid is ever off the bill), and no row costs an open and a close (a stat
     checks the file is still the one opened).
@@ -89,14 +91,26 @@ class Ledger:
         buf = io.StringIO()
         csv.writer(buf).writerow(row)  # the columns in COLUMNS' order
         with self._lock:
-            os.write(self._open(), buf.getvalue().encode("utf-8"))
+            self._append(buf.getvalue().encode("utf-8"))
+
+    def _append(self, data: bytes) -> None:
+        """One whole row, or none: a row cut short (a full disk) is cut off again and the
+        failure raised, so no torn row breaks Table 5's integer columns."""
+        fd = self._open()
+        end = os.fstat(fd).st_size  # this job alone appends to its ledger
+        try:
+            write_all(fd, data)
+        except OSError as err:
+            os.ftruncate(fd, end)
+            raise OSError(err.errno, f"{self.path}: a ledger row was not written ({err})") from None
 
     def _open(self) -> int:
         """The job's descriptor of the ledger, opened (and headed, if new) on first use.
 
         Append mode: rows of a killed-and-resumed job accumulate, so the ledger shows which
-        calls were paid and which were replayed from the cache. One write() per row on an
-        O_APPEND fd: a SIGKILL cannot leave half a row for the next to extend.
+        calls were paid and which were replayed from the cache. A row is one write() on an
+        O_APPEND fd (a SIGKILL cannot leave half a row for the next to extend), finished if
+        the kernel took only part of it, cut off again if it could not be finished.
         """
         if self._fd is not None and not self._still_ours():
             os.close(self._fd)  # the file was moved or deleted under us: start a new one
@@ -108,7 +122,7 @@ class Ledger:
             if os.fstat(fd).st_size == 0:
                 head = io.StringIO()
                 csv.writer(head).writerow(COLUMNS)
-                os.write(fd, head.getvalue().encode("utf-8"))
+                write_all(fd, head.getvalue().encode("utf-8"))
             self._fd = fd
             self._id = _file_id(os.fstat(fd))
         return self._fd

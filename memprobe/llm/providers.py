@@ -20,20 +20,18 @@ across calls. Retries, validation, the cache and the ledger are the caller's
 
 from __future__ import annotations
 
-import functools
+import ipaddress
 import json
 import os
 import re
 import threading
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from memprobe.config import Config
-from memprobe.testing.fake_responder import completion_body, fake_content
+from memprobe.testing.fake_responder import completion_body, embedding_body, fake_content
 
 if TYPE_CHECKING:
     import httpx2
@@ -72,6 +70,7 @@ class Endpoint:
     identity: str  # the endpoint in cache keys: its URL, or the served weights
     api_key_env: str | None = None
     timeout_s: float = 120.0
+    uds: str | None = None  # a Unix socket that reaches base_url (the served Mem-T)
 
 
 class Provider(Protocol):
@@ -82,8 +81,18 @@ class Provider(Protocol):
         ``transport_errors()`` for no answer, ``InvalidReply``/``ValueError`` for a bad body."""
         ...
 
+    def embed(self, req: dict[str, Any]) -> Reply:
+        """Send one embeddings request; the reply's content is the vectors as a JSON list (in
+        input order), its prompt tokens the endpoint's usage. Errors as for ``complete``."""
+        ...
 
-_BEARER = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"'=:\s]+)[^\s\"',}]+")
+
+# A credential after its label: Authorization schemes (Bearer, and Basic with its base64), and
+# key=, token=, secret=, password= as in headers, JSON and query strings.
+_BEARER = re.compile(
+    r"(?i)(bearer\s+|basic\s+(?=[A-Za-z0-9+/]{8,}=*)"
+    r"|(?:api[_-]?key|token|secret|password)[\"'=:\s]+)[^\s\"',}&]+"
+)
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
 
 
@@ -97,8 +106,17 @@ def redact(text: str, *secrets: str | None) -> str:
 
 
 def is_loopback(url: str) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-    return host == "localhost" or host == "::1" or host.startswith("127.")
+    """Whether ``url``'s host is this machine: a loopback IP address, or exactly ``localhost``.
+
+    Never a DNS name that merely starts like one (``127.attacker.example``,
+    ``127.0.0.1.nip.io``): a key may go there over plain http, and proxies are skipped."""
+    host = urlsplit(url).hostname or ""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _clean(content: str) -> str:
@@ -163,7 +181,7 @@ class OpenAICompatible:
             api_key=key or "no-key",
             max_retries=0,  # retries are the caller's: they honour Retry-After and are logged
             timeout=ep.timeout_s,
-            http_client=_http_client(ep.base_url, ep.timeout_s, ep.backend == "fake"),
+            http_client=_http_client(ep),
         )
 
     def complete(self, req: dict[str, Any]) -> Reply:
@@ -185,6 +203,28 @@ class OpenAICompatible:
             _count(usage.get("completion_tokens")),
             str(choice.get("finish_reason") or ""),
         )
+
+    def embed(self, req: dict[str, Any]) -> Reply:
+        import httpx2
+
+        resp = self.client.post(
+            "/embeddings", cast_to=httpx2.Response, body=req, options=_BEARER_AUTH
+        )
+        body = _mapping(resp.json())
+        rows = body.get("data")
+        texts = req["input"]
+        if not isinstance(rows, list) or len(rows) != len(texts):
+            raise InvalidReply(f"the endpoint's reply holds no {len(texts)} embeddings")
+        rows = sorted(map(_mapping, rows), key=lambda r: _count(r.get("index")))
+        vectors = [r.get("embedding") for r in rows]
+        if not all(isinstance(v, list) and v and _numbers(v) for v in vectors):
+            raise InvalidReply("an embedding in the endpoint's reply is not a list of numbers")
+        usage = _mapping(body.get("usage"))
+        return Reply(json.dumps(vectors), _count(usage.get("prompt_tokens")), 0, "")
+
+
+def _numbers(values: list[Any]) -> bool:
+    return all(isinstance(x, int | float) and not isinstance(x, bool) for x in values)
 
 
 _BEARER_AUTH: Any = {"security": {"bearer_auth": True}}  # what create() asks of the client
@@ -260,51 +300,22 @@ def _fake_transport() -> httpx2.MockTransport:
 
     def handler(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content or b"{}")
+        if request.url.path.endswith("/embeddings"):
+            return httpx2.Response(200, json=embedding_body(body))
         return httpx2.Response(200, json=completion_body(body, fake_content(body)))
 
     return httpx2.MockTransport(handler)
 
 
-@functools.cache
-def _deadline_stream() -> type:
-    """A response body stream that gives up once the call's total time is spent: httpx's
-    timeouts are per read, so a server dripping bytes would otherwise hold a call (and the
-    lock on its key) for ever. Built on first use: httpx2 (openai's HTTP library) is slow
-    to import."""
-    import httpx2
+def _http_client(endpoint: Endpoint) -> httpx2.Client:
+    """The transport of one client: a total deadline per call; proxies never for loopback
+    (nor for a Unix socket)."""
+    from memprobe.llm import deadline
 
-    class Deadline(httpx2.SyncByteStream):
-        def __init__(self, stream: httpx2.SyncByteStream, deadline: float) -> None:
-            self._stream = stream
-            self._deadline = deadline
-
-        def __iter__(self) -> Iterator[bytes]:
-            for chunk in self._stream:
-                if time.monotonic() > self._deadline:
-                    raise httpx2.ReadTimeout("the reply took longer than llm.timeout_s")
-                yield chunk
-
-        def close(self) -> None:
-            self._stream.close()
-
-    return Deadline
-
-
-def _http_client(base_url: str, timeout_s: float, fake: bool) -> httpx2.Client:
-    """The transport of one client: a total deadline per call; proxies never for loopback."""
-    import openai
-
-    def start(request: httpx2.Request) -> None:
-        request.extensions["memprobe_deadline"] = time.monotonic() + timeout_s
-
-    def bound(response: httpx2.Response) -> None:
-        deadline = response.request.extensions.get("memprobe_deadline")
-        if deadline is not None:
-            response.stream = _deadline_stream()(response.stream, deadline)
-
-    kwargs: dict[str, Any] = {"transport": _fake_transport()} if fake else {}
-    return openai.DefaultHttpxClient(
-        trust_env=not is_loopback(base_url),  # HTTP(S)_PROXY must not see loopback traffic
-        event_hooks={"request": [start], "response": [bound]},
-        **kwargs,
+    ep = endpoint
+    return deadline.http_client(
+        ep.timeout_s,
+        trust_env=not (ep.uds or is_loopback(ep.base_url)),  # proxies never see local traffic
+        transport=_fake_transport() if ep.backend == "fake" else None,
+        uds=ep.uds,
     )

@@ -15,7 +15,6 @@ Below ``judge.min_kappa`` or above ``judge.max_bias`` the judge fails: every B c
 from __future__ import annotations
 
 import csv
-import io
 import sys
 from pathlib import Path
 from typing import Literal
@@ -23,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memprobe.protocol.recovery import Grader, JudgeItem
-from memprobe.spec import records
+from memprobe.spec import records, sheets
 from memprobe.spec.rubric import LEVELS, RUBRIC, Level
 from memprobe.vocabulary import CATEGORIES, Category
 
@@ -122,7 +121,8 @@ class Reply(BaseModel):
 
 
 def score_anchors(anchors: Anchors, grade: Grader) -> list[Reply]:
-    """Grade every pair exactly as the judge rule grades a label."""
+    """Grade every pair exactly as the judge rule grades a label (a recovered reply, 0.0,
+    counts against the judge; the grader lists it)."""
     replies = grade([a.item() for a in anchors.items])
     return [
         Reply(
@@ -219,8 +219,8 @@ def stop_if_failed(cfg, pairs: Anchors, prompt: str, pool: str) -> None:
             job="judge_calibration/onstart",
         )
 
-    try:
-        replies = score_anchors(pairs, judges.grader(cfg, llm, prompt, pool))
+    try:  # a recovered reply (0.0) counts against the judge; only the verdict is kept here
+        replies = score_anchors(pairs, judges.grader(cfg, llm, prompt, pool, []))
     except (LLMError, records.RecordError) as err:
         raise CalibrationError(f"judge calibration: {err}") from None
     s = summarize(replies)
@@ -306,11 +306,7 @@ def replies_csv(replies: list[Reply]) -> str:
 
 
 def _csv(rows: list[dict], columns: list[str]) -> str:
-    out = io.StringIO()
-    w = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    return out.getvalue()
+    return sheets.csv_text(rows, columns)  # a judge's reason never reads as a formula
 
 
 def read_summary(path: str | Path) -> Summary:

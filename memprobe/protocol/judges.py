@@ -13,6 +13,7 @@ from memprobe.config import Config
 from memprobe.llm.client import LLM
 from memprobe.protocol import recovery
 from memprobe.spec import taxonomy
+from memprobe.spec.records import Recovery
 
 
 def offline(cfg: Config, pool: str | None) -> recovery.Grader:
@@ -27,14 +28,19 @@ def offline(cfg: Config, pool: str | None) -> recovery.Grader:
 
 
 def grader(
-    cfg: Config, llm: Callable[[], LLM], prompt: str | None, pool: str | None
+    cfg: Config,
+    llm: Callable[[], LLM],
+    prompt: str | None,
+    pool: str | None,
+    recoveries: list[Recovery],
 ) -> recovery.Grader:
-    """The configured judge; ``llm`` builds the judge role's client (only ``form: llm``)."""
+    """The configured judge; ``llm`` builds the judge role's client (only ``form: llm``), whose
+    recovered replies go to ``recoveries`` (the offline judge has none)."""
     if cfg.judge.form == "scorer":
         return offline(cfg, pool)
     if prompt is None:
         raise ValueError("an LLM judge needs its prompt file (no prompt input)")
-    return recovery.llm_grader(llm(), prompt)
+    return recovery.llm_grader(llm(), prompt, recoveries)
 
 
 def second_opinion(cfg: Config, pool: str | None) -> recovery.Grader | None:

@@ -9,17 +9,28 @@ from __future__ import annotations
 from types import GenericAlias
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, ValidationError, create_model
 
-from memprobe.llm.client import LLM
+from memprobe.llm.client import LLM, Exhausted
+from memprobe.llm.salvage import cut_at_sentence, objects
 from memprobe.spec.prompts import render
-from memprobe.spec.records import Bank, Episodes, PrefEpisode, Preference, PrefScore, PrefTurn
+from memprobe.spec.records import (
+    Bank,
+    Episodes,
+    PrefEpisode,
+    Preference,
+    PrefScore,
+    PrefTurn,
+    Recovery,
+)
+
+MAX_REASON_CHARS = 300
 
 
 class PrefItem(BaseModel):
     idx: int
     score: Literal[1, 2, 3, 4, 5, "na"]
-    reason: str = Field(default="", max_length=300)
+    reason: str = Field(default="", max_length=MAX_REASON_CHARS)
 
 
 class PrefReply(BaseModel):
@@ -36,6 +47,34 @@ def reply_schema(n: int) -> type[PrefReply]:
         __base__=PrefReply,
         per_pref=(per_pref, Field(min_length=n, max_length=n)),
     )
+
+
+def preference_stand_in(spent: Exhausted, n: int) -> tuple[list[PrefItem], Recovery]:
+    """One score per preference when the re-asks ran out: the latest reply's first valid item
+    for each idx (its reason cut at a sentence end); a preference it did not score validly is
+    "na", which leaves it out of the turn's score as the release's None did for the turn."""
+    items: Any = next((o["per_pref"] for o in objects(spent.replies) if "per_pref" in o), [])
+    found: dict[int, PrefItem] = {}
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        reason = item.get("reason", "")
+        if isinstance(reason, str):
+            item = {**item, "reason": cut_at_sentence(reason, MAX_REASON_CHARS)}
+        try:
+            valid = PrefItem.model_validate(item)
+        except ValidationError:
+            continue
+        if 1 <= valid.idx <= n:
+            found.setdefault(valid.idx, valid)
+    missing = [i for i in range(1, n + 1) if i not in found]
+    stand_in = "stand-in: no valid score in the judge's replies"
+    scores = [found.get(i) or PrefItem(idx=i, score="na", reason=stand_in) for i in range(1, n + 1)]
+    if missing:
+        action = f"na for preference(s) {', '.join(map(str, missing))}"
+    else:
+        action = "the latest reply's first item per preference"
+    return scores, spent.recovery("preference", action, ("D",) if missing else ())
 
 
 def turn_score(scores: list[PrefScore]) -> float | None:
@@ -63,29 +102,42 @@ def judge_preferences(episodes: Episodes, bank: Bank, llm: LLM, prompt: str) -> 
         if got != list(range(1, n + 1)):
             raise ValueError(f"per_pref must have exactly one entry per idx 1..{n}, got {got}")
 
-    def one(job: tuple[int, str, int, str]) -> PrefTurn:
+    def one(job: tuple[int, str, int, str]) -> tuple[PrefTurn, list[Recovery]]:
         ep_index, task, turn, reply_text = job
         if n == 0:
-            return PrefTurn(turn=turn, score=None, per_pref=[])
+            return PrefTurn(turn=turn, score=None, per_pref=[]), []
+        recovered: list[Recovery] = []
+
+        def stand_in(spent: Exhausted) -> PrefReply:
+            items, recovery = preference_stand_in(spent, n)
+            recovered.append(recovery)
+            return PrefReply(per_pref=items)
+
         reply = llm.json(
             render(prompt, prefs=pref_text, task=task, reply=reply_text),
             schema,
             check=check,
             where=f"user {episodes.user_id}, system {episodes.system}, "
             f"episode {ep_index}, turn {turn}",
+            recover=stand_in,
         )
         scores = [
             PrefScore(idx=i.idx, score=i.score, reason=i.reason)
             for i in sorted(reply.per_pref, key=lambda x: x.idx)
         ]
-        return PrefTurn(turn=turn, score=turn_score(scores), per_pref=scores)
+        return PrefTurn(turn=turn, score=turn_score(scores), per_pref=scores), recovered
 
     jobs = [(e.index, e.task, t.turn, t.agent_response) for e in episodes.episodes for t in e.turns]
-    results = iter(llm.map(one, jobs))
+    done = llm.map(one, jobs)  # in job order, whatever order the calls finished in
+    results = iter(turn for turn, _ in done)
     out = [
         PrefEpisode(index=e.index, turns=[next(results) for _ in e.turns])
         for e in episodes.episodes
     ]
     return Preference(
-        user_id=episodes.user_id, system=episodes.system, D=pooled_d(out), episodes=out
+        user_id=episodes.user_id,
+        system=episodes.system,
+        D=pooled_d(out),
+        episodes=out,
+        recoveries=[r for _, recovered in done for r in recovered],
     )

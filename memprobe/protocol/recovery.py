@@ -17,12 +17,15 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
-from memprobe.llm.client import LLM
+from memprobe.llm.client import LLM, Exhausted
+from memprobe.llm.salvage import last_lenient
 from memprobe.spec.prompts import render
 from memprobe.spec.records import (
     Bank,
     Judge,
     JudgeEntry,
+    Metric,
+    Recovery,
     Retrieved,
     RetrievedQuery,
     SlotFill,
@@ -49,6 +52,32 @@ class JudgeReply(BaseModel):
     # schema order, so it compares the values before it commits to a score (issue 18).
     reason: str = Field(max_length=500)
     score: Level
+
+
+def slot_stand_in(spent: Exhausted) -> tuple[SlotReply, Recovery]:
+    """The slot-fill answer when the re-asks ran out: the latest reply with over-long fields
+    cut at a sentence end, else "unknown" with the reason (the protocol's answer for no
+    usable evidence; the judge scores it 0). A cut label or a stand-in "unknown" may score
+    other than a valid reply would have, so B is marked; a cut reason moves nothing."""
+    fixed = last_lenient(spent.replies, SlotReply)
+    if fixed is not None:
+        value, cut = fixed
+        touches: list[Metric] = ["B"] if "label" in cut else []
+        return value, spent.recovery("slotfill", f"cut {', '.join(cut)}", touches)
+    reason = f"stand-in: no valid slot-fill reply ({spent.problem})"[:500]
+    return SlotReply(label=UNKNOWN, reason=reason), spent.recovery("slotfill", "unknown", ("B",))
+
+
+def judge_stand_in(spent: Exhausted) -> tuple[JudgeReply, Recovery]:
+    """The judge's verdict when the re-asks ran out: the latest reply with its reason cut at a
+    sentence end (its score stands), else 0.0, the rubric's score for a label it could not
+    credit (the release's parse-failure score), marked as touching B."""
+    fixed = last_lenient(spent.replies, JudgeReply)
+    if fixed is not None:
+        value, cut = fixed
+        return value, spent.recovery("judge", f"cut {', '.join(cut)}")
+    reason = f"stand-in: no valid judge reply ({spent.problem})"[:500]
+    return JudgeReply(reason=reason, score=0.0), spent.recovery("judge", "score 0.0", ("B",))
 
 
 def serialize(items: list[dict[str, Any]]) -> str:
@@ -152,7 +181,14 @@ def slotfill_user(
     tokens = count_tokens(store_text) if mode == "dump_all" else 0
     over = mode == "dump_all" and tokens > budget
 
+    recovered: dict[str, list[Recovery]] = {}  # per dimension: map() runs them in threads
+
     def ask(category: str, dimension: str, memory_text: str, where: str) -> SlotReply:
+        def stand_in(spent: Exhausted) -> SlotReply:
+            reply, recovery = slot_stand_in(spent)
+            recovered.setdefault(dimension, []).append(recovery)
+            return reply
+
         return llm.json(
             render(
                 prompt,
@@ -163,6 +199,7 @@ def slotfill_user(
             ),
             SlotReply,
             where=where,
+            recover=stand_in,
         )
 
     def one(e) -> SlotFillEntry:
@@ -234,6 +271,7 @@ def slotfill_user(
         overflow_strategy=overflow if over else None,  # type: ignore[arg-type]
         memory_tokens=tokens,
         entries=entries,
+        recoveries=[r for e in bank.entries for r in recovered.get(e.dimension, [])],
     )
 
 
@@ -265,9 +303,24 @@ Grader = Callable[[Sequence[JudgeItem]], list[JudgeReply]]
 
 
 def ask_judge(
-    llm: LLM, prompt: str, *, dimension: str, explanation: str, truth: str, label: str, where: str
+    llm: LLM,
+    prompt: str,
+    *,
+    dimension: str,
+    explanation: str,
+    truth: str,
+    label: str,
+    where: str,
+    recoveries: list[Recovery],
 ) -> JudgeReply:
-    """One judge call: the judge rule and the calibration ask exactly this way."""
+    """One judge call: the judge rule and the calibration ask exactly this way (a reply whose
+    re-asks ran out is recovered by ``judge_stand_in`` and listed in ``recoveries``)."""
+
+    def stand_in(spent: Exhausted) -> JudgeReply:
+        reply, recovery = judge_stand_in(spent)
+        recoveries.append(recovery)
+        return reply
+
     messages = render(
         prompt,
         scale=RUBRIC.scale_text(),
@@ -277,28 +330,36 @@ def ask_judge(
         truth=truth,
         label=label,
     )
-    return llm.json(
-        messages,
-        JudgeReply,
-        where=where,
-    )
+    return llm.json(messages, JudgeReply, where=where, recover=stand_in)
 
 
-def llm_grader(llm: LLM, prompt: str) -> Grader:
-    """The LLM judge: one call per label (``llm.map`` runs them concurrently)."""
+def llm_grader(llm: LLM, prompt: str, recoveries: list[Recovery] | None = None) -> Grader:
+    """The LLM judge: one call per label (``llm.map`` runs them concurrently). A reply whose
+    re-asks ran out is recovered as ``ask_judge`` recovers it and listed in ``recoveries`` (when
+    given), in the order of the items."""
 
-    def one(it: JudgeItem) -> JudgeReply:
-        return ask_judge(
-            llm,
-            prompt,
-            dimension=it.dimension,
-            explanation=it.explanation,
-            truth=it.truth,
-            label=it.label,
-            where=it.where,
-        )
+    def grade(items: Sequence[JudgeItem]) -> list[JudgeReply]:
+        recovered: list[list[Recovery]] = [[] for _ in items]  # per item: map() uses threads
 
-    return lambda items: llm.map(one, items)
+        def one(i: int) -> JudgeReply:
+            it = items[i]
+            return ask_judge(
+                llm,
+                prompt,
+                dimension=it.dimension,
+                explanation=it.explanation,
+                truth=it.truth,
+                label=it.label,
+                where=it.where,
+                recoveries=recovered[i],
+            )
+
+        replies = llm.map(one, range(len(items)))
+        if recoveries is not None:
+            recoveries.extend(r for each in recovered for r in each)
+        return replies
+
+    return grade
 
 
 # -- degenerate labels -------------------------------------------------------------------
@@ -340,11 +401,13 @@ def judge_user(
     judge_unknown: bool = False,
     degenerate_axes: dict[str, str] | None = None,
     second_opinion: Grader | None = None,
+    recoveries: list[Recovery] | None = None,
 ) -> Judge:
     """Score every slot-fill label with ``grade``. With ``degenerate_axes`` (dimension -> axis
     question; the ``judge.degenerate_as_unknown`` option) a degenerate label is scored as
     "unknown". ``second_opinion`` (``judge.cross_check``) also grades every label, each entry
-    keeping its score beside the judge's."""
+    keeping its score beside the judge's. ``recoveries``: the list ``grade`` records its
+    recovered replies in (``llm_grader``), kept in the record."""
     truth = {e.dimension: e for e in bank.entries}
 
     def item(s: SlotFillEntry) -> JudgeItem:
@@ -395,10 +458,12 @@ def judge_user(
         )
         for s, (score, reason), second in zip(slotfill.entries, verdicts, seconds, strict=True)
     ]
-    return judge_record(slotfill, details)
+    return judge_record(slotfill, details, recoveries)
 
 
-def judge_record(slotfill: SlotFill, details: list[JudgeEntry]) -> Judge:
+def judge_record(
+    slotfill: SlotFill, details: list[JudgeEntry], recoveries: list[Recovery] | None = None
+) -> Judge:
     """The judge record of a slot-fill: its scored entries and their category means."""
     per, overall = category_means(details)
     return Judge(
@@ -410,4 +475,5 @@ def judge_record(slotfill: SlotFill, details: list[JudgeEntry]) -> Judge:
         per_category=per,
         overall=overall,
         details=details,
+        recoveries=recoveries or [],
     )

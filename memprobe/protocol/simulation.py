@@ -9,27 +9,33 @@ from __future__ import annotations
 
 import logging
 from functools import cache
+from typing import Any
 
 from pydantic import BaseModel, Field, create_model
 
 from memprobe.agents.base import HistoryTurn, MemorySystem
-from memprobe.llm.client import LLM
+from memprobe.llm.client import LLM, Exhausted
+from memprobe.llm.salvage import cut_at_sentence, json_value, last_lenient, strip_fence
 from memprobe.protocol.users import bank_block, persona_block
 from memprobe.spec.prompts import dialogue, render
 from memprobe.spec.records import (
     Bank,
     Episode,
     Episodes,
+    Metric,
     Persona,
+    Recovery,
     Tasks,
     Turn,
 )
-from memprobe.vocabulary import EndReason, FeedbackType
+from memprobe.vocabulary import FEEDBACK_TYPES, EndReason, FeedbackType
 
 log = logging.getLogger("memprobe")
 
 
 DEFAULT_MAX_REPLY_CHARS = 1500  # simulator.max_reply_chars (config.yaml); the release set none
+FALLBACK_FEEDBACK: FeedbackType = "followup"  # the release's, never a silent "satisfied"
+FALLBACK_TEXT = "Can you go on?"
 
 
 class SimulatorReply(BaseModel):
@@ -44,6 +50,36 @@ def reply_schema(max_chars: int | None) -> type[SimulatorReply]:
         return SimulatorReply
     text = (str, Field(min_length=1, max_length=max_chars))
     return create_model("SimulatorReply", __base__=SimulatorReply, text=text)
+
+
+def simulator_stand_in(
+    spent: Exhausted, max_chars: int | None = DEFAULT_MAX_REPLY_CHARS
+) -> tuple[SimulatorReply, Recovery]:
+    """The user's turn when the re-asks ran out: the latest reply with its text cut at a
+    sentence end to the cap (``max_chars``; None: no cap, nothing is cut); else its feedback
+    type if valid (``followup`` otherwise, as the release fell back) and its text (or its
+    prose, or a neutral nudge). A stand-in feedback type moves metrics A and C, so it is
+    marked as touching them."""
+    schema = reply_schema(max_chars)
+    fixed = last_lenient(spent.replies, schema)
+    if fixed is not None:
+        value, cut = fixed
+        return value, spent.recovery("simulator", f"cut {', '.join(cut)}")
+    parsed = json_value(spent.last)
+    obj: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
+    given = obj.get("feedback_type")
+    kind: FeedbackType = given if given in FEEDBACK_TYPES else FALLBACK_FEEDBACK
+    text = obj.get("text") if parsed is not None else strip_fence(spent.last)
+    text = text.strip() if isinstance(text, str) else ""
+    if max_chars is not None:
+        text = cut_at_sentence(text, max_chars)
+    parts = [] if kind == given else [f"feedback_type {kind}"]
+    if not text:
+        text = FALLBACK_TEXT
+        parts.append(f"text {FALLBACK_TEXT!r}")
+    action = "stand-in " + " and ".join(parts) if parts else "kept the latest reply's fields"
+    touches: list[Metric] = ["A", "C"] if kind != given else []
+    return schema(feedback_type=kind, text=text), spent.recovery("simulator", action, touches)
 
 
 RECENT_OWN = 3  # the simulator's own latest messages, shown with a do-not-repeat note
@@ -70,6 +106,7 @@ def simulate_user(
     turn: int,
     where: str,
     max_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
+    recoveries: list[Recovery] | None = None,
 ) -> SimulatorReply:
     messages = render(
         prompt,
@@ -81,7 +118,14 @@ def simulate_user(
         turn=turn,
         reply=reply,
     )
-    return llm.json(messages, reply_schema(max_chars), where=where)
+
+    def stand_in(spent: Exhausted) -> SimulatorReply:
+        reply, recovery = simulator_stand_in(spent, max_chars)
+        if recoveries is not None:
+            recoveries.append(recovery)
+        return reply
+
+    return llm.json(messages, reply_schema(max_chars), where=where, recover=stand_in)
 
 
 def run_episode(
@@ -95,6 +139,7 @@ def run_episode(
     target_dimension: str,
     max_turns: int,
     max_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
+    recoveries: list[Recovery] | None = None,
 ) -> Episode:
     history: list[HistoryTurn] = []
     turns: list[Turn] = []
@@ -103,7 +148,17 @@ def run_episode(
         where = f"user {persona.user_id}, system {system.name}, episode {index}, turn {turn}"
         reply = system.respond(index, task, history)
         fb = simulate_user(
-            simulator, prompt, persona, bank, task, history, reply, turn, where, max_chars
+            simulator,
+            prompt,
+            persona,
+            bank,
+            task,
+            history,
+            reply,
+            turn,
+            where,
+            max_chars,
+            recoveries,
         )
         turns.append(
             Turn(
@@ -141,6 +196,7 @@ def rollout(
 ) -> Episodes:
     system.reset(persona.user_id)
     episodes: list[Episode] = []
+    recoveries: list[Recovery] = []
     n = len(tasks.tasks)
     for t in tasks.tasks:
         ep = run_episode(
@@ -154,6 +210,7 @@ def rollout(
             t.target_dimension,
             max_turns,
             max_chars,
+            recoveries,
         )
         episodes.append(ep)
         log.info(
@@ -166,7 +223,9 @@ def rollout(
             ep.end_reason,
             len(system.get_all_memories()),
         )
-    return Episodes(user_id=persona.user_id, system=system.name, episodes=episodes)
+    return Episodes(
+        user_id=persona.user_id, system=system.name, episodes=episodes, recoveries=recoveries
+    )
 
 
 # -- replay (rollout.replay) -----------------------------------------------------------------

@@ -6,13 +6,23 @@ import hashlib
 import logging
 import random
 import re
+from collections.abc import Callable
 from types import GenericAlias
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, WithJsonSchema, create_model
 
-from memprobe.llm.client import LLM
-from memprobe.spec.prompts import PROMPT_DIR, render
+from memprobe.llm.client import LLM, Exhausted
+from memprobe.llm.salvage import (
+    cut_at_sentence,
+    cut_words,
+    json_value,
+    last_lenient,
+    longest_text,
+    objects,
+    strip_fence,
+)
+from memprobe.spec.prompts import PROMPT_DIR, prompt_path, render
 from memprobe.spec.records import (
     Bank,
     BankEntry,
@@ -21,17 +31,19 @@ from memprobe.spec.records import (
     Location,
     Persona,
     RecordError,
+    Recovery,
     Task,
     Tasks,
 )
 from memprobe.spec.taxonomy import Dimension, Pool, check_counts, load_guides
-from memprobe.vocabulary import CATEGORIES
+from memprobe.vocabulary import CATEGORIES, Stage
 
 log = logging.getLogger("memprobe")
 
 HINTS_FILE = PROMPT_DIR / "elicitation_hints.yaml"  # per category, same keys as the guides
 MAX_SHORT_WORDS = 15
 MAX_SHORT_CHARS = 75
+MAX_EXPLANATION_CHARS = 800
 VALUES = ("positive", "negative", "neutral")
 
 
@@ -138,18 +150,52 @@ def sample_attributes(seed: int, user_id: str) -> dict:
     }
 
 
+NARRATIVE_CHARS = {"values": 400, "attitude": 900, "coping": 400}  # each field's limit
+MAX_INTEREST_CHARS = 60
+MAX_INTERESTS = 6
+
+
 def narrative_schema(n_stories: int) -> type[BaseModel]:
     """The narrative reply; the story count is the sampled one, so the schema fixes it."""
     story = Annotated[str, Field(min_length=20, max_length=MAX_STORY_CHARS)]
-    interest = Annotated[str, Field(min_length=2, max_length=60)]
+    interest = Annotated[str, Field(min_length=2, max_length=MAX_INTEREST_CHARS)]
     return create_model(
         "PersonaNarrative",
-        values=(str, Field(min_length=20, max_length=400)),
-        attitude=(str, Field(min_length=20, max_length=900)),
-        coping=(str, Field(min_length=10, max_length=400)),
+        values=(str, Field(min_length=20, max_length=NARRATIVE_CHARS["values"])),
+        attitude=(str, Field(min_length=20, max_length=NARRATIVE_CHARS["attitude"])),
+        coping=(str, Field(min_length=10, max_length=NARRATIVE_CHARS["coping"])),
         stories=(list[story], Field(min_length=n_stories, max_length=n_stories)),
-        interests=(list[interest], Field(min_length=2, max_length=6)),
+        interests=(list[interest], Field(min_length=2, max_length=MAX_INTERESTS)),
     )
+
+
+def narrative_stand_in(spent: Exhausted, n_stories: int) -> tuple[dict[str, Any], Recovery]:
+    """The narrative when the re-asks ran out: the latest reply with over-long texts cut at a
+    sentence end; failing that, the latest JSON reply's usable fields, the rest left empty
+    (a thinner person, never an invented one)."""
+    fixed = last_lenient(spent.replies, narrative_schema(n_stories))
+    if fixed is not None:
+        value, cut = fixed
+        return value.model_dump(), spent.recovery("persona", f"cut {', '.join(cut)}")
+    obj = next(objects(spent.replies), {})
+
+    def texts(key: str, limit: int, most: int) -> list[str]:
+        items = obj.get(key)
+        items = items if isinstance(items, list) else []
+        kept = [cut_at_sentence(i, limit) for i in items if isinstance(i, str) and i.strip()]
+        return kept[:most]
+
+    fields: dict[str, Any] = {
+        key: cut_at_sentence(obj[key], limit) if isinstance(obj.get(key), str) else ""
+        for key, limit in NARRATIVE_CHARS.items()
+    }
+    fields["stories"] = texts("stories", MAX_STORY_CHARS, n_stories)
+    fields["interests"] = texts("interests", MAX_INTEREST_CHARS, MAX_INTERESTS)
+    empty = [k for k, v in fields.items() if not v]
+    action = "kept the usable narrative fields of the latest reply" + (
+        f"; left empty: {', '.join(empty)}" if empty else ""
+    )
+    return fields, spent.recovery("persona", action)
 
 
 def make_persona(seed: int, user_id: str, llm: LLM, prompt: str) -> Persona:
@@ -167,8 +213,16 @@ def make_persona(seed: int, user_id: str, llm: LLM, prompt: str) -> Persona:
         values_orientation=attrs["values_orientation"],
         n_stories=n_stories,
     )
+    schema = narrative_schema(n_stories)
+    recoveries: list[Recovery] = []
+
+    def stand_in(spent: Exhausted) -> BaseModel:
+        fields, recovery = narrative_stand_in(spent, n_stories)
+        recoveries.append(recovery)
+        return schema.model_construct(**fields)  # a thinner narrative than the schema asks
+
     # A model built at run time (narrative_schema): its fields are known to pydantic only.
-    story: Any = llm.json(messages, narrative_schema(n_stories), where=f"user {user_id}, persona")
+    story: Any = llm.json(messages, schema, where=f"user {user_id}, persona", recover=stand_in)
     return Persona(
         **attrs,
         values=story.values.strip(),
@@ -176,6 +230,7 @@ def make_persona(seed: int, user_id: str, llm: LLM, prompt: str) -> Persona:
         attitude=story.attitude.strip(),
         stories=[s.strip() for s in story.stories],
         interests=[i.strip() for i in story.interests],
+        recoveries=recoveries,
     )
 
 
@@ -205,7 +260,7 @@ def bank_schema(names: list[str], n: int) -> type[BaseModel]:
         "BankDim",
         name=(name, ...),
         short=(short, ...),
-        explanation=(str, Field(min_length=1, max_length=800)),
+        explanation=(str, Field(min_length=1, max_length=MAX_EXPLANATION_CHARS)),
     )
     dims: Any = GenericAlias(list, entry)  # list[entry], of a model built at run time
     return create_model(
@@ -231,6 +286,16 @@ def repeats_axis(short: str, axis: str) -> bool:
     return bool(words) and len(words & content_words(axis)) / len(words) >= 0.8
 
 
+def short_problem(short: str, axis: str | None) -> str | None:
+    """What is wrong with a bank short as a value (too many words, the axis restated)."""
+    words = len(short.split())
+    if not 1 <= words <= MAX_SHORT_WORDS:
+        return f"short has {words} words, expected 1-{MAX_SHORT_WORDS}"
+    if axis and repeats_axis(short, axis):
+        return "short repeats the axis question; give this person's value"
+    return None
+
+
 def check_bank_dims(
     dims: list[dict],
     names: list[str],
@@ -251,19 +316,118 @@ def check_bank_dims(
         elif name in seen:
             problems.append(f"dims[{i}]: duplicate dimension {name!r}")
         seen.add(name)
-        words = len(d["short"].split())
-        if not 1 <= words <= MAX_SHORT_WORDS:
-            problems.append(
-                f"dims[{i}] ({name}): short has {words} words, expected 1-{MAX_SHORT_WORDS}"
-            )
-        if axes and name in axes and repeats_axis(d["short"], axes[name]):
-            problems.append(
-                f"dims[{i}] ({name}): short repeats the axis question; give this person's value"
-            )
+        problem = short_problem(d["short"], (axes or {}).get(name))
+        if problem:
+            problems.append(f"dims[{i}] ({name}): {problem}")
         if not d["explanation"].strip():
             problems.append(f"dims[{i}] ({name}): empty explanation")
     if problems:
         raise ValueError(f"bank {category}: " + "; ".join(problems))
+
+
+class ShortReply(BaseModel):
+    # A grammar-constrained endpoint cannot write more than ~12 words in 60 characters.
+    short: Annotated[str, WithJsonSchema({"type": "string", "maxLength": 60})]
+
+
+def reply_dims(replies: list[str]) -> list[list[dict[str, str]]]:
+    """Each JSON reply's well-formed dims (name, short, explanation: strings), latest first."""
+    keys = ("name", "short", "explanation")
+    out = []
+    for obj in objects(replies):
+        dims = obj.get("dims")
+        items = dims if isinstance(dims, list) else []
+        well_formed = [
+            d for d in items if isinstance(d, dict) and all(isinstance(d.get(k), str) for k in keys)
+        ]
+        out.append(
+            [
+                {
+                    "name": d["name"].strip(),
+                    "short": d["short"].strip(),
+                    "explanation": cut_at_sentence(d["explanation"], MAX_EXPLANATION_CHARS),
+                }
+                for d in well_formed
+            ]
+        )
+    return out
+
+
+def bank_stand_in(
+    spent: Exhausted,
+    n: int,
+    shown: list[Dimension],
+    shorten: Callable[[dict[str, str]], tuple[str, str]],
+) -> tuple[list[dict[str, str]], Recovery]:
+    """n entries when the re-asks ran out. The latest reply's entries with a pool name come
+    first (a short with a problem rewritten by ``shorten``: a dedicated call, else cut to 15
+    words; an empty explanation replaced by the axis question it answers); missing ones are
+    replaced by other dimensions of the category: a valid entry of an earlier reply, else the
+    pool's first example value for a shown dimension."""
+    axes = {d.name: d.axis for d in shown}
+    replies = reply_dims(spent.replies)
+    chosen: dict[str, dict[str, str]] = {}
+    notes: list[str] = []
+    for d in replies[0] if replies else []:  # a pick without a value is a missing one
+        if d["name"] in axes and d["name"] not in chosen and d["short"] and len(chosen) < n:
+            chosen[d["name"]] = dict(d)
+    for name, d in chosen.items():
+        if short_problem(d["short"], axes[name]):
+            d["short"], how = shorten(d)
+            notes.append(f"{name}: short {how}")
+        if not d["explanation"]:
+            d["explanation"] = axes[name]
+            notes.append(f"{name}: empty explanation replaced by the axis question")
+    earlier = [d for dims in replies[1:] for d in dims]
+    for d in earlier:
+        name = d["name"]
+        usable = d["explanation"] and not short_problem(d["short"], axes.get(name))
+        if len(chosen) < n and name in axes and name not in chosen and usable:
+            chosen[name] = d
+            notes.append(f"{name}: taken from an earlier reply in place of a missing dimension")
+    for dim in shown:
+        if len(chosen) < n and dim.name not in chosen:
+            chosen[dim.name] = {
+                "name": dim.name,
+                "short": dim.answer_space[0],
+                "explanation": dim.axis,
+            }
+            notes.append(f"{dim.name}: the pool's first example value in place of a missing one")
+    return list(chosen.values()), spent.recovery("bank", "; ".join(notes) or "kept as given")
+
+
+def shorten_short(
+    d: dict[str, str], axis: str, llm: LLM, prompt: str, where: str
+) -> tuple[str, str]:
+    """A bank short rewritten to at most 15 words by a dedicated call; when its own re-asks
+    run out, the short cut to 15 words at a clause boundary. Returns the short and how."""
+    how = "shortened by a dedicated call"
+
+    def check(r: ShortReply) -> None:
+        problem = short_problem(r.short, axis)
+        if problem:
+            raise ValueError(problem)
+
+    def cut(spent: Exhausted) -> ShortReply:
+        nonlocal how
+        how = "cut to 15 words (the shortening call's re-asks ran out too)"
+        return ShortReply(short=cut_words(d["short"], MAX_SHORT_WORDS))
+
+    reply = llm.json(
+        render(
+            prompt,
+            dimension=d["name"],
+            axis=axis,
+            short=d["short"],
+            explanation=d["explanation"] or "(none)",
+            max_words=MAX_SHORT_WORDS,
+        ),
+        ShortReply,
+        check=check,
+        where=f"{where}, shorten {d['name']}",
+        recover=cut,
+    )
+    return reply.short.strip(), how
 
 
 def make_bank(
@@ -276,16 +440,17 @@ def make_bank(
     pool_sample: int | None = None,
     show_examples: bool = True,
     show_axes: bool = True,
+    shorten_prompt: str | None = None,
 ) -> Bank:
     entries: list[BankEntry] = []
+    recoveries: list[Recovery] = []
+    shorten_prompt = shorten_prompt or str(prompt_path("bank_shorten"))
     for cat in CATEGORIES:
         n = counts[cat]
         if n == 0:
             continue
         check_counts(pool, {cat: n})
         shown = pool_candidates(pool, cat, n, pool_sample, persona.seed)
-        names = [d.name for d in shown]
-        axes = {d.name: d.axis for d in shown}
         pool_text = "\n".join(
             f"- {d.name}"
             + (f": {d.axis}" if show_axes else "")
@@ -305,32 +470,57 @@ def make_bank(
             earlier_full=bank_block(Bank(user_id=persona.user_id, entries=entries)) or "(none yet)",
             pool=pool_text,
         )
-
-        def check(r: Any, names: list[str] = names, n: int = n, cat: str = cat, axes=axes) -> None:
-            check_bank_dims([d.model_dump() for d in r.dims], names, n, cat, axes)
-
-        # bank_schema's model is built at run time: its fields are known to pydantic only.
-        reply: Any = llm.json(
-            messages,
-            bank_schema(names, n),
-            check=check,
-            where=f"user {persona.user_id}, bank {cat}",
-        )
+        where = f"user {persona.user_id}, bank {cat}"
+        dims = category_dims(messages, cat, n, shown, llm, shorten_prompt, where, recoveries)
         entries += [
             BankEntry(
                 category=cat,
-                dimension=d.name,
-                short=d.short.strip(),
-                explanation=d.explanation.strip(),
+                dimension=d["name"],
+                short=d["short"].strip(),
+                explanation=d["explanation"].strip(),
             )
-            for d in reply.dims
+            for d in dims
         ]
-    return Bank(user_id=persona.user_id, entries=entries)
+    return Bank(user_id=persona.user_id, entries=entries, recoveries=recoveries)
+
+
+def category_dims(
+    messages: list[dict[str, str]],
+    cat: str,
+    n: int,
+    shown: list[Dimension],
+    llm: LLM,
+    shorten_prompt: str,
+    where: str,
+    recoveries: list[Recovery],
+) -> list[dict[str, str]]:
+    """One category's n picks (a recovery, when one was needed, goes to ``recoveries``)."""
+    names = [d.name for d in shown]
+    axes = {d.name: d.axis for d in shown}
+    schema = bank_schema(names, n)
+
+    def check(r: Any) -> None:
+        check_bank_dims([d.model_dump() for d in r.dims], names, n, cat, axes)
+
+    def shorten(d: dict[str, str]) -> tuple[str, str]:
+        return shorten_short(d, axes[d["name"]], llm, shorten_prompt, where)
+
+    def stand_in(spent: Exhausted) -> Any:
+        dims, recovery = bank_stand_in(spent, n, shown, shorten)
+        recoveries.append(recovery)
+        return schema.model_validate({"dims": dims})
+
+    # bank_schema's model is built at run time: its fields are known to pydantic only.
+    reply: Any = llm.json(messages, schema, check=check, where=where, recover=stand_in)
+    return [d.model_dump() for d in reply.dims]
 
 
 # -- tasks -------------------------------------------------------------------------------
+MAX_TASK_CHARS = 600
+
+
 class TaskDraft(BaseModel):
-    task: str = Field(min_length=1, max_length=600)
+    task: str = Field(min_length=1, max_length=MAX_TASK_CHARS)
     rationale: str = Field(default="", max_length=300)
 
 
@@ -338,6 +528,43 @@ class CriticReply(BaseModel):
     inferred_trait: str = Field(max_length=150)
     verdict: Literal["neutral", "fishing"]
     why: str = Field(default="", max_length=300)
+
+
+GENERIC_TASK = "Could you help me think something through?"
+
+
+def draft_stand_in(spent: Exhausted, stage: Stage) -> tuple[TaskDraft | None, Recovery]:
+    """A writer's or editor's draft when the re-asks ran out: the latest reply with over-long
+    fields cut at a sentence end, else the latest reply's text as the request (a model that
+    answered in prose, or nested its answer); None when no reply holds any text."""
+    fixed = last_lenient(spent.replies, TaskDraft)
+    if fixed is not None:
+        value, cut = fixed
+        return value, spent.recovery(stage, f"cut {', '.join(cut)}")
+    parsed = json_value(spent.last)
+    text = longest_text(parsed) if parsed is not None else strip_fence(spent.last)
+    text = cut_at_sentence(text, MAX_TASK_CHARS)
+    if text:
+        return TaskDraft(task=text), spent.recovery(stage, "the latest reply's text as the task")
+    return None, spent.recovery(stage, "no usable text")
+
+
+def critic_stand_in(
+    spent: Exhausted, task: str, short: str, threshold: float
+) -> tuple[CriticReply, Recovery]:
+    """The critic's verdict when the re-asks ran out: the latest reply with over-long fields
+    cut, else the deterministic leak check's (fishing over ``tasks.leak_threshold``)."""
+    fixed = last_lenient(spent.replies, CriticReply)
+    if fixed is not None:
+        value, cut = fixed
+        return value, spent.recovery("critic", f"cut {', '.join(cut)}")
+    share = leak_share(task, short)
+    verdict: Literal["neutral", "fishing"] = "fishing" if share > threshold else "neutral"
+    why = f"stand-in: {share:.2f} of the target's content words are in the request"
+    action = f"verdict {verdict} from the leak check ({share:.2f}, threshold {threshold:g})"
+    return CriticReply(inferred_trait="", verdict=verdict, why=why), spent.recovery(
+        "critic", action
+    )
 
 
 _STOP = set(
@@ -400,13 +627,42 @@ def make_task(
     max_edits: int,
     leak_threshold: float,
     hints: dict[str, str],
+    recoveries: list[Recovery] | None = None,
 ) -> Task:
     """Write one task, then criticise and edit it until neutral or ``max_edits`` is spent.
 
     ``verdicts[i]`` judges version i; ``revisions`` holds every replaced version in order, so
     the final ``task`` is version ``len(revisions)``. The release edited once without a new
-    critique; the paper (App. D) asks for the loop, which we keep.
+    critique; the paper (App. D) asks for the loop, which we keep. A reply whose re-asks ran
+    out is recovered (``draft_stand_in``, ``critic_stand_in``) and listed in ``recoveries``;
+    an edit that cannot be recovered keeps the version it was asked to edit and ends the loop.
     """
+    recovered = recoveries if recoveries is not None else []
+    edit_failed = False
+
+    def write_stand_in(spent: Exhausted) -> TaskDraft:
+        draft, recovery = draft_stand_in(spent, "task_writer")
+        if draft is None:
+            draft = TaskDraft(task=GENERIC_TASK)
+            recovery.action = "a generic opening request (no reply held any text)"
+        recovered.append(recovery)
+        return draft
+
+    def edit_stand_in(spent: Exhausted) -> TaskDraft:
+        nonlocal edit_failed
+        draft, recovery = draft_stand_in(spent, "editor")
+        if draft is None:
+            edit_failed = True
+            draft = TaskDraft(task=text, rationale=rationale)
+            recovery.action = "kept the unedited request and stopped editing (no usable text)"
+        recovered.append(recovery)
+        return draft
+
+    def critic_recover(spent: Exhausted) -> CriticReply:
+        reply, recovery = critic_stand_in(spent, text, entry.short, leak_threshold)
+        recovered.append(recovery)
+        return reply
+
     where = f"user {persona.user_id}, task {index} ({entry.dimension})"
     target = {
         "category": entry.category,
@@ -425,6 +681,7 @@ def make_task(
         ),
         TaskDraft,
         where=where,
+        recover=write_stand_in,
     )
     text, rationale = draft.task.strip(), draft.rationale.strip()
     verdicts: list[CriticVerdict] = []
@@ -436,6 +693,7 @@ def make_task(
             render(prompts["critic"], category=entry.category, task=text),
             CriticReply,
             where=f"{where}, critic round {len(verdicts) + 1}",
+            recover=critic_recover,
         )
         verdicts.append(
             CriticVerdict(verdict=crit.verdict, inferred_trait=crit.inferred_trait, why=crit.why)
@@ -462,7 +720,11 @@ def make_task(
             ),
             TaskDraft,
             where=f"{where}, edit {len(revisions) + 1}",
+            recover=edit_stand_in,
         )
+        if edit_failed:
+            status = "fishing_budget_spent"
+            break
         revisions.append(text)
         text, rationale = edit.task.strip(), edit.rationale.strip()
     share = leak_share(text, entry.short)
@@ -494,6 +756,7 @@ def make_tasks(
     """One task per bank entry, in bank order (sequential: each sees the earlier scenes)."""
     hints = hints if hints is not None else load_guides(HINTS_FILE)
     tasks: list[Task] = []
+    recoveries: list[Recovery] = []
     for i, entry in enumerate(bank.entries, start=1):
         tasks.append(
             make_task(
@@ -507,6 +770,7 @@ def make_tasks(
                 max_edits,
                 leak_threshold,
                 hints,
+                recoveries,
             )
         )
         log.info("tasks %s: %d/%d done", persona.user_id, i, len(bank.entries))
@@ -521,7 +785,7 @@ def make_tasks(
         report.edited,
         report.budget_spent,
     )
-    return Tasks(user_id=persona.user_id, tasks=tasks, leak=report)
+    return Tasks(user_id=persona.user_id, tasks=tasks, leak=report, recoveries=recoveries)
 
 
 def check_tasks_match_bank(tasks: Tasks, bank: Bank, source: str) -> None:

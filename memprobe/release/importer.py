@@ -23,7 +23,7 @@ import os
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -62,6 +62,7 @@ from memprobe.spec.rubric import Level
 from memprobe.spec.taxonomy import retrieve_query
 from memprobe.vocabulary import CATEGORIES
 
+T = TypeVar("T", bound=BaseModel)
 DEFAULT_RUN_SUFFIX = "_pooled_50"
 # The paper's "memt" is the release's memt_memonly runner (docs/release-format.md §1).
 RELEASE_AGENT = {"memt": "memt_memonly"}
@@ -192,6 +193,25 @@ class Layout:
         self.root = Path(cfg.users.release_dir)
         self.cfg = cfg
 
+    # -- every read of the release goes through these, checked when it happens ----------------
+    def inside(self, path: str | os.PathLike[str]) -> Path:
+        """``path`` resolved, if it lies inside ``users.release_dir``; else one line.
+
+        A configured path with "..", or a symlink anywhere in the checkout (a run folder, a
+        pref_judge file, a merged report), must not make the import read files from elsewhere
+        on the machine. Checked at read time, on the path then read."""
+        root = self.root.resolve()
+        resolved = Path(path).resolve()
+        if not resolved.is_relative_to(root):
+            raise RecordError(f"release: {path} points outside users.release_dir ({root})")
+        return resolved
+
+    def load(self, path: str | os.PathLike[str], model: type[T]) -> T:
+        return load_record(self.inside(path), model)
+
+    def read(self, path: str | os.PathLike[str]) -> Any:
+        return read_json(self.inside(path))
+
     def run_id(self, system: str) -> str:
         if system in self.cfg.release.runs:
             return self.cfg.release.runs[system]
@@ -277,12 +297,9 @@ def check_layout(cfg: Config) -> None:
     """One line naming the first missing file (and how many more), or nothing."""
     if not Path(cfg.users.release_dir or "").is_dir():
         raise RecordError(f"users.release_dir: {cfg.users.release_dir} is not a directory")
-    root = Path(cfg.users.release_dir or "").resolve()
+    lay = Layout(cfg)
     for path in _needed(cfg):
-        # A configured path (bank_file, tasks_dir, runs) with "..", or a symlink in the
-        # checkout, must not make the import read files from elsewhere on the machine.
-        if not path.resolve().is_relative_to(root):
-            raise RecordError(f"release: {path} points outside users.release_dir ({root})")
+        lay.inside(path)  # at DAG load too: one line before any job
     if cfg.rollout.replay:
         check_replay(cfg)
     missing = missing_files(cfg)
@@ -309,7 +326,8 @@ def check_replay(cfg: Config) -> None:
         if not (runs / run / user).is_dir():
             raise RecordError(f"rollout.replay: run {run!r} has no {user} ({runs / run / user})")
         for i in range(1, cfg.n_dims + 1):
-            if not lay.recorded(run, user, i).is_file():
+            path = lay.inside(lay.recorded(run, user, i))  # the job reads it: no symlink out
+            if not path.is_file():
                 raise RecordError(
                     f"rollout.replay: missing {lay.recorded(run, user, i)} ({user} has "
                     f"{cfg.n_dims} tasks)"
@@ -331,7 +349,7 @@ def recorded_turns(cfg: Config) -> float | None:
     files = [lay.recorded(run, u, i) for u in cfg.user_ids for i in range(1, cfg.n_dims + 1)]
     if not all(f.is_file() for f in files):
         return None
-    return sum(len(load_record(f, RawEpisode).turns) for f in files) / len(files)
+    return sum(len(lay.load(f, RawEpisode).turns) for f in files) / len(files)
 
 
 # -- users -------------------------------------------------------------------------------
@@ -341,16 +359,18 @@ def _bank_file(path: str) -> dict[str, RawUser]:
     return {u.user_id: u for u in parsed.users}
 
 
-def raw_user(path: str | os.PathLike[str], user: str) -> RawUser:
-    users = _bank_file(str(path))
+def raw_user(lay: Layout, user: str) -> RawUser:
+    path = lay.bank_file
+    users = _bank_file(str(lay.inside(path)))
     if user not in users:
         raise RecordError(f"{path}: users: no user_id {user!r} ({len(users)} users)")
     return users[user]
 
 
-def bank(path: str | os.PathLike[str], user: str, counts: dict[str, int] | None = None) -> Bank:
+def bank(lay: Layout, user: str, counts: dict[str, int] | None = None) -> Bank:
     """The user's bank in the release's order (memory_bank key order = CATEGORIES)."""
-    raw = raw_user(path, user)
+    path = lay.bank_file
+    raw = raw_user(lay, user)
     unknown = [c for c in raw.memory_bank if c not in CATEGORIES]
     if unknown:
         raise RecordError(f"{path}: {user}.memory_bank: unknown category {unknown[0]!r}")
@@ -378,9 +398,10 @@ def _stories(text: str) -> list[str]:
     return parts or ([text.strip()] if text.strip() else [])
 
 
-def persona(path: str | os.PathLike[str], user: str) -> Persona:
+def persona(lay: Layout, user: str) -> Persona:
     """The release's base_profile as our Persona (the release has no name and no seed)."""
-    p = raw_user(path, user).base_profile
+    path = lay.bank_file
+    p = raw_user(lay, user).base_profile
     try:
         attitude = p.get("life_attitude") or {}
         story = (p.get("personal_story") or {}).get("personal_story", "")
@@ -406,8 +427,9 @@ def persona(path: str | os.PathLike[str], user: str) -> Persona:
         raise RecordError(f"{path}: {user}.base_profile: missing or bad {err}") from None
 
 
-def tasks(path: str | os.PathLike[str], user: str, bank_: Bank) -> Tasks:
-    raw: RawTaskFile = load_record(path, RawTaskFile)
+def tasks(lay: Layout, user: str, bank_: Bank) -> Tasks:
+    path = lay.task_file(user)
+    raw: RawTaskFile = lay.load(path, RawTaskFile)
     if raw.user_id != user:
         raise RecordError(f"{path}: user_id is {raw.user_id!r}, expected {user!r}")
     result = Tasks(
@@ -433,9 +455,9 @@ def tasks(path: str | os.PathLike[str], user: str, bank_: Bank) -> Tasks:
 
 
 # -- runs --------------------------------------------------------------------------------
-def episode(path: Path, task: Task) -> Episode:
+def episode(lay: Layout, path: Path, task: Task) -> Episode:
     """One recorded episode (docs/release-format.md §2.5) as our Episode."""
-    raw: RawEpisode = load_record(path, RawEpisode)
+    raw: RawEpisode = lay.load(path, RawEpisode)
     try:  # validated as one record, so an error names its turn (turns.<i>.feedback_type)
         return Episode.model_validate(
             {
@@ -459,15 +481,15 @@ def episode(path: Path, task: Task) -> Episode:
 
 
 def episodes(lay: Layout, system: str, user: str, tasks_: Tasks) -> Episodes:
-    eps = [episode(lay.history(system, user, t.index), t) for t in tasks_.tasks]
+    eps = [episode(lay, lay.history(system, user, t.index), t) for t in tasks_.tasks]
     return Episodes(user_id=user, system=system, episodes=eps)
 
 
-def replayable(path: Path, task: Task) -> Episode:
+def replayable(lay: Layout, path: Path, task: Task) -> Episode:
     """A recorded episode that a replay can drive a memory system through: the task it was
     run on is ours, and its turns are a whole conversation (numbered 1..n, at least one, the
     end reason the last feedback's). One line naming the file otherwise."""
-    ep = episode(path, task)
+    ep = episode(lay, path, task)
     if ep.task != task.task:
         raise RecordError(
             f"{path}: task: not the task file's task {task.index} ({ep.task[:60]!r} vs "
@@ -487,11 +509,11 @@ def preference(lay: Layout, system: str, user: str, tasks_: Tasks) -> Preference
     """D from the transcripts' per-turn scores; per-pref detail from pref_judge when present."""
     out = []
     for t in tasks_.tasks:
-        raw: RawEpisode = load_record(lay.history(system, user, t.index), RawEpisode)
+        raw: RawEpisode = lay.load(lay.history(system, user, t.index), RawEpisode)
         judged = lay.pref_judge(system, user, t.index)
         per_pref: dict[int, list[PrefScore]] = {}
         if judged.is_file():
-            pj: RawPrefJudge = load_record(judged, RawPrefJudge)
+            pj: RawPrefJudge = lay.load(judged, RawPrefJudge)
             for pt in pj.turns:
                 per_pref[pt.turn] = [
                     PrefScore(idx=p.idx, score=p.score, reason=p.reason)  # type: ignore[arg-type]
@@ -513,7 +535,7 @@ def preference(lay: Layout, system: str, user: str, tasks_: Tasks) -> Preference
 
 def memories(lay: Layout, system: str, user: str) -> Memories:
     path = lay.memories(system, user)
-    raw: RawMemories = load_record(path, RawMemories)
+    raw: RawMemories = lay.load(path, RawMemories)
     if raw.num_memories != len(raw.memories):
         raise RecordError(
             f"{path}: num_memories is {raw.num_memories} but memories has {len(raw.memories)}"
@@ -537,7 +559,7 @@ def scores(
     is our ``overflow: flag`` outcome (the paper's dagger).
     """
     path = lay.recon_judge(system, mode, user)
-    raw: RawReconJudge = load_record(path, RawReconJudge)
+    raw: RawReconJudge = lay.load(path, RawReconJudge)
     order = [e.dimension for e in bank_.entries]
     got = [d.dimension for d in raw.details]
     if got != order:
@@ -573,7 +595,7 @@ def scores(
 def retrieved(lay: Layout, system: str, user: str, k: int, guides: dict[str, str]) -> Retrieved:
     """The recorded top-k items per query: the ground truth of the release's retrieve mode."""
     path = lay.recon_judge(system, "retrieve", user)
-    raw: RawReconJudge = load_record(path, RawReconJudge)
+    raw: RawReconJudge = lay.load(path, RawReconJudge)
     queries = []
     for i, d in enumerate(raw.details):
         if d.retrieved_memories is None:
@@ -591,7 +613,7 @@ def retrieved(lay: Layout, system: str, user: str, k: int, guides: dict[str, str
 
 def attribution(lay: Layout, system: str, mode: str, user: str) -> Attribution:
     path = lay.attribution(system, mode, user)
-    raw: RawAttribution = load_record(path, RawAttribution)
+    raw: RawAttribution = lay.load(path, RawAttribution)
     try:
         details = [
             AttributionEntry(
@@ -617,7 +639,7 @@ def attribution(lay: Layout, system: str, mode: str, user: str) -> Attribution:
 
 def oracle(lay: Layout, user: str) -> Oracle:
     path = lay.oracle(user)
-    raw = read_json(path)
+    raw = lay.read(path)
     if not isinstance(raw, dict):
         raise RecordError(f"{path}: expected an object keyed by dimension")
     try:
@@ -627,9 +649,9 @@ def oracle(lay: Layout, user: str) -> Oracle:
     return Oracle(user_id=user, verdicts=verdicts)
 
 
-def report_aggregate(path: str | os.PathLike[str]) -> dict[str, Any]:
+def report_aggregate(lay: Layout, path: str | os.PathLike[str]) -> dict[str, Any]:
     """The ``aggregate`` block of a release report (for cross-checking our tables)."""
-    raw = read_json(path)
+    raw = lay.read(path)
     if not isinstance(raw, dict) or "aggregate" not in raw:
         raise RecordError(f"{path}: aggregate: missing")
     return raw["aggregate"]

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from memprobe.report import inspect_site
 from memprobe.spec import records
+from memprobe.spec import sheets as csv_sheets
 from memprobe.spec.records import Attribution, Bank, Episodes
 from memprobe.vocabulary import FEEDBACK_TYPES
 
@@ -208,6 +209,7 @@ def read_sheet(path: str | Path, sample_: AuditSample) -> list[tuple[LabelType, 
             raise AuditError(f"{path}: missing column(s) {', '.join(missing)}")
         for line, row in enumerate(reader, start=2):
             where = f"{path}: line {line}"
+            row = {k: csv_sheets.read_cell(v or "") for k, v in row.items() if k}
             item = items.get(row["item_id"])
             if item is None:
                 raise AuditError(f"{where}: unknown item id {row['item_id']!r}")
@@ -291,5 +293,4 @@ def agreement_csv(sheets: list[str | Path], seed: int = 0) -> str:
     if not sheets:
         raise AuditError("no filled sheets: save them as results/audit/<name>/sheet*.csv")
     rows = agreement_rows(sheets, seed)
-    lines = [",".join(rows[0])] + [",".join(str(v) for v in r.values()) for r in rows]
-    return "\n".join(lines) + "\n"
+    return csv_sheets.csv_text(rows, list(rows[0]))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pandas as pd
 
 from memprobe.spec.records import Attribution, Episodes, Judge, Memories, Preference
+from memprobe.spec.recovery_log import JobRecoveries
 from memprobe.vocabulary import CATEGORIES, MODES
 
 TABLE2_COLUMNS = [
@@ -619,6 +621,90 @@ def cross_check_notes(df: pd.DataFrame, margin: float) -> dict[tuple[str, str, s
         )
         for _, r in df[df["flagged"]].iterrows()
     }
+
+
+# -- recovered replies (memprobe/spec/recovery_log.py) -------------------------------------
+RECOVERY_COLUMNS = ["stage", "job", "attempt", "where", "problem", "action", "touches"]
+KEYS = ("system", "mode", "category")
+# What a cell rests on: the metrics a recovery's stand-in may have moved, and the mode its
+# column belongs to (None: the row's mode, or every mode).
+CellMetrics = Callable[[str], tuple[frozenset[str], str | None]]
+
+
+def recoveries_table(jobs: list[JobRecoveries]) -> pd.DataFrame:
+    """Every recovered reply of the run's jobs, one row each."""
+    rows = [
+        {
+            "stage": r.stage,
+            "job": j.job,
+            "attempt": j.attempt,
+            "where": r.where,
+            "problem": r.problem,
+            "action": r.action,
+            "touches": " ".join(r.touches),
+        }
+        for j in jobs
+        for r in j.recoveries
+    ]
+    return _frame(rows, RECOVERY_COLUMNS, ints=["attempt"])
+
+
+def recovery_note(
+    jobs: list[JobRecoveries], system: str, mode: str | None, metrics: frozenset[str]
+) -> str:
+    """The flag of a (system, mode) cell resting on ``metrics``: the recovered replies of
+    per-user jobs of that system and mode (a job without the wildcard: every system or mode)
+    whose stand-in touched one of them; "" when none did. The sweep's jobs feed only the
+    top-k sweep, which has no flags."""
+    counts: Counter[str] = Counter()
+    for j in jobs:
+        w = j.wildcards
+        if "user" not in w or j.rule.endswith("_sweep"):
+            continue
+        if w.get("system", system) != system or (mode and w.get("mode", mode) != mode):
+            continue
+        counts.update(r.stage for r in j.recoveries if metrics & set(r.touches))
+    return (
+        ("recovered replies: " + ", ".join(f"{s} {n}" for s, n in counts.items())) if counts else ""
+    )
+
+
+def table2_metrics(column: str) -> tuple[frozenset[str], str | None]:
+    """Table 2's columns: A, C and D from the rollout and preference judge, B per mode."""
+    head = column.split("_")[0]
+    if head == "B":
+        return frozenset({"B"}), column.removeprefix("B_").rsplit("_", 1)[0]
+    return (frozenset({head}) if head in ("A", "C", "D") else frozenset()), None
+
+
+def b_metrics(column: str) -> tuple[frozenset[str], str | None]:
+    return frozenset({"B"}), None
+
+
+def attribution_metrics(column: str) -> tuple[frozenset[str], str | None]:
+    return frozenset({"B", "attribution"}), None
+
+
+def recovery_flags(
+    flags: pd.DataFrame,
+    df: pd.DataFrame,
+    jobs: list[JobRecoveries],
+    metrics: CellMetrics,
+    mode: str | None = None,
+) -> pd.DataFrame:
+    """Add to each non-empty value cell the recovered replies it rests on (``recovery_note``);
+    ``mode``: the mode of rows that have none (Table 13 counts dump_all)."""
+    out = flags.copy()
+    for i, row in df.iterrows():
+        for c in df.columns:
+            wanted, col_mode = metrics(c)
+            if c in KEYS or not wanted or pd.isna(row[c]):
+                continue
+            row_mode = row["mode"] if "mode" in df.columns else (col_mode or mode)
+            note = recovery_note(jobs, row["system"], row_mode, wanted)
+            if note:
+                out.at[i, c] = f"{out.at[i, c]}; {note}" if out.at[i, c] else note
+    return out
 
 
 DEGENERATE_KINDS = ("empty", "category_name", "dimension_name", "axis_question")

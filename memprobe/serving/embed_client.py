@@ -9,11 +9,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import urllib.request
 
 from memprobe.serving import served_process
 
-URL_ENV = "MEMPROBE_EMBED_URL"
+SOCKET_ENV = "MEMPROBE_EMBED_SOCKET"  # the server's Unix socket, in a directory only we enter
 TOKEN_ENV = "MEMPROBE_EMBED_TOKEN"
 TOKEN_HEADER = "X-Memprobe-Token"
 
@@ -32,22 +31,22 @@ def encode_remote(
     """Vectors from the run's server, or :class:`Unreachable`."""
     import numpy as np
 
-    url, token = os.environ.get(URL_ENV), os.environ.get(TOKEN_ENV)
-    if not url or not token:
+    where, token = os.environ.get(SOCKET_ENV), os.environ.get(TOKEN_ENV)
+    if not where or not token:
         raise Unreachable("no embedding server in this environment")
     request: dict = {"texts": texts, "path": path}
     if max_seq_length is not None:
         request["max_seq_length"] = max_seq_length
     body = json.dumps(request).encode("utf-8")
-    req = urllib.request.Request(
-        f"{url}/encode",
-        data=body,
-        headers={"Content-Type": "application/json", TOKEN_HEADER: token},
-    )
+    headers = {"Content-Type": "application/json", TOKEN_HEADER: token}
     try:
-        with served_process.open_direct(req, timeout=timeout_s) as resp:
-            reply = json.loads(resp.read())
+        code, data = served_process.unix_request(
+            where, "POST", "/encode", body=body, headers=headers, timeout=timeout_s
+        )
+        if code != 200:
+            raise OSError(f"HTTP Error {code}: {data[:200].decode('utf-8', 'replace')}")
+        reply = json.loads(data)
         vecs = np.frombuffer(base64.b64decode(reply["data"]), dtype=np.float32)
         return vecs.reshape(int(reply["rows"]), int(reply["dim"])).copy()
     except (OSError, ValueError, KeyError) as err:  # refused, reset, HTTP error, bad body
-        raise Unreachable(f"embedding server at {url}: {err}") from None
+        raise Unreachable(f"embedding server at {where}: {err}") from None

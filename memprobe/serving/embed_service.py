@@ -3,14 +3,19 @@
 Importing sentence-transformers (torch, transformers, scikit-learn) takes 10-14 s on a 2-core
 machine, and every job that embeds paid it: each probe of a searchable system, each A-Mem and
 Mem-T rollout. The Snakefile's ``onstart`` launches this server when a configured system
-embeds in-process; it binds its port at once and loads the model in the background while the
-first jobs (persona, bank, tasks: no embeddings) run. Jobs inherit ``MEMPROBE_EMBED_URL`` and
+embeds in-process; it listens at once and loads the model in the background while the
+first jobs (persona, bank, tasks: no embeddings) run. Jobs inherit ``MEMPROBE_EMBED_SOCKET`` and
 ``MEMPROBE_EMBED_TOKEN``; :func:`memprobe.serving.embeddings.encode` sends its texts here and falls
 back to loading the model itself when the server can't be reached (a cluster node, a script
 run outside Snakemake). Both paths call the same ``SentenceTransformer.encode`` on the same
 model, so the vectors are the same; the server returns them as raw float32 bytes.
 
-Protocol (loopback only): ``GET /health`` is 200 as soon as the server listens, with
+It listens on a Unix socket in a directory only this user can enter (no port another local
+user could take first, or connect to), and the parent checks that the socket's listener is
+its child before the address is exported: the texts (personas, memories) and the token go
+nowhere else.
+
+Protocol: ``GET /health`` is 200 as soon as the server listens, with
 ``{"ready": <default model loaded>, "threads": <torch's intra-op threads once loaded>}``
 (500 if loading failed). ``POST /encode`` with
 ``{"texts": [...], "path": null | "<model dir>"}`` (and optionally ``"max_seq_length": n``,
@@ -28,16 +33,14 @@ import json
 import logging
 import os
 import secrets
-import subprocess
 import sys
 import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from memprobe.serving import served_process
 
 # The client half lives apart, so that embeddings (which this server runs) never imports it.
-from memprobe.serving.embed_client import TOKEN_ENV, TOKEN_HEADER, URL_ENV, Unreachable
+from memprobe.serving.embed_client import SOCKET_ENV, TOKEN_ENV, TOKEN_HEADER, Unreachable
 from memprobe.serving.embed_client import encode_remote as encode_remote
 from memprobe.serving.json_http import QuietJSONHandler
 
@@ -127,73 +130,76 @@ def _handler(state: _State) -> type[QuietJSONHandler]:
     return Handler
 
 
-def serve(port: int, token_env: str) -> None:
+def serve(socket_path: str, token_env: str) -> None:
     state = _State(os.environ.pop(token_env))
-    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(state))
-    server.daemon_threads = True
+    server = served_process.UnixHTTPServer(socket_path, _handler(state))
     threading.Thread(target=_load_default, args=(state,), daemon=True).start()
     server.serve_forever()
 
 
 # -- lifecycle (the Snakefile's onstart / onsuccess / onerror) ------------------------------
-def _background_child() -> None:
-    served_process.die_with_parent()
+class Server(served_process.ServedProcess):
+    """The run's embedding server: ``start()`` returns once it listens and is proven ours."""
+
+    error = Unreachable
+    grace_s = 10.0
+
+    def __init__(self, log_path: str | Path) -> None:
+        self.log_path = Path(log_path)
+        self.socket_dir = served_process.private_dir("memprobe-embed-")
+        self.uds = str(self.socket_dir / "embed.sock")
+        self.base_url = "http://localhost"
+        self.token = secrets.token_hex(16)
+
+    def start(self, bind_timeout_s: float) -> str:
+        cmd = [sys.executable, "-m", "memprobe.serving.embed_service", "--socket", str(self.uds)]
+        self.launch(cmd, served_process.child_env(_MEMPROBE_EMBED_TOKEN_IN=self.token))
+        self.ready_or_stopped(lambda: self.healthy_and_ours(bind_timeout_s, poll_s=0.05))
+        return str(self.uds)
+
+    def not_ours(self, err: served_process.NotOurs) -> str:
+        return f"embedding server: {err} (log: {self.log_path})"
+
+    def exited(self, status: int) -> str:
+        return f"embedding server exited with {status} (see {self.log_path})"
+
+    def timed_out(self, timeout_s: float) -> str:
+        return f"embedding server did not listen within {timeout_s:.0f}s (see {self.log_path})"
 
 
-_run_server: subprocess.Popen | None = None
+_run_server: Server | None = None
 
 
 def start_for_run(log_path: str | Path = "logs/embed_server.log", bind_timeout_s=30.0) -> str:
-    """Launch the server, wait until its port answers (not for the model), export its URL."""
+    """Launch the server, wait until it listens (not for the model), export its socket."""
     global _run_server
-    if os.environ.get(URL_ENV):
-        return os.environ[URL_ENV]
-    port = served_process.free_port()
-    token = secrets.token_hex(16)
-    url = f"http://127.0.0.1:{port}"
+    if os.environ.get(SOCKET_ENV):
+        return os.environ[SOCKET_ENV]
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w", encoding="utf-8") as logf:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "memprobe.serving.embed_service", "--port", str(port)],
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            env=served_process.child_env(_MEMPROBE_EMBED_TOKEN_IN=token),
-            preexec_fn=_background_child,
-        )
-    try:
-        served_process.wait_healthy(proc, url, bind_timeout_s, poll_s=0.05)
-    except served_process.NotHealthy as err:
-        if err.exit_code is not None:
-            raise Unreachable(
-                f"embedding server exited with {err.exit_code} (see {log_path})"
-            ) from None
-        proc.terminate()
-        raise Unreachable(f"embedding server did not bind {url} (see {log_path})") from None
-    _run_server = proc
-    os.environ[URL_ENV] = url
-    os.environ[TOKEN_ENV] = token
-    return url
+    Path(log_path).write_text("")  # this run's log only
+    server = Server(log_path)
+    where = server.start(bind_timeout_s)
+    _run_server = server
+    os.environ[SOCKET_ENV] = where
+    os.environ[TOKEN_ENV] = server.token
+    return where
 
 
 def stop_for_run() -> None:
     global _run_server
-    proc, _run_server = _run_server, None
-    if proc is None:
+    server, _run_server = _run_server, None
+    if server is None:
         return
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    os.environ.pop(URL_ENV, None)
+    server.stop()
+    os.environ.pop(SOCKET_ENV, None)
     os.environ.pop(TOKEN_ENV, None)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memprobe.serving.embed_service")
-    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--socket", required=True, help="the Unix socket to listen on")
     args = ap.parse_args(argv)
-    serve(args.port, "_MEMPROBE_EMBED_TOKEN_IN")
+    serve(args.socket, "_MEMPROBE_EMBED_TOKEN_IN")
     return 0
 
 

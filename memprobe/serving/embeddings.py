@@ -62,7 +62,7 @@ def served() -> bool:
     """Whether :func:`encode` sends its texts to the run's embedding server (no model here)."""
     from memprobe.serving import embed_client
 
-    return not _in_process and bool(os.environ.get(embed_client.URL_ENV))
+    return not _in_process and bool(os.environ.get(embed_client.SOCKET_ENV))
 
 
 def encode(
@@ -83,7 +83,7 @@ def encode(
         try:
             return embed_client.encode_remote(texts, path, max_seq_length=max_seq_length)
         except embed_client.Unreachable as err:
-            if os.environ.get(embed_client.URL_ENV):
+            if os.environ.get(embed_client.SOCKET_ENV):
                 log.warning("memprobe: %s; loading the embedding model in this job", err)
             _in_process = True  # one try per job: the fallback holds the model from here on
     return encode_local(texts, path, max_seq_length=max_seq_length)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -17,6 +18,11 @@ class QuietJSONHandler(BaseHTTPRequestHandler):
     """
 
     disable_nagle_algorithm = True
+
+    def setup(self) -> None:
+        if self.request.family == socket.AF_UNIX:  # no Nagle there, and no option to set
+            setattr(self, "disable_nagle_algorithm", False)  # noqa: B010  this request only
+        super().setup()
 
     def log_message(self, fmt: str, *args: Any) -> None:
         pass

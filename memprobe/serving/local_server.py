@@ -329,29 +329,33 @@ def stop_for_run(cfg: Config) -> None:
 
 def config_from_files(paths: list[str]) -> Config:
     """Layer config files as Snakemake does (later files win key by key) and validate."""
-    from memprobe.config import check_yaml_keys, load_layers, read_config_file
+    from memprobe.config import load_layers, read_config_file
 
-    check_yaml_keys(paths)
     return load_layers([(path, read_config_file(path)) for path in paths])
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `kill`, terminal closed
+
+
 def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") -> None:
-    """``memprobe local-server``: one server until Ctrl-C, for several runs in a row."""
+    """``memprobe local-server``: one server until Ctrl-C, for several runs in a row.
+
+    Ctrl-C, ``kill`` or a closed terminal (SIGHUP) stops the server and removes the file that
+    holds its key; a second signal while it stops is ignored, so it cannot cut that short."""
     model = resolve_model(cfg.llm.local)
     server = Server(model, cfg.llm.local, log_path)
     # The key goes to a file only its owner can read, never to stdout (it may be a log).
     env_file = model_cache_dir() / f"local-server-{os.getpid()}.env"
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does
+    for sig in STOP_SIGNALS:
+        if sig != signal.SIGINT or signal.getsignal(sig) is signal.default_int_handler:
+            signal.signal(sig, _interrupt)  # (a background job keeps SIGINT ignored)
+    written = False
     try:  # from the start: a Ctrl-C at any point stops the server and removes the key's file
         base_url = server.start()
         model_id = model.sha256 or _path_identity(model.path)
-        env_file.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(
-                f"export {BASE_URL_ENV}={base_url} {MODEL_ID_ENV}={model_id}"
-                f" {KEY_ENV}={server.key}\n"
-            )
+        text = f"export {BASE_URL_ENV}={base_url} {MODEL_ID_ENV}={model_id} {KEY_ENV}={server.key}"
+        written = True  # from here on the file is ours to remove, even half-written
+        write_private(env_file, text + "\n")
         print(f". {env_file}", flush=True)
         print("(runs started after sourcing it use this server; Ctrl-C stops it)", file=sys.stderr)
         while server.proc and server.proc.poll() is None:
@@ -359,12 +363,38 @@ def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") 
     except KeyboardInterrupt:
         pass
     finally:
+        _stopping()
+        if written:
+            env_file.unlink(missing_ok=True)  # first: the key must not outlive the server
         server.stop()
-        env_file.unlink(missing_ok=True)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Create ``path`` for its owner alone, never through a link and never over another file
+    (O_EXCL|O_NOFOLLOW); a leftover of a killed server with our pid is replaced once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        path.unlink()  # removes a planted link itself, never what it points to
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileExistsError:
+            raise LocalModelError(f"{path}: appeared again while being replaced") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
 
 
 def _interrupt(*_) -> None:
+    _stopping()  # before anything else: a second signal must not cut the cleanup short
     raise KeyboardInterrupt
+
+
+def _stopping() -> None:
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) is _interrupt:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def _path_identity(path: Path) -> str:

@@ -1,27 +1,56 @@
 """What the model servers we launch share (llama.cpp for ``local``, vLLM for memt, the
-embedding server): a loopback port, a child that dies with its parent, a scrubbed
-environment, a wait for ``/health``, and a proof that the server answering is ours."""
+embedding server): a child that dies with its parent, an allowlisted environment, a wait for
+``/health``, and a proof that the server answering is our child before it sees a key.
+
+Where a server listens: vLLM and the embedding server on a Unix socket in a fresh directory
+only this user can enter (:func:`private_dir`), so no other user can bind the address first or
+connect at all (every route is guarded, not only those vLLM's key covers); llama.cpp on a TCP
+port it binds itself (port 0) and reports over a pipe. Either way the parent checks that the
+listening socket belongs to its child (the peer's pid on a Unix socket, ``/proc`` for TCP)
+before it sends the first request that carries a key or a text.
+"""
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
+import secrets
 import select
+import shutil
 import signal
 import socket
+import socketserver
+import struct
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 # Loopback requests never go through HTTP(S)_PROXY: a proxy would see the run's key and
 # prompts, or (without NO_PROXY) make every health check time out.
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-# Names a child never needs and must not see: provider API keys, tokens, passwords.
-_SECRET_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)")
+# What a child's environment may hold: the names a Python, torch, CUDA or vLLM process reads,
+# never a provider key under whatever name it was configured, a proxy, DATABASE_URL or an SSH
+# agent. Within those, a name that looks like a secret and a value carrying URL credentials
+# are dropped too (HF_TOKEN; an HF_ENDPOINT with user:pass@).
+_ALLOWED = frozenset(
+    "PATH HOME USER LOGNAME SHELL LANG LANGUAGE TZ TERM TMPDIR TEMP TMP LD_LIBRARY_PATH "
+    "VIRTUAL_ENV PYTHONPATH PYTHONHASHSEED PYTHONUNBUFFERED PYTHONDONTWRITEBYTECODE "
+    "SSL_CERT_FILE SSL_CERT_DIR".split()
+)
+_ALLOWED_PREFIXES = (
+    "LC_", "XDG_", "CONDA_", "HF_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_", "TORCH",
+    "PYTORCH_", "CUDA_", "NVIDIA_", "NCCL_", "VLLM_", "TRITON_", "OMP_", "MKL_", "OPENBLAS_",
+    "KMP_", "GGML_", "LLAMA_", "HIP_", "ROCR_", "SLURM_", "MEMPROBE_",
+)  # fmt: skip
+_SECRET_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH)")
+_URL_CREDENTIALS = re.compile(r"(?i)[a-z][a-z0-9+.-]*://[^/\s@]+@")
 
 
 class NotHealthy(RuntimeError):
@@ -36,21 +65,162 @@ class NotOurs(RuntimeError):
     """The server on the port does not hold the run's key: someone else answers there."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def health_url(base_url: str) -> str:
     # Both servers answer /health at the root, next to /v1.
     return base_url.rstrip("/").removesuffix("/v1") + "/health"
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    """The parent's environment without secrets, plus ``extra`` (the child's own key)."""
-    env = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+    """The allowlisted part of the parent's environment, plus ``extra`` (the child's own key)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (k in _ALLOWED or k.startswith(_ALLOWED_PREFIXES))
+        and not _SECRET_NAME.search(k)
+        and not _URL_CREDENTIALS.search(v)
+    }
     return {**env, **extra}
+
+
+# -- Unix sockets in a private directory ------------------------------------------------------
+_SUN_PATH_MAX = 100  # sockaddr_un holds 108 bytes; leave room for the file name
+
+
+def private_dir(prefix: str) -> Path:
+    """A new directory that only this user can enter (``mkdtemp``: 0700, never reused).
+
+    Under ``$XDG_RUNTIME_DIR`` where set (per user by design), else the temp dir; ``/tmp``
+    when that path would be too long for a socket address."""
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    if not os.path.isdir(base) or len(base) > _SUN_PATH_MAX - 40:
+        base = "/tmp"
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
+
+def remove_private_dir(path: Path | None) -> None:
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """Our JSON servers' HTTP on a Unix socket (the handlers are unchanged)."""
+
+    daemon_threads = True
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.socket_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def unix_request(
+    socket_path: str,
+    method: str,
+    path: str,
+    *,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 5.0,
+) -> tuple[int, bytes]:
+    """One HTTP request over a Unix socket: (status, body); OSError when nothing answers."""
+    conn = _UnixConnection(socket_path, timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    except http.client.HTTPException as err:
+        raise OSError(f"bad HTTP answer on {socket_path}: {err}") from None
+    finally:
+        conn.close()
+
+
+def peer_pid(socket_path: str, timeout: float = 5.0) -> int:
+    """The pid of the process listening on ``socket_path`` (the kernel's word: SO_PEERCRED)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(socket_path)
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[0]
+
+
+def in_group(proc: subprocess.Popen, pid: int) -> bool:
+    """Whether ``pid`` is the child or one of its workers (its own process group: setsid)."""
+    try:
+        return pid == proc.pid or os.getpgid(pid) == proc.pid
+    except ProcessLookupError:
+        return False
+
+
+def listening_inodes(port: int) -> set[int] | None:
+    """Socket inodes listening on TCP ``port`` (any address), or None without /proc/net."""
+    found: set[int] = set()
+    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
+    if not tables[0].exists():
+        return None
+    for table in tables:
+        try:
+            lines = table.read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], int(fields[9])
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                found.add(inode)
+    return found
+
+
+def group_socket_inodes(proc: subprocess.Popen) -> set[int]:
+    """The socket inodes held by the child and its workers (read from /proc/<pid>/fd)."""
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or not in_group(proc, int(entry.name)):
+            continue
+        try:
+            links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError:
+            continue  # gone, or not ours to read
+        found |= {int(link[8:-1]) for link in links if link.startswith("socket:[")}
+    return found
+
+
+def listener_is_ours(proc: subprocess.Popen, base_url: str, uds: str | None) -> bool:
+    """Whether something listens at the server's address yet (False: not yet); raises
+    :class:`NotOurs` when a socket listening there is not the child's.
+
+    Nothing is sent: a Unix socket names its listener's pid; a TCP port's listeners are found
+    in /proc/net/tcp and looked for among the child's descriptors (on a system without /proc
+    the key check of :func:`prove_ours` is all there is)."""
+    if uds:
+        try:
+            pid = peer_pid(uds, timeout=1.0)
+        except OSError:  # no socket file yet, or bound but not listening yet
+            return False
+        if not in_group(proc, pid):
+            raise NotOurs(f"{uds} is held by process {pid}, not by the server we started")
+        return True
+    port = urlsplit(base_url).port
+    listening = listening_inodes(port) if port else None
+    if listening is None:
+        return True
+    strangers = listening - group_socket_inodes(proc)
+    if strangers:
+        raise NotOurs(
+            f"{base_url}: port {port} is held by a process we did not start; "
+            "another server answers on this port"
+        )
+    return bool(listening)
 
 
 def die_with_parent() -> None:  # runs in the child before exec
@@ -66,8 +236,20 @@ def open_direct(req: urllib.request.Request | str, timeout: float):
     return _DIRECT.open(req, timeout=timeout)
 
 
-def status(url: str, headers: dict[str, str] | None = None, timeout_s: float = 5.0) -> int:
-    """The HTTP status of ``GET url`` (0: no answer), never through a proxy."""
+def status(
+    url: str,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = 5.0,
+    uds: str | None = None,
+) -> int:
+    """The HTTP status of ``GET url`` (0: no answer), never through a proxy; over the Unix
+    socket ``uds`` when given (``url`` then names only the path)."""
+    if uds:
+        try:
+            path = urlsplit(url).path
+            return unix_request(uds, "GET", path, headers=headers, timeout=timeout_s)[0]
+        except OSError:
+            return 0
     try:
         with open_direct(urllib.request.Request(url, headers=headers or {}), timeout=timeout_s):
             return 200
@@ -78,33 +260,43 @@ def status(url: str, headers: dict[str, str] | None = None, timeout_s: float = 5
 
 
 def wait_healthy(
-    proc: subprocess.Popen | None, base_url: str, timeout_s: float, poll_s: float
+    proc: subprocess.Popen | None,
+    base_url: str,
+    timeout_s: float,
+    poll_s: float,
+    uds: str | None = None,
 ) -> None:
-    """Poll ``/health`` until it answers 200; raise :class:`NotHealthy` otherwise."""
+    """Poll ``/health`` until it answers 200; raise :class:`NotHealthy` otherwise.
+
+    With a child (``proc``), nothing is asked before the listening socket is proven to be
+    the child's (:func:`check_listener`; :class:`NotOurs` otherwise)."""
     url = health_url(base_url)
     deadline = time.monotonic() + timeout_s
+    proven = proc is None
     while time.monotonic() < deadline:
         code = proc.poll() if proc else None
         if code is not None:
             raise NotHealthy(code)
-        if status(url) == 200:  # 503 while the model loads, refused before the bind
+        if not proven:
+            proven = listener_is_ours(proc, base_url, uds)  # type: ignore[arg-type]
+        if proven and status(url, uds=uds) == 200:  # 503 while the model loads
             return
         time.sleep(poll_s)
     raise NotHealthy(None)
 
 
-def prove_ours(base_url: str, key: str) -> None:
-    """The run's key opens ``/v1/models`` and a wrong key is refused, or :class:`NotOurs`.
+def prove_ours(base_url: str, key: str, uds: str | None = None) -> None:
+    """The run's key opens ``/v1/models`` and a random wrong key is refused, or :class:`NotOurs`.
 
-    A healthy port proves only that something listens there; a server that accepts our
-    random key and refuses another one was started with that key, by us."""
+    Called only once the listener is proven to be our child (:func:`wait_healthy`): this
+    checks that the child really requires the key it was given."""
     url = base_url.rstrip("/") + "/models"
-    good = status(url, {"Authorization": f"Bearer {key}"})
-    wrong = status(url, {"Authorization": f"Bearer {key[::-1]}-not-the-key"})
+    wrong = status(url, {"Authorization": f"Bearer {secrets.token_urlsafe(24)}"}, uds=uds)
+    good = status(url, {"Authorization": f"Bearer {key}"}, uds=uds)
     if good != 200 or wrong not in (401, 403):
         raise NotOurs(
             f"{base_url}: the run's key got HTTP {good or 'no answer'} and a wrong key HTTP "
-            f"{wrong or 'no answer'}; another server answers on this port"
+            f"{wrong or 'no answer'}; the server does not hold the run's key"
         )
 
 
@@ -155,6 +347,8 @@ class ServedProcess:
     error: type[Exception] = RuntimeError
     base_url = ""
     key = ""
+    uds: str | None = None  # the Unix socket it listens on (in ``socket_dir``), if any
+    socket_dir: Path | None = None
 
     def not_ours(self, err: NotOurs) -> str:
         return str(err)
@@ -168,8 +362,9 @@ class ServedProcess:
     def healthy_and_ours(self, timeout_s: float, poll_s: float) -> None:
         """Wait for ``base_url``'s health check, then prove the server holds our ``key``."""
         try:
-            wait_healthy(self.proc, self.base_url, timeout_s, poll_s)
-            prove_ours(self.base_url, self.key)
+            wait_healthy(self.proc, self.base_url, timeout_s, poll_s, self.uds)
+            if self.key:
+                prove_ours(self.base_url, self.key, self.uds)
         except NotOurs as err:
             raise self.error(self.not_ours(err)) from None
         except NotHealthy as err:
@@ -189,6 +384,13 @@ class ServedProcess:
 
     def stop(self, grace_s: float | None = None) -> None:
         proc, self.proc = self.proc, None
+        directory, self.socket_dir = self.socket_dir, None
+        try:
+            self._end(proc, grace_s)
+        finally:
+            remove_private_dir(directory)
+
+    def _end(self, proc: subprocess.Popen | None, grace_s: float | None) -> None:
         if proc is None or proc.poll() is not None:
             return
         try:

@@ -2,14 +2,18 @@
 
 ``memt.endpoint`` set: use it. ``memt.serve: true``: start ``<memt.vllm_bin> serve
 <memt.model_path>`` (the executable of the separate env ``envs/vllm.yaml``: vLLM pins its own
-torch, so it never shares the CPU stack's env) on a free loopback port, wait until
-``GET /health`` answers 200, and stop it when the job's process ends. The server dies with the
-job even when the job is killed (PR_SET_PDEATHSIG), so a failed node leaves no GPU held.
+torch, so it never shares the CPU stack's env) on a Unix socket (``--uds``) in a fresh
+directory only this user can enter, wait until ``GET /health`` answers 200, and stop it when the
+job's process ends. The server dies with the job even when the job is killed
+(PR_SET_PDEATHSIG), so a failed node leaves no GPU held.
 
-The server gets a random key per job (``VLLM_API_KEY`` in its environment, never argv) and
-must prove it holds it before the job uses it: whoever else answers on the port (another job
-with the same fixed ``memt.port``, a squatter) is refused. The cache identity of a served
-model is its weights' identity (:func:`cache_identity`), never the port.
+No port: nobody can bind the server's address before vLLM does (it imports torch for
+seconds first), and no other user can reach any of its routes (vLLM's key guards only
+``/v1/*``). Before the first request the job checks that the socket's listener is the process
+it started (its pid, from the kernel); only then does it send the random per-job key
+(``VLLM_API_KEY`` in the server's environment, never argv), and it checks that a random wrong
+key is refused. The cache identity of a served model is its weights' identity
+(:func:`cache_identity`), never where it is served.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from memprobe.config import MemT
 from memprobe.llm.providers import LLMError
 from memprobe.serving import served_process
 from memprobe.serving.local_server import model_cache_dir
-from memprobe.serving.served_process import health_url
 from memprobe.spec.records import write_atomic
 
 ENDPOINT_ENV = "MEMPROBE_MEMT_BASE_URL"  # a server started outside the job (wins over serve)
@@ -36,7 +39,7 @@ class VllmError(LLMError):
     """The Mem-T server could not be started or never became healthy."""
 
 
-def serve_command(m: MemT, port: int) -> list[str]:
+def serve_command(m: MemT, socket_path: str) -> list[str]:
     """The ``vllm serve`` command line for Mem-T (served under ``memt.model``)."""
     if not m.model_path:
         raise VllmError("memt.model_path: required when memt.serve is true")
@@ -46,10 +49,8 @@ def serve_command(m: MemT, port: int) -> list[str]:
         m.model_path,
         "--served-model-name",
         m.model,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
+        "--uds",
+        socket_path,
         *m.vllm_args,
     ]
 
@@ -62,14 +63,14 @@ class Server(served_process.ServedProcess):
     def __init__(self, m: MemT, log_path: str | os.PathLike[str], poll_s: float = 1.0) -> None:
         self.settings = m
         self.key = secrets.token_urlsafe(24)
-        # vLLM binds the port itself; the key check after /health catches anyone else on it.
-        self.port = m.port or served_process.free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.socket_dir = served_process.private_dir("memprobe-vllm-")
+        self.uds = str(self.socket_dir / "vllm.sock")
+        self.base_url = "http://localhost/v1"  # the host is a placeholder: requests go to uds
         self.log_path = Path(log_path)
         self.poll_s = poll_s
 
     def start(self) -> str:
-        cmd = serve_command(self.settings, self.port)
+        cmd = serve_command(self.settings, str(self.uds))
         try:
             self.launch(cmd, served_process.child_env(VLLM_API_KEY=self.key))
         except FileNotFoundError:
@@ -77,6 +78,9 @@ class Server(served_process.ServedProcess):
                 f"memt.vllm_bin: {cmd[0]!r} not found (build envs/vllm.yaml and point "
                 "memt.vllm_bin at its bin/vllm)"
             ) from None
+        finally:
+            if self.proc is None:
+                self.stop()  # removes the socket directory
         self.ready_or_stopped(self.wait_healthy)
         return self.base_url
 
@@ -86,7 +90,7 @@ class Server(served_process.ServedProcess):
     error = VllmError
 
     def not_ours(self, err: served_process.NotOurs) -> str:
-        return f"memt.port: {err} (log: {self.log_path})"
+        return f"memt.serve: {err} (log: {self.log_path})"
 
     def exited(self, status: int) -> str:
         return (
@@ -95,7 +99,7 @@ class Server(served_process.ServedProcess):
 
     def timed_out(self, timeout_s: float) -> str:
         return (
-            f"vllm serve not healthy at {health_url(self.base_url)} after {timeout_s:.0f}s "
+            f"vllm serve not healthy on {self.uds} after {timeout_s:.0f}s "
             f"(memt.startup_timeout_s; log: {self.log_path})"
         )
 
@@ -103,13 +107,14 @@ class Server(served_process.ServedProcess):
 _server: Server | None = None
 
 
-def ensure(m: MemT, log_path: str | os.PathLike[str] | None = None) -> str:
-    """The Mem-T base URL for this process, starting one server on first use if configured."""
+def ensure(m: MemT, log_path: str | os.PathLike[str] | None = None) -> tuple[str, str | None]:
+    """The Mem-T base URL for this process and the Unix socket that reaches it (None: the URL
+    itself), starting one server on first use if configured."""
     global _server
     if os.environ.get(ENDPOINT_ENV):
-        return os.environ[ENDPOINT_ENV]
+        return os.environ[ENDPOINT_ENV], None
     if m.endpoint:
-        return m.endpoint
+        return m.endpoint, None
     if not m.serve:
         raise VllmError("memt: set memt.endpoint or memt.serve: true with memt.model_path")
     if _server is None:
@@ -118,7 +123,7 @@ def ensure(m: MemT, log_path: str | os.PathLike[str] | None = None) -> str:
         atexit.register(server.stop)
         _server = server
         os.environ[KEY_ENV] = server.key  # read by this job's client, inherited by nobody
-    return _server.base_url
+    return _server.base_url, _server.uds
 
 
 def key_env(m: MemT) -> str:

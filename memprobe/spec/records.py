@@ -13,9 +13,18 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
-from memprobe.vocabulary import CATEGORIES, EndReason, FeedbackType
+from memprobe.vocabulary import CATEGORIES, EndReason, FeedbackType, Stage
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -29,6 +38,17 @@ def _umask() -> int:
 _UMASK = _umask()
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd``: ``os.write`` may write fewer (a full disk, a
+    signal); a write that makes no progress is ENOSPC, raised like any other failure."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(28, "No space left on device (a write made no progress)")
+        view = view[n:]
+
+
 class RecordError(ValueError):
     """An artifact or input file that is missing, unreadable or of the wrong shape."""
 
@@ -38,13 +58,44 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+# -- recovered replies -------------------------------------------------------------------
+# What a recovery's stand-in can move: metrics A, B, C, D and the attribution counts.
+Metric = Literal["A", "B", "C", "D", "attribution"]
+
+
+class Recovery(Record):
+    """A reply the re-asks could not make valid, and the deterministic stand-in the stage used
+    instead (docs/fidelity.md, "Recovered replies")."""
+
+    stage: Stage
+    where: str  # the call, named as its error line would name it
+    problem: str  # what was still wrong with the last reply
+    action: str  # what stood in for a valid reply
+    touches: list[Metric] = Field(default_factory=list)  # the numbers resting on the stand-in
+
+
+class Recovered(Record):
+    """An artifact that lists its recovered replies. The list is written last and only when
+    it has entries, so an artifact without recoveries is byte-identical to one from before."""
+
+    recoveries: list[Recovery] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _recoveries_last_if_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        listed = out.pop("recoveries", None)
+        if listed:
+            out["recoveries"] = listed
+        return out
+
+
 # -- users -------------------------------------------------------------------------------
 class Location(Record):
     country: str
     city: str
 
 
-class Persona(Record):
+class Persona(Recovered):
     user_id: str
     seed: int
     name: str
@@ -77,7 +128,7 @@ class BankEntry(Record):
         return v
 
 
-class Bank(Record):
+class Bank(Recovered):
     user_id: str
     entries: list[BankEntry]
 
@@ -116,7 +167,7 @@ class LeakReport(Record):
     budget_spent: int = 0  # tasks still fishing when the edit budget ran out
 
 
-class Tasks(Record):
+class Tasks(Recovered):
     user_id: str
     tasks: list[Task]
     leak: LeakReport | None = None  # None where no leak check was run
@@ -143,7 +194,7 @@ class Episode(Record):
     turns: list[Turn]
 
 
-class Episodes(Record):
+class Episodes(Recovered):
     user_id: str
     system: str
     episodes: list[Episode]
@@ -190,7 +241,7 @@ class PrefEpisode(Record):
     turns: list[PrefTurn]
 
 
-class Preference(Record):
+class Preference(Recovered):
     user_id: str
     system: str
     D: float | None
@@ -220,7 +271,7 @@ class SlotFillEntry(Record):
     called: bool = True
 
 
-class UserRun(Record):
+class UserRun(Recovered):
     """One user's store as scored in one mode: what a slot-fill and its judge record share."""
 
     user_id: str
@@ -282,7 +333,7 @@ class AttributionEntry(Record):
     stages: list[dict[str, Any]]
 
 
-class Attribution(Record):
+class Attribution(Recovered):
     user_id: str
     system: str
     mode: str
@@ -295,7 +346,7 @@ class OracleVerdict(Record):
     reason: str
 
 
-class Oracle(Record):
+class Oracle(Recovered):
     user_id: str
     verdicts: dict[str, OracleVerdict]
 
@@ -334,6 +385,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise RecordError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
     except UnicodeDecodeError:
         raise RecordError(f"{path}: not UTF-8 text (expected a JSON file)") from None
+    except ValueError as err:  # a number past Python's limit (an integer of 4,300+ digits)
+        raise RecordError(f"{path}: not a JSON file we read ({str(err).split(':')[0]})") from None
     except RecursionError:
         raise RecordError(f"{path}: JSON nested too deeply to read") from None
     except OSError as err:  # a directory, no permission, an I/O error

@@ -1,7 +1,8 @@
 """``memprobe fake-endpoint``: a deterministic OpenAI-compatible server on loopback.
 
 Answers ``POST /v1/chat/completions`` with schema-valid replies
-(``memprobe.testing.fake_responder``) and ``GET /v1/models``. A script file can pin replies
+(``memprobe.testing.fake_responder``), ``POST /v1/embeddings`` with a vector per text (each
+request kept in ``server.embedding_requests``) and ``GET /v1/models``. A script file can pin replies
 per schema name, in order, e.g.
 ``{"critic": [{"verdict": "fishing", ...}, ...]}``, for tests of control flow; or by what the
 request says: ``{"judge": {"when": [[["text", ...], reply], ...], "else": reply}}`` answers the
@@ -27,7 +28,12 @@ from typing import Any
 
 from memprobe.serving.json_http import QuietJSONHandler
 from memprobe.testing.background import serve_until_interrupted
-from memprobe.testing.fake_responder import completion_body, fake_content, request_digest
+from memprobe.testing.fake_responder import (
+    completion_body,
+    embedding_body,
+    fake_content,
+    request_digest,
+)
 
 FAULT_KINDS = (
     "rate_limit",  # 429 with a Retry-After header
@@ -248,6 +254,10 @@ def make_server(
             except json.JSONDecodeError:
                 self._send(400, {"error": {"message": "invalid JSON body"}})
                 return
+            if self.path.rstrip("/").endswith("/embeddings"):
+                self.server.embedding_requests.append(body)  # type: ignore[attr-defined]
+                self._send(200, embedding_body(body))
+                return
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(404, {"error": {"message": "not found"}})
                 return
@@ -278,6 +288,7 @@ def make_server(
     server.faults = faults  # type: ignore[attr-defined]
     server.latency = latency  # type: ignore[attr-defined]
     server.auth_seen = set()  # type: ignore[attr-defined]
+    server.embedding_requests = []  # type: ignore[attr-defined]  # bodies of POST /embeddings
     # A Gate: tests hold requests after N.
     server.gate = None  # type: ignore[attr-defined]
     return server

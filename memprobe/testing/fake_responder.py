@@ -1,4 +1,5 @@
-"""Deterministic, schema-valid replies to OpenAI chat requests, for dry runs and tests.
+"""Deterministic, schema-valid replies to OpenAI chat requests (and embeddings), for dry runs
+and tests.
 
 The reply is derived from the request alone (hash of model, messages and seed), so the same
 request always gets the same reply. For a ``response_format`` json_schema request the reply is
@@ -124,4 +125,25 @@ def completion_body(body: dict[str, Any], content: str) -> dict[str, Any]:
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         },
+    }
+
+
+def embedding_body(body: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI embeddings reply: a unit vector per input text, derived from the text alone
+    (``dimensions`` long, 8 when the request names none), with token usage."""
+    texts = body.get("input") or []
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    dims = int(body.get("dimensions") or 8)
+    data = []
+    for i, text in enumerate(texts):
+        digest = hashlib.sha256(str(text).encode("utf-8")).digest()
+        raw = [digest[j % len(digest)] / 255.0 - 0.5 + j / (10.0 * dims) for j in range(dims)]
+        norm = sum(x * x for x in raw) ** 0.5 or 1.0
+        data.append({"object": "embedding", "index": i, "embedding": [x / norm for x in raw]})
+    tokens = sum(max(1, len(str(t)) // 4) for t in texts)
+    return {
+        "object": "list",
+        "model": body.get("model", "fake"),
+        "data": data,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }

@@ -11,7 +11,9 @@ in the system message) with ``<tool_call>{json}</tool_call>`` text, as Mem-T-4B 
   search_summary, finish (one call per step, chosen by how many steps came before).
 
 Never a real model: it only makes the protocol, the store and the workflow testable offline.
-``memprobe memt-standin --port N`` serves it; it also answers ``GET /health`` like vLLM.
+On a thread (:class:`StandIn`) it listens on a loopback port; :func:`serve` runs it as a fake
+``vllm serve --uds PATH`` would, on that Unix socket with ``VLLM_API_KEY``. It also answers
+``GET /health`` like vLLM.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socketserver
 from http.server import ThreadingHTTPServer
 from typing import Any
 
 from memprobe.serving.json_http import QuietJSONHandler
-from memprobe.testing.background import Background, serve_until_interrupted
+from memprobe.serving.served_process import UnixHTTPServer
+from memprobe.testing.background import Background
 from memprobe.testing.fake_responder import completion_body
 
 MALFORMED = '<tool_call>{"name": "create_fact", "arguments": {"content": </tool_call>'
@@ -111,8 +115,10 @@ def reply_for(body: dict[str, Any]) -> str:
 
 
 def make_server(
-    host: str = "127.0.0.1", port: int = 0, api_key: str | None = None
-) -> ThreadingHTTPServer:
+    host: str = "127.0.0.1", port: int = 0, api_key: str | None = None, uds: str | None = None
+) -> socketserver.BaseServer:
+    """The stand-in on ``host:port``, or on the Unix socket ``uds`` when given."""
+
     class Handler(QuietJSONHandler):
         protocol_version = "HTTP/1.1"
 
@@ -148,6 +154,8 @@ def make_server(
                 return
             self._send(200, completion_body(body, reply_for(body)))
 
+    if uds:
+        return UnixHTTPServer(uds, Handler)
     return ThreadingHTTPServer((host, port), Handler)
 
 
@@ -155,10 +163,9 @@ class StandIn(Background):
     """The stand-in on a background thread (for tests): ``.base_url``, ``.close()``."""
 
     def __init__(self) -> None:
-        super().__init__(make_server())
+        super().__init__(make_server())  # type: ignore[arg-type]
 
 
-def serve(host: str, port: int) -> None:
-    serve_until_interrupted(
-        make_server(host, port, os.environ.get("VLLM_API_KEY")), "Mem-T stand-in"
-    )
+def serve(uds: str) -> None:
+    """Serve on ``uds`` until killed, with the key vLLM would read (``VLLM_API_KEY``)."""
+    make_server(api_key=os.environ.get("VLLM_API_KEY"), uds=uds).serve_forever()

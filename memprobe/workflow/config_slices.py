@@ -135,7 +135,6 @@ RUNTIME_ONLY: tuple[str, ...] = (
     "llm.local.startup_timeout_s",
     "memt.api_key_env",
     "memt.vllm_bin",
-    "memt.port",
     "memt.startup_timeout_s",
     "memt.gpu_model",
     "memt.cpus_per_gpu",

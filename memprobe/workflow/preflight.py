@@ -13,11 +13,8 @@ import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlparse
 
 from memprobe.config import ROLES, Config, role_settings
-
-LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 
 
 class PreflightError(RuntimeError):
@@ -32,7 +29,7 @@ def endpoints(cfg: Config) -> list[str]:
 
 def reachable(base_url: str, timeout_s: float = 5.0) -> str | None:
     """None if something answers HTTP at ``base_url``; otherwise the reason it did not."""
-    from memprobe.llm.client import is_loopback
+    from memprobe.llm.providers import is_loopback
     from memprobe.serving.served_process import open_direct
 
     url = base_url.rstrip("/") + "/models"
@@ -66,22 +63,35 @@ def key_variables(cfg: Config) -> list[str]:
     names = {role_settings(cfg, r)["api_key_env"] for r in ROLES} if endpoints(cfg) else set()
     if "memt" in cfg.systems and cfg.memt.endpoint:
         names.add(cfg.memt.api_key_env)
-    return sorted(names)
+    return sorted(n for n in names if n)  # None: a role's own endpoint without a key
 
 
 def missing_keys(cfg: Config) -> list[str]:
     """One line per key variable that a non-loopback endpoint needs and that is unset.
 
-    A loopback server (vLLM, the fake endpoint) usually takes no key; a remote one always does.
+    A loopback server (vLLM, the fake endpoint) usually takes no key; a remote one always does,
+    unless its ``api_key_env`` is ``''`` (no key, on purpose). A role sent to its own remote
+    ``base_url`` never borrows the default key, so it must name its own variable.
     """
+    from memprobe.llm.providers import is_loopback
+
     if not endpoints(cfg):
         return []
     need: dict[str, list[str]] = {}
+    problems = []
     for role in ROLES:
         s = role_settings(cfg, role)
-        if urlparse(s["base_url"]).hostname not in LOOPBACK:
-            need.setdefault(s["api_key_env"], []).append(role)
-    return [
+        if is_loopback(s["base_url"]) or s["api_key_env"] == "":
+            continue
+        if s["api_key_env"] is None:
+            problems.append(
+                f"llm.roles.{role}.api_key_env: not set (role {role} calls its own remote "
+                "endpoint, which never gets llm.api_key_env; name the variable holding its "
+                "key, or '' for none)"
+            )
+            continue
+        need.setdefault(s["api_key_env"], []).append(role)
+    return problems + [
         f"llm.api_key_env: ${var} is not set (roles {', '.join(roles)} call a remote endpoint)"
         for var, roles in need.items()
         if not os.environ.get(var)

@@ -1,8 +1,11 @@
 """What every Snakemake script shares: config, logging, LLM clients, clean failures.
 
 A script ends with ``step.run(main)``; ``main`` gets a ``Job``. Known errors (bad config, bad
-input file, an LLM that never answered validly) become one line on stderr and in the job log,
-exit status 1, and Snakemake removes the job's outputs, so no partial artifact survives.
+input file, an endpoint that stopped answering) become one line on stderr and in the job log,
+exit status 1, and Snakemake removes the job's outputs, so no partial artifact survives. A
+failure on an LLM call also moves the job to its next attempt (memprobe/workflow/attempts.py),
+so running it again draws new samples where it failed. A finished job writes the replies it
+recovered (memprobe/spec/recovery_log.py) for the run's last lines.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memprobe.config import Config, ConfigError, load_config
-from memprobe.llm.client import LLM, LLMError, client_for
+from memprobe.llm.client import ATTEMPT_STRIDE, LLM, LLMError, client_for
+from memprobe.spec import recovery_log
 from memprobe.spec.prompts import PromptError
-from memprobe.spec.records import RecordError
+from memprobe.spec.records import RecordError, Recovery
 from memprobe.spec.taxonomy import TaxonomyError
+from memprobe.workflow import attempts
 
 if TYPE_CHECKING:
     from memprobe.agents.base import MemorySystem
@@ -51,6 +56,21 @@ class Job:
         # paid (and the next attempt replays from the cache) stays on the bill.
         usage = getattr(smk.log, "usage", None)
         self.ledger_path = Path(usage) if usage else None
+        self.attempt = attempts.current(*self._attempt_key)
+        # Recovered replies that no JSON output lists (a script whose outputs are tables).
+        self.recovered: list[Recovery] = []
+
+    @property
+    def _attempt_key(self) -> tuple[str, str, int, str]:
+        return (self.cfg.llm.cache_dir, self.name, self.cfg.seed, self.cfg.results_dir)
+
+    def next_attempt(self) -> int:
+        """This attempt failed on an LLM call: the next run of the job draws new samples."""
+        return attempts.bump(*self._attempt_key)
+
+    @property
+    def recoveries_path(self) -> Path | None:
+        return recovery_log.path_for(self.ledger_path) if self.ledger_path else None
 
     @property
     def pending_ledger(self) -> Path | None:
@@ -60,7 +80,9 @@ class Job:
     def llm(self, role: str) -> LLM:
         if self.pending_ledger is None:
             raise ConfigError(f"rule {self.rule}: calls an LLM but declares no `usage` log")
-        return client_for(role, self.cfg, ledger_path=self.pending_ledger, job=self.name)
+        return client_for(
+            role, self.cfg, ledger_path=self.pending_ledger, job=self.name, attempt=self.attempt
+        )
 
     def memory_system(self, workdir: Path) -> MemorySystem:
         """The job's memory system (its ``system`` wildcard), its LLM roles and prompt files."""
@@ -111,8 +133,42 @@ class Job:
         path = self.ledger_path
         return path.with_name(path.name + ".last") if path else None
 
+    def begin(self) -> None:
+        """Drop the recoveries an earlier run of this job recorded; say which attempt this is."""
+        if self.recoveries_path is not None:
+            self.recoveries_path.unlink(missing_ok=True)
+        if self.attempt:
+            log.info(
+                "%s: attempt %d: calls no earlier attempt got a reply for are sampled with a "
+                "new seed (+%d)",
+                self.name,
+                self.attempt,
+                ATTEMPT_STRIDE * self.attempt,
+            )
+
+    def output_recoveries(self) -> list[Recovery]:
+        """The recoveries the job's JSON outputs list (records.Recovered), in output order."""
+        found: list[Recovery] = []
+        for path in map(Path, self.output):
+            if path.suffix != ".json" or not path.is_file():
+                continue
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict):
+                found += [Recovery.model_validate(r) for r in data.get("recoveries", [])]
+        return found
+
     def finish(self) -> None:
-        """The job succeeded: its pending calls become its declared ledger."""
+        """The job succeeded: its recoveries are written for the run's last lines, and its
+        pending calls become its declared ledger."""
+        if self.recoveries_path is not None:
+            record = recovery_log.JobRecoveries(
+                job=self.name,
+                rule=self.rule,
+                wildcards={k: str(v) for k, v in dict(self.wildcards).items()},
+                attempt=self.attempt,
+                recoveries=[*self.output_recoveries(), *self.recovered],
+            )
+            recovery_log.write(self.recoveries_path, record)
         pending, last = self.pending_ledger, self.last_ledger
         if self.ledger_path and pending and last and pending.exists():
             shutil.copyfile(pending, last)
@@ -196,11 +252,16 @@ def run(main: Callable[[Job], None]) -> None:
             sys.exit(f"usage: {sys.argv[0]} RULE LOG USAGE JOB_JSON (run through snakemake)")
         smk = SpecJob(*sys.argv[1:])
     setup_logging(smk.log[0] if len(smk.log) else None)
+    job: Job | None = None
     try:
         job = Job(smk)
         job.carry_finished_attempt()
+        job.begin()
         main(job)
         job.finish()
     except KNOWN_ERRORS as err:
+        if isinstance(err, LLMError) and job is not None:
+            nxt = job.next_attempt()
+            log.info("%s: the next run of this job is attempt %d (new samples)", job.name, nxt)
         log.error("memprobe: %s: %s", smk.rule, err)
         sys.exit(1)

@@ -116,9 +116,9 @@ def test_a_replayed_run_is_stored_turn_for_turn(drop_final_reply):
         )
     )
     lay = importer.Layout(cfg)
-    bank = importer.bank(lay.bank_file, "user_002", cfg.dims_per_category)
-    tasks = importer.tasks(lay.task_file("user_002"), "user_002", bank)
-    eps = [importer.replayable(lay.recorded(run, "user_002", t.index), t) for t in tasks.tasks]
+    bank = importer.bank(lay, "user_002", cfg.dims_per_category)
+    tasks = importer.tasks(lay, "user_002", bank)
+    eps = [importer.replayable(lay, lay.recorded(run, "user_002", t.index), t) for t in tasks.tasks]
     s = LongContext(config=cfg, assistant=None)  # type: ignore[arg-type]
     simulation.replay(s, Episodes(user_id="user_002", system=run, episodes=eps), run)
     assert s.get_all_memories() == longctx_items(run, "user_002", drop_final_reply)

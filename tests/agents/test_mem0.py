@@ -163,3 +163,80 @@ def test_mem0_extraction_goes_to_its_configured_model(endpoint, tmp_path):
     assert bodies and {b["model"] for b in bodies} == {"extract-4o-mini"}
     assert {(b["temperature"], b["max_tokens"]) for b in bodies} == {(0.0, 2000)}
     assert system.meta()["writer_model"] == "extract-4o-mini"
+
+
+@pytest.mark.torch
+def test_openai_embeddings_are_ledgered_and_replayed_from_the_cache(no_network, endpoint, tmp_path):
+    # embedder: openai (the paper protocol) goes through our client, not mem0's own OpenAI
+    # client: every embeddings request the endpoint saw is a ledger row, and a rerun pays none.
+    from memprobe.agents.mem0 import Mem0
+
+    def run(name: str) -> tuple[list, list[dict]]:
+        raw = tiny_config(endpoint.base_url, systems=["mem0"])
+        raw["llm"]["cache_dir"] = str(tmp_path / "cache")
+        raw["system_settings"] = {"mem0": {"embedder": "openai", "embedder_dims": 16}}
+        cfg = load_config(raw)
+        ledger = tmp_path / f"{name}.csv"
+        system = Mem0(
+            config=cfg,
+            assistant=client_for("assistant", cfg),
+            writer=client_for("writer", cfg, ledger_path=ledger, job="t"),
+            workdir=tmp_path / name / "store",
+        )
+        system.reset("user_001")
+        system.end_turn(1, MESSAGES[0], [])
+        system.end_turn(1, MESSAGES[0], [{"agent": "ok", "user": MESSAGES[1]}])
+        found = [(i["content"], i["score"]) for q in QUERIES[:2] for i in system.search(q, 3)]
+        rows = [r for r in csv.DictReader(open(ledger)) if r["role"] == "embedder"]
+        return found, rows
+
+    first, rows = run("first")
+    sent = list(endpoint.server.embedding_requests)
+    assert sent and len(rows) == len(sent)
+    assert {(b["model"], b["dimensions"], b["encoding_format"]) for b in sent} == {
+        ("text-embedding-3-small", 16, "float")
+    }
+    assert all(r["model"] == "text-embedding-3-small" and r["cached"] == "false" for r in rows)
+    # Row i is request i: its tokens are the endpoint's usage for that request's texts.
+    assert [int(r["prompt_tokens"]) for r in rows] == [
+        sum(max(1, len(t) // 4) for t in b["input"]) for b in sent
+    ]
+
+    again, replayed = run("again")
+    assert len(endpoint.server.embedding_requests) == len(sent)  # nothing asked again
+    assert len(replayed) == len(rows) and {r["cached"] for r in replayed} == {"true"}
+    assert again == first
+
+
+def test_the_bm25_model_cache_is_this_users_alone(tmp_path, monkeypatch):
+    # fastembed's default, /tmp/fastembed_cache, is shared: another user could plant the BM25
+    # model that hybrid search (the paper protocol) loads.
+    import os
+    import tempfile
+
+    from memprobe.agents import mem0
+
+    monkeypatch.delenv("FASTEMBED_CACHE_PATH", raising=False)
+    monkeypatch.setenv("MEMPROBE_MODEL_CACHE", str(tmp_path / "models"))
+    cache = mem0._fastembed_cache()
+    assert cache == tmp_path / "fastembed" != Path(tempfile.gettempdir()) / "fastembed_cache"
+
+    def cache_lines():
+        return [m for m in mem0.hybrid_models_missing() if "fastembed's" in m]
+
+    assert cache_lines() == [f"fastembed's Qdrant/bm25 model (in {cache})"]
+    model = cache / "models--Qdrant--bm25" / "config.json"
+    model.parent.mkdir(parents=True)
+    model.write_text("{}")
+    assert cache_lines() == []
+    model.parent.chmod(0o777)  # anyone may swap the model
+    (line,) = cache_lines()
+    assert "writable by others" in line and "\n" not in line
+    model.parent.chmod(0o755)
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(cache))  # a configured path is checked too
+    model.chmod(0o666)
+    assert "writable by others" in cache_lines()[0]
+    model.chmod(0o644)
+    if os.getuid() == 0:  # only root can hand a file to another user
+        os.chown(model, 12345, 12345)  # planted by another user
+        assert "owned by uid 12345" in cache_lines()[0]

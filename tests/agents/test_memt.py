@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from memprobe.agents.memt import (
 
 from memprobe.config import ConfigError, load_config
 from memprobe.llm.client import client_for
-from memprobe.serving import vllm_server
+from memprobe.serving import served_process, vllm_server
 from memprobe.spec.prompts import prompt_path
 from memprobe.testing.memt_standin import StandIn
 from tests.helpers.endpoint import record_requests
@@ -205,20 +206,17 @@ def test_memt_config_errors_are_one_line():
 
 def test_serve_command_line(tmp_path):
     m = serve_settings(tmp_path, "/envs/vllm/bin/vllm")
-    assert vllm_server.serve_command(m, 8123) == [
+    assert vllm_server.serve_command(m, "/run/user/1/memprobe-vllm-x/vllm.sock") == [
         "/envs/vllm/bin/vllm",
         "serve",
         "/models/mem-t-4b",
         "--served-model-name",
         "Mem-T-4B",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "8123",
+        "--uds",
+        "/run/user/1/memprobe-vllm-x/vllm.sock",
         "--max-model-len",
         "8192",
     ]
-    assert vllm_server.health_url("http://127.0.0.1:8123/v1") == "http://127.0.0.1:8123/health"
 
 
 def test_server_starts_waits_for_health_and_stops(tmp_path):
@@ -228,14 +226,13 @@ def test_server_starts_waits_for_health_and_stops(tmp_path):
     base = server.start()
     assert time.monotonic() - t0 >= 1.0  # it waited for health, not just for the spawn
     argv = json.loads((tmp_path / "argv.json").read_text())
-    assert argv[:2] == ["serve", "/models/mem-t-4b"] and str(server.port) in argv
-    import urllib.request
-
-    with urllib.request.urlopen(vllm_server.health_url(base)) as resp:
-        assert resp.status == 200
-    proc = server.proc
+    assert argv[:2] == ["serve", "/models/mem-t-4b"] and argv[argv.index("--uds") + 1] == server.uds
+    assert "--port" not in argv and base == "http://localhost/v1"
+    assert served_process.status(f"{base}/health", uds=server.uds) == 200
+    proc, socket_dir = server.proc, server.socket_dir
+    assert stat.S_IMODE(socket_dir.stat().st_mode) == 0o700  # no other user gets in
     server.stop()
-    assert proc.poll() is not None
+    assert proc.poll() is not None and not socket_dir.exists()
 
 
 def test_server_that_dies_or_hangs_fails_in_one_line(tmp_path):
@@ -254,9 +251,9 @@ def test_server_that_dies_or_hangs_fails_in_one_line(tmp_path):
 
 def test_ensure_prefers_endpoint_and_env(tmp_path, monkeypatch):
     cfg = memt_config("http://10.0.0.5:8000/v1")
-    assert vllm_server.ensure(cfg.memt) == "http://10.0.0.5:8000/v1"
+    assert vllm_server.ensure(cfg.memt) == ("http://10.0.0.5:8000/v1", None)
     monkeypatch.setenv(vllm_server.ENDPOINT_ENV, "http://127.0.0.1:7/v1")
-    assert vllm_server.ensure(cfg.memt) == "http://127.0.0.1:7/v1"
+    assert vllm_server.ensure(cfg.memt) == ("http://127.0.0.1:7/v1", None)
 
 
 @pytest.mark.workflow

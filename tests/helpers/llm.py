@@ -105,3 +105,17 @@ def run_python(
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+def short_writes(monkeypatch, fail_after: int | None = None):
+    """``os.write`` that takes at most 7 bytes at a time (a full disk, a signal), and raises
+    ENOSPC after ``fail_after`` calls."""
+    real, calls = os.write, []
+
+    def write(fd, data):
+        calls.append(fd)
+        if fail_after is not None and len(calls) > fail_after:
+            raise OSError(28, "No space left on device")
+        return real(fd, bytes(data[:7]))
+
+    monkeypatch.setattr(os, "write", write)

@@ -25,9 +25,9 @@ def fake_vllm(tmp_path: Path, body: str) -> str:
 
 SERVE_STANDIN = (
     "from memprobe.testing.memt_standin import serve\n"
-    "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
+    "uds = sys.argv[sys.argv.index('--uds') + 1]\n"
     "time.sleep(1.0)  # a real server takes a while to become healthy\n"
-    "serve('127.0.0.1', port)"
+    "serve(uds)"
 )
 
 

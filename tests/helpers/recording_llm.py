@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from memprobe.llm.client import Exhausted
+
 
 class RecordingLLM:
     def __init__(self, answer) -> None:
@@ -11,12 +13,19 @@ class RecordingLLM:
         self.requests: list[list[dict[str, str]]] = []
         self.wheres: list[str] = []  # what each call names in its error lines
 
-    def json(self, messages, schema, *, check=None, sample=0, where=""):
+    def json(self, messages, schema, *, check=None, sample=0, where="", recover=None):
         self.requests.append(messages)
         self.wheres.append(where)
-        reply = schema.model_validate(self.answer(messages, schema))
-        if check is not None:  # the real client re-asks, then fails loudly
-            check(reply)
+        answer = self.answer(messages, schema)
+        reply = schema.model_validate(answer)
+        if check is not None:  # the real client re-asks, then recovers or fails loudly
+            try:
+                check(reply)
+            except ValueError as err:
+                if recover is None:
+                    raise
+                spent = Exhausted("recording", where, str(err), [json.dumps(answer)])
+                return recover(spent)
         return reply
 
     def map(self, fn, items):

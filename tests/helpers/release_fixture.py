@@ -65,8 +65,8 @@ def import_records(systems: list[str]) -> dict:
     pairs = release.pairs(cfg)
     out = {"pairs": pairs, "episodes": [], "prefs": [], "mems": [], "judges": [], "atts": []}
     for u in USERS:
-        bank = release.bank(lay.bank_file, u, cfg.dims_per_category)
-        tasks = release.tasks(lay.task_file(u), u, bank)
+        bank = release.bank(lay, u, cfg.dims_per_category)
+        tasks = release.tasks(lay, u, bank)
         for s in systems:
             mem = release.memories(lay, s, u)
             out["mems"].append(mem)

@@ -6,7 +6,7 @@ import json
 import os
 
 from memprobe.llm.cache import ResponseCache
-from tests.helpers.llm import make_llm
+from tests.helpers.llm import make_llm, short_writes
 
 MSGS = [{"role": "user", "content": "hi"}]
 
@@ -31,3 +31,31 @@ def test_an_entry_torn_by_a_power_cut_is_asked_again(recorder_factory, tmp_path)
     entry.write_text('{"content": "fir')
     assert make_llm(rec.base_url, tmp_path).text(MSGS) == "again"
     assert json.loads(entry.read_text())["content"] == "again"
+
+
+def test_a_short_write_is_finished_and_a_failed_one_never_renamed_into_place(tmp_path, monkeypatch):
+    cache = ResponseCache(tmp_path / "cache")
+    entry = {"content": "a reply of some length " * 4, "prompt_tokens": 3}
+    short_writes(monkeypatch)
+    cache.put("ab" * 32, entry)
+    assert cache.get("ab" * 32) == entry
+    short_writes(monkeypatch, fail_after=2)  # the disk fills up mid-entry
+    try:
+        cache.put("cd" * 32, entry)
+    except OSError as err:
+        assert err.errno == 28
+    else:
+        raise AssertionError("a torn entry was written without an error")
+    assert cache.get("cd" * 32) is None
+    assert not [p for p in (tmp_path / "cache").rglob("*") if "cd" * 32 in p.name]
+
+
+def test_lock_files_follow_the_umask(tmp_path):
+    # A group-shared cache (umask 002) needs group-writable locks, or de-duplication is lost.
+    old = os.umask(0o002)
+    try:
+        with ResponseCache(tmp_path).inflight("abc" + "0" * 61):
+            pass
+    finally:
+        os.umask(old)
+    assert (tmp_path / ".locks" / "abc").stat().st_mode & 0o777 == 0o664

@@ -15,7 +15,7 @@ import pytest
 
 from memprobe.config import load_config
 from memprobe.llm.cache import ResponseCache
-from memprobe.llm.client import LLMError, _strip_fence, client_for, redact
+from memprobe.llm.client import ATTEMPT_STRIDE, Exhausted, LLMError, client_for, redact
 from memprobe.serving import served_process
 from memprobe.testing.memt_standin import StandIn
 from tests.helpers.llm import Recorder, Verdict, ledger, make_llm, run_python
@@ -59,6 +59,58 @@ def test_reask_budget_ends_in_a_loud_error_with_the_raw_reply(recorder_factory, 
         llm.json([{"role": "user", "content": "hi"}], Verdict, where="user user_001, x")
     msg = str(err.value)
     assert "role judge (user user_001, x)" in msg and "still nope" in msg and "\n" not in msg
+
+
+def test_spent_re_asks_go_to_the_stage_recovery_whose_replay_is_the_same(
+    recorder_factory, tmp_path
+):
+    rec = recorder_factory(["nope", '{"verdict": "far too long a verdict here", "score": 2}'])
+    seen: list[Exhausted] = []
+
+    def recover(spent: Exhausted) -> Verdict:
+        seen.append(spent)
+        return Verdict(verdict="stand-in", score=0)
+
+    msgs = [{"role": "user", "content": "hi"}]
+    llm = make_llm(rec.base_url, tmp_path, max_reasks=1, resample_invalid=0)
+    assert llm.json(msgs, Verdict, where="w", recover=recover) == Verdict(
+        verdict="stand-in", score=0
+    )
+    [spent] = seen
+    assert spent.replies == ["nope", '{"verdict": "far too long a verdict here", "score": 2}']
+    assert spent.problem.startswith("verdict: String should have at most 20 characters")
+    assert (spent.role, spent.where) == ("judge", "w")
+    # The chain stays cached: a replay (a new job on the same cache) recovers the same way
+    # without a call; without a recover function the chain is dropped and the call fails.
+    again = make_llm(rec.base_url, tmp_path, max_reasks=1, resample_invalid=0)
+    assert again.json(msgs, Verdict, recover=recover).verdict == "stand-in"
+    assert len(rec.bodies) == 2 and len(seen) == 2 and seen[1].replies == spent.replies
+
+
+def test_a_failed_chain_without_a_recovery_is_dropped_from_the_cache(recorder_factory, tmp_path):
+    rec = recorder_factory(["nope", "still nope", '{"verdict": "ok", "score": 1}'])
+    msgs = [{"role": "user", "content": "hi"}]
+    llm = make_llm(rec.base_url, tmp_path, max_reasks=1, resample_invalid=0)
+    with pytest.raises(LLMError):
+        llm.json(msgs, Verdict)
+    assert llm.json(msgs, Verdict).score == 1  # asked again, not replayed
+    assert len(rec.bodies) == 3
+
+
+def test_a_later_attempt_replays_what_earlier_ones_got_and_samples_the_rest_anew(
+    recorder_factory, tmp_path
+):
+    rec = recorder_factory(['{"verdict": "a", "score": 1}', '{"verdict": "b", "score": 2}'])
+    raw = tiny_config(rec.base_url)
+    raw["llm"]["cache_dir"] = str(tmp_path / "cache")
+    cfg = load_config(raw)
+    first = client_for("judge", cfg, ledger_path=tmp_path / "ledger.csv", attempt=0)
+    second = client_for("judge", cfg, ledger_path=tmp_path / "ledger.csv", attempt=2)
+    asked = [{"role": "user", "content": "answered at attempt 0"}]
+    assert first.json(asked, Verdict).verdict == "a"
+    assert second.json(asked, Verdict).verdict == "a"  # replayed: no request
+    assert second.json([{"role": "user", "content": "new"}], Verdict).verdict == "b"
+    assert [b["seed"] for b in rec.bodies] == [7, 7 + 2 * ATTEMPT_STRIDE]
 
 
 def test_cache_replays_without_a_call_and_ledger_says_so(recorder_factory, tmp_path):
@@ -190,6 +242,23 @@ def test_a_chain_rejected_by_check_leaves_no_entry(endpoint_of, tmp_path):
     assert llm.json(MSGS, Verdict, check=lambda v: None) == Verdict(verdict="b", score=2)
 
 
+@pytest.mark.parametrize(
+    "ending",
+    [
+        {"content": "", "code": 422},  # the re-ask is rejected
+        {"content": "", "code": 500},  # retries spent
+        {"content": '{"verdict": "a", "sc', "finish_reason": "length"},  # cut, no limit to raise
+    ],
+)
+def test_a_chain_that_ends_in_an_exception_leaves_no_entry(endpoint_of, tmp_path, ending):
+    rec = endpoint_of(['{"verdict": 1}', ending, GOOD])  # step 0 paid (off schema), then fails
+    llm = make_llm(rec.base_url, tmp_path, resample_invalid=0, max_attempts=1)
+    with pytest.raises(LLMError):
+        llm.json(MSGS, Verdict)
+    assert len(rec.bodies) == 2
+    assert not list((tmp_path / "cache").rglob("*.json"))  # the rerun asks step 0 again
+
+
 def test_a_role_with_its_own_base_url_never_gets_the_default_key(
     endpoint_of, tmp_path, monkeypatch
 ):
@@ -304,20 +373,26 @@ def test_transient_client_errors_are_retried(endpoint_of, tmp_path, code):
     assert make_llm(rec.base_url, tmp_path, max_attempts=3, backoff_s=0.01).text(MSGS) == "ok"
 
 
-def test_a_server_that_drips_its_reply_is_cut_off_at_the_timeout(tmp_path):
+@pytest.mark.parametrize("part", ["body", "headers"])
+def test_a_server_that_drips_its_reply_is_cut_off_at_the_timeout(tmp_path, part):
+    # One byte every 0.1 s: each read is quick, the whole slow. The call's deadline covers
+    # the headers too (they held a call 5.7 s past a 0.5 s timeout; issue 27).
     class Drip(BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
         def do_POST(self):
             self.rfile.read(int(self.headers["Content-Length"]))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "100000")
-            self.end_headers()
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            drip = b" " * 200
+            if part == "headers":
+                head, drip = b"", head + b"X-Pad: " + b"a" * 200
+            else:
+                head += b"Content-Length: 100000\r\n\r\n"
             try:
-                for _ in range(200):  # one byte every 0.1 s: each read is quick, the whole slow
-                    self.wfile.write(b" ")
+                self.wfile.write(head)
+                for byte in drip:
+                    self.wfile.write(bytes([byte]))
                     self.wfile.flush()
                     time.sleep(0.1)
             except OSError:
@@ -328,21 +403,14 @@ def test_a_server_that_drips_its_reply_is_cut_off_at_the_timeout(tmp_path):
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         llm = make_llm(url, tmp_path, timeout_s=1.0, max_attempts=1)
+        llm.client  # noqa: B018  built (openai imported) before the clock starts
         t0 = time.monotonic()
-        with pytest.raises(LLMError):
+        with pytest.raises(LLMError, match="timed out|Timeout"):
             llm.text(MSGS)
-        assert time.monotonic() - t0 < 3.0
+        assert time.monotonic() - t0 < 2.0
     finally:
         server.shutdown()
         server.server_close()
-
-
-def test_fence_stripping_is_linear_on_long_whitespace():
-    text = "```json\n" + " \n" * 50_000 + "x"
-    t0 = time.monotonic()
-    _strip_fence(text)
-    assert time.monotonic() - t0 < 0.5
-    assert _strip_fence('```json\n{"a": 1}\n```') == '{"a": 1}'
 
 
 def test_url_credentials_are_redacted():
@@ -438,3 +506,19 @@ def test_the_key_echoed_in_an_error_body_never_reaches_the_message(tmp_path, mon
         server.server_close()
     assert "AuthenticationError" in str(err.value) and "bad key" in str(err.value)
     assert secret not in str(err.value) and secret[8:20] not in str(err.value)
+
+
+def test_embeddings_go_through_the_client_cache_and_ledger(endpoint, tmp_path, monkeypatch):
+    embedder = make_llm(endpoint.base_url, tmp_path, role="writer").embedder("embed-small")
+    vectors = embedder.embed(["kayak trip", "seasick"], dimensions=8)
+    assert len(vectors) == 2 and all(len(v) == 8 for v in vectors)
+    again = make_llm(endpoint.base_url, tmp_path, role="writer").embedder("embed-small")
+    assert again.embed(["kayak trip", "seasick"], dimensions=8) == vectors
+    assert len(endpoint.server.embedding_requests) == 1  # the rerun replayed it
+    rows = [(r["role"], r["model"], r["cached"]) for r in ledger(tmp_path)]
+    assert rows == [("embedder", "embed-small", "false"), ("embedder", "embed-small", "true")]
+    # The writer's key rules hold for its embedder: no key over plain http to another host.
+    monkeypatch.setenv("MEMPROBE_TEST_KEY", SENTINEL)
+    remote = make_llm("http://10.255.255.1:8000/v1", tmp_path, api_key_env="MEMPROBE_TEST_KEY")
+    with pytest.raises(LLMError, match="plain http"):
+        remote.embedder("embed-small").embed(["x"])

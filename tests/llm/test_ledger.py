@@ -6,7 +6,7 @@ import os
 import signal
 
 from memprobe.llm.ledger import Ledger
-from tests.helpers.llm import run_python
+from tests.helpers.llm import run_python, short_writes
 
 
 def ledger_rows(path):
@@ -42,3 +42,19 @@ def test_a_ledger_moved_away_under_a_job_starts_a_new_file(tmp_path):
     led.record(**row, cached=True, key="b")
     assert len((tmp_path / "done.csv").read_text().splitlines()) == 2
     assert [r["key"] for r in ledger_rows(path)] == ["b"]
+
+
+def test_a_row_cut_short_by_a_full_disk_is_cut_off_and_raised(tmp_path, monkeypatch):
+    import pytest
+
+    ledger = Ledger(tmp_path / "l.csv", job="j")
+    row = dict(role="judge", model="m", completion_tokens=5, latency_s=0.1, cached=False)
+    ledger.record(prompt_tokens=10, **row)
+    short_writes(monkeypatch)  # the kernel takes a few bytes at a time: the row is finished
+    ledger.record(prompt_tokens=11, **row)
+    short_writes(monkeypatch, fail_after=3)  # then the disk is full mid-row
+    with pytest.raises(OSError, match="ledger row was not written"):
+        ledger.record(prompt_tokens=123456, **row)
+    monkeypatch.undo()
+    ledger.record(prompt_tokens=12, **row)
+    assert [int(r["prompt_tokens"]) for r in ledger_rows(tmp_path / "l.csv")] == [10, 11, 12]

@@ -17,3 +17,53 @@ def test_a_local_server_url_without_a_model_id_is_refused(tmp_path, monkeypatch)
     with pytest.raises(LLMError, match="MEMPROBE_LOCAL_MODEL_ID") as err:
         client_for("judge", load_config(raw))
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "url,loopback",
+    [
+        ("http://127.0.0.1:8000/v1", True),
+        ("http://127.3.4.5/v1", True),
+        ("http://[::1]:8000/v1", True),
+        ("http://localhost:8000/v1", True),
+        ("http://LOCALHOST/v1", True),
+        ("http://127.attacker.example/v1", False),  # a DNS name, wherever it resolves
+        ("http://127.0.0.1.nip.io/v1", False),
+        ("http://localhost.evil.example/v1", False),
+        ("http://10.0.0.5:8000/v1", False),
+    ],
+)
+def test_loopback_is_an_ip_address_or_exactly_localhost(url, loopback):
+    from memprobe.llm.providers import is_loopback
+
+    assert is_loopback(url) is loopback
+
+
+def test_no_key_goes_over_plain_http_to_a_name_that_looks_like_loopback(tmp_path, monkeypatch):
+    from tests.helpers.llm import make_llm
+
+    monkeypatch.setenv("MEMPROBE_TEST_KEY", "sk-sentinel-0123456789")
+    llm = make_llm("http://127.0.0.1.nip.io:8000/v1", tmp_path, api_key_env="MEMPROBE_TEST_KEY")
+    with pytest.raises(LLMError, match="plain http") as err:
+        llm.text([{"role": "user", "content": "hi"}])
+    assert "sk-sentinel" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "text,shown",
+    [
+        ("Authorization: Basic dXNlcjpodW50ZXIy", "Authorization: Basic ***"),
+        (
+            "GET https://h.example/v1?token=abc123secret&x=1",
+            "GET https://h.example/v1?token=***&x=1",
+        ),
+        ("X-Memprobe-Token: 0123abcd", "X-Memprobe-Token: ***"),
+        ('{"password": "hunter2"}', '{"password": "***"}'),
+        ("Bearer sk-abc", "Bearer ***"),
+        ("prompt_tokens: 5, basic steps", "prompt_tokens: 5, basic steps"),  # not credentials
+    ],
+)
+def test_redaction_covers_basic_auth_and_token_fields(text, shown):
+    from memprobe.llm.providers import redact
+
+    assert redact(text) == shown

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from memprobe.llm.client import Exhausted
 from memprobe.protocol import attribution
+from memprobe.spec import records
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import (
+    Attribution,
     Bank,
     Episode,
     Episodes,
     Judge,
     JudgeEntry,
+    Oracle,
     OracleVerdict,
     Task,
     Tasks,
@@ -27,6 +31,7 @@ from tests.helpers.attribution_case import (
     answer,
     judge,
 )
+from tests.helpers.jobs import ScriptJob
 from tests.helpers.protocol import SKILL, clients, user_text
 from tests.helpers.recording_llm import RecordingLLM
 
@@ -261,3 +266,71 @@ def test_oracle_and_stage2_see_short_and_explanation(scripted, tmp_path):
     for body in (stage0, stage1, stage2):
         assert SKILL.short in user_text(body) and SKILL.explanation in user_text(body)
     assert '"category": "A" | "B"' in user_text(stage2)  # it is the Stage 2 request
+
+
+# -- oracle and attribution jobs whose replies never validate --------------------------------
+SPENT = {"max_reasks": 1, "resample_invalid": 0}
+KEYS = {"system": "longctx_full", "user": "user_001", "mode": "dump_all"}
+DISCLOSURE_ASK = '{"disclosed": true | false'
+SUBCLASS_ASK = '{"category": "A" | "B"'
+
+
+def test_oracle_job_past_its_re_asks_lets_the_task_invite(scripted, tmp_path, monkeypatch):
+    ep, seen = scripted({"oracle": {"else": {"can_invite": "perhaps"}}})
+    job = ScriptJob(tmp_path, monkeypatch, "oracle", ep.base_url, **SPENT)
+    inputs = {"bank": BANK, "tasks": TASKS, "prompt": str(prompt_path("attribution_oracle"))}
+    assert job.run(inputs, {"oracle": "oracle.json"}, {"user": "user_001"}) == 0
+    out = records.load(job.out("oracle.json"), Oracle)
+    assert all(v.can_invite for v in out.verdicts.values())  # the release's fallback
+    assert [(r.stage, r.action, r.touches) for r in out.recoveries] == [
+        ("oracle", "can_invite true", ["attribution"])
+    ] * len(DIMS)
+    assert [r.where for r in out.recoveries] == [f"user user_001, oracle {d}" for _, d, _ in DIMS]
+    assert len(seen["oracle"]) == 2 * len(DIMS)
+
+
+def attribution_job(ep, tmp_path, monkeypatch) -> Attribution:
+    job = ScriptJob(tmp_path, monkeypatch, "attribution", ep.base_url, **SPENT)
+    inputs = {
+        "judge": judge("dump_all"),
+        "bank": BANK,
+        "tasks": TASKS,
+        "episodes": EPISODES,
+        "oracle": ORACLE,
+        **PROMPTS,
+    }
+    assert job.run(inputs, {"attribution": "attribution.json"}, KEYS) == 0
+    out = records.load(job.out("attribution.json"), Attribution)
+    assert job.recoveries(KEYS).recoveries == out.recoveries
+    return out
+
+
+def test_attribution_job_past_the_disclosure_re_asks_says_not_disclosed(
+    scripted, tmp_path, monkeypatch
+):
+    subclass_b = {"category": "B", "reason": "", "evidence": ""}
+    rules = [[[SUBCLASS_ASK], subclass_b], [[DISCLOSURE_ASK], {"disclosed": "maybe"}]]
+    ep, _ = scripted({"disclosure": {"when": rules}})
+    out = attribution_job(ep, tmp_path, monkeypatch)
+    # Two misses reach stage 1 (the third one's task could not invite it).
+    assert out.counts == {"simulator_too_strict": 2, "task_design_failure": 1, "ok": 1}
+    assert [(r.stage, r.action) for r in out.recoveries] == [("disclosure", "disclosed false")] * 2
+
+
+def test_attribution_job_past_the_subclass_re_asks_reads_the_agents_replies(
+    scripted, tmp_path, monkeypatch
+):
+    rules = [[[SUBCLASS_ASK], {"category": "C"}], [[DISCLOSURE_ASK], {"disclosed": False}]]
+    ep, _ = scripted({"disclosure": {"when": rules}})
+    out = attribution_job(ep, tmp_path, monkeypatch)
+    # The agent never said a word of either target: A, the agent did not get near it.
+    assert out.counts == {"agent_elicitation_failure": 2, "task_design_failure": 1, "ok": 1}
+    assert [r.stage for r in out.recoveries] == ["subclass", "subclass"]
+    assert out.recoveries[0].action.startswith("category A from the agent's replies (0.00")
+
+
+def test_subclass_stand_in_says_b_when_the_agent_raised_the_topic():
+    spent = Exhausted("disclosure", "w", "category: bad", ['{"category": "C"}'])
+    said = "Do you double-check claims? Critical thinking skills matter here."
+    reply, rec = attribution.subclass_stand_in(spent, said, "critical thinking skill")
+    assert reply.category == "B" and rec.touches == ["attribution"]

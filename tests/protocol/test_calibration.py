@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+
 import pytest
 
 from memprobe import CATEGORIES
@@ -10,6 +12,7 @@ from memprobe.protocol import calibration, recovery
 from memprobe.spec import taxonomy
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import Bank, BankEntry, SlotFill, SlotFillEntry
+from tests.helpers.jobs import ScriptJob
 from tests.helpers.recording_llm import RecordingLLM
 from tests.helpers.workflow import ROOT, tiny_config
 
@@ -200,3 +203,22 @@ def test_the_runs_last_lines_report_slot_only_labels_and_the_cross_check(tmp_pat
         f"than the margin ({checked})",
     ]
     assert calibration.closing_lines(str(tmp_path / "none.csv"), None) == []
+
+
+def test_calibration_job_past_its_re_asks_scores_zero_and_lists_each_anchor(
+    scripted, tmp_path, monkeypatch
+):
+    # Every judge reply breaks its schema (0.6 is not a rubric level): each anchor is
+    # recovered as the judge rule recovers a label (0.0), which counts against the judge.
+    ep, _ = scripted({"judge": {"else": {"reason": "close", "score": 0.6}}})
+    job = ScriptJob(
+        tmp_path, monkeypatch, "judge_calibration", ep.base_url, max_reasks=1, resample_invalid=0
+    )
+    inputs = {"anchors": str(ANCHORS), "prompt": PROMPT}
+    outputs = {"summary": "summary.csv", "replies": "replies.csv"}
+    assert job.run(inputs, outputs, {}) == 0
+    replies = list(csv.DictReader(open(job.out("replies.csv"))))
+    assert {float(r["judged"]) for r in replies} == {0.0}
+    listed = job.recoveries({}).recoveries
+    assert [r.where for r in listed] == [f"calibration pair {r['id']}" for r in replies]
+    assert {(r.stage, r.action) for r in listed} == {("judge", "score 0.0")}

@@ -31,17 +31,17 @@ def test_the_scorer_form_grades_without_an_llm(monkeypatch):
 
     monkeypatch.setattr(embeddings, "encode", bag_of_words)
     cfg = load_config(tiny_config("http://x/v1", judge={"form": "scorer"}))
-    grade = judges.grader(cfg, no_llm, None, POOL)
+    grade = judges.grader(cfg, no_llm, None, POOL, [])
     [reply] = grade([ITEM])
     assert reply.score == 0.0 and reply.reason.startswith("offline judge:")
     with pytest.raises(ValueError, match="needs the pool"):
-        judges.grader(cfg, no_llm, None, None)
+        judges.grader(cfg, no_llm, None, None, [])
 
 
 def test_the_llm_form_asks_the_judge_role():
     llm = RecordingLLM(lambda m, s: {"reason": "r", "score": 0.5})
     cfg = load_config(tiny_config("http://x/v1"))
-    grade = judges.grader(cfg, lambda: llm, str(prompt_path("recovery_judge")), None)
+    grade = judges.grader(cfg, lambda: llm, str(prompt_path("recovery_judge")), None, [])
     assert [r.score for r in grade([ITEM])] == [0.5] and len(llm.requests) == 1
     assert judges.second_opinion(cfg, POOL) is None
     checked = load_config(tiny_config("http://x/v1", judge={"cross_check": True}))

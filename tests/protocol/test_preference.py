@@ -11,8 +11,10 @@ import pytest
 from memprobe.llm.client import client_for
 from memprobe.protocol import preference
 from memprobe.report import tables
+from memprobe.spec import records
 from memprobe.spec.prompts import prompt_path
-from memprobe.spec.records import Bank, BankEntry, Episode, Episodes, Turn
+from memprobe.spec.records import Bank, BankEntry, Episode, Episodes, Preference, Turn
+from tests.helpers.jobs import ScriptJob
 from tests.helpers.paper import paper_config, stage_prompt
 from tests.helpers.protocol import SKILL, user_text
 from tests.helpers.recording_llm import RecordingLLM
@@ -131,12 +133,18 @@ def test_all_na_gives_no_d():
     assert out.D is None and out.episodes[0].turns[0].score is None
 
 
-def test_a_reply_that_skips_or_repeats_a_preference_is_rejected():
+def test_a_reply_that_skips_or_repeats_a_preference_is_rejected_then_recovered():
     def repeated(messages, schema):
         return {"per_pref": [{"idx": 1, "score": 3}, {"idx": 1, "score": 4}]}
 
-    with pytest.raises(ValueError, match=r"exactly one entry per idx 1..2, got \[1, 1\]"):
-        preference.judge_preferences(episodes([["R-A"]]), BANK, RecordingLLM(repeated), PROMPT)
+    out = preference.judge_preferences(episodes([["R-A"]]), BANK, RecordingLLM(repeated), PROMPT)
+    # The first valid item per preference stands; the one never scored validly is na.
+    turn = out.episodes[0].turns[0]
+    assert [(p.idx, p.score) for p in turn.per_pref] == [(1, 3), (2, "na")]
+    assert turn.score == 3.0
+    [rec] = out.recoveries
+    assert "exactly one entry per idx 1..2, got [1, 1]" in rec.problem
+    assert rec.stage == "preference" and rec.touches == ["D"]
 
     def three(messages, schema):
         return {"per_pref": [{"idx": i, "score": 3} for i in (1, 2, 3)]}
@@ -192,6 +200,26 @@ def test_turn_score_and_pooled_d_hand_values():
     assert preference.turn_score([s(idx=1, score="na")]) is None
     assert preference.turn_score([]) is None
     assert preference.pooled_d([]) is None
+
+
+def test_preference_job_past_its_re_asks_scores_na_and_flags_d(scripted, tmp_path, monkeypatch):
+    ep, seen = scripted({"preference": {"else": {"per_pref": [{"idx": 2, "score": 9}]}}})
+    job = ScriptJob(
+        tmp_path, monkeypatch, "preference", ep.base_url, max_reasks=1, resample_invalid=0
+    )
+    keys = {"system": "memt", "user": "user_001"}
+    inputs = {"episodes": episodes([["R-A"]]), "bank": BANK, "prompt": PROMPT}
+    assert job.run(inputs, {"preference": "preference.json"}, keys) == 0
+    out = records.load(job.out("preference.json"), Preference)
+    turn = out.episodes[0].turns[0]
+    assert [p.score for p in turn.per_pref] == ["na", "na"] and turn.score is None
+    assert out.D is None  # no turn scored: the release's None
+    [rec] = out.recoveries
+    assert rec.stage == "preference" and rec.touches == ["D"]
+    assert rec.action == "na for preference(s) 1, 2"
+    assert rec.where == "user user_001, system memt, episode 1, turn 1"
+    assert len(seen["preference"]) == 2
+    assert job.recoveries(keys).recoveries == [rec]
 
 
 PREF = BankEntry(

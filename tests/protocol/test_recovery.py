@@ -7,17 +7,22 @@ import json
 import pytest
 
 from memprobe.config import load_config
-from memprobe.llm.client import client_for
+from memprobe.llm.client import Exhausted, client_for
 from memprobe.protocol import recovery
 from memprobe.protocol.recovery import slotfill_user
-from memprobe.spec import taxonomy
+from memprobe.spec import records, taxonomy
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import (
+    Judge,
+    Memories,
     Retrieved,
     RetrievedQuery,
+    SlotFill,
+    SlotFillEntry,
 )
 from memprobe.spec.rubric import RUBRIC
 from tests.helpers.endpoint import record_requests
+from tests.helpers.jobs import ScriptJob
 from tests.helpers.paper import paper_config, stage_prompt
 from tests.helpers.protocol import TWO_ENTRY_BANK, user_text
 from tests.helpers.recording_llm import RecordingLLM
@@ -507,6 +512,70 @@ def test_store_over_the_served_context_is_flagged_without_a_request(
     )  # fmt: skip
     assert out.overflow and all(not e.called for e in out.entries)
     assert sum(len(v) for v in seen.values()) == 0
+
+
+# -- slot-fill and judge jobs whose replies never validate -----------------------------------
+SPENT = {"max_reasks": 1, "resample_invalid": 0}
+KEYS = {"system": "longctx_full", "user": "user_001", "mode": "dump_all"}
+
+
+def test_slotfill_job_past_its_re_asks_answers_unknown_with_the_reason(
+    scripted, tmp_path, monkeypatch
+):
+    ep, seen = scripted({"slotfill": {"else": {"reason": "no label given"}}})
+    job = ScriptJob(tmp_path, monkeypatch, "slotfill", ep.base_url, **SPENT)
+    memories = Memories(
+        user_id="user_001", system="longctx_full", num_memories=2, memories=store(2, 10)
+    )
+    inputs = {
+        "memory": memories,
+        "bank": BANK,
+        "guides": str(taxonomy.GUIDES_FILE),
+        "prompt": str(prompt_path("slotfill")),
+    }
+    assert job.run(inputs, {"slotfill": "slotfill.json"}, KEYS) == 0
+    out = records.load(job.out("slotfill.json"), SlotFill)
+    assert [e.label for e in out.entries] == ["unknown", "unknown"]
+    assert out.entries[0].reason.startswith("stand-in: no valid slot-fill reply (label:")
+    assert [(r.stage, r.action, r.touches) for r in out.recoveries] == [
+        ("slotfill", "unknown", ["B"])
+    ] * 2
+    assert [r.where.rsplit(", ", 1)[1] for r in out.recoveries] == [
+        e.dimension for e in BANK.entries
+    ]  # in bank order, whatever order the threads finished in
+    assert len(seen["slotfill"]) == 4
+    assert job.recoveries(KEYS).recoveries == out.recoveries
+
+
+def test_judge_job_past_its_re_asks_scores_zero_and_flags_b(scripted, tmp_path, monkeypatch):
+    ep, _ = scripted({"judge": {"else": {"reason": "close enough", "score": 0.6}}})
+    job = ScriptJob(tmp_path, monkeypatch, "judge", ep.base_url, **SPENT)
+    filled = SlotFill(
+        user_id="user_001",
+        system="longctx_full",
+        mode="dump_all",
+        entries=[
+            SlotFillEntry(category=e.category, dimension=e.dimension, label=e.short, reason="")
+            for e in BANK.entries
+        ],
+    )
+    inputs = {"slotfill": filled, "bank": BANK, "prompt": str(prompt_path("recovery_judge"))}
+    assert job.run(inputs, {"judge": "judge.json"}, KEYS) == 0
+    out = records.load(job.out("judge.json"), Judge)
+    assert [d.score for d in out.details] == [0.0, 0.0]  # the release's parse-failure score
+    assert out.details[0].judge_reason.startswith("stand-in: no valid judge reply (score:")
+    assert [(r.stage, r.action, r.touches) for r in out.recoveries] == [
+        ("judge", "score 0.0", ["B"])
+    ] * 2
+
+
+def test_a_judge_reason_over_its_limit_is_cut_and_its_score_stands():
+    spent = Exhausted(
+        "judge", "w", "reason: too long", [json.dumps({"reason": "Same. " * 200, "score": 0.75})]
+    )
+    reply, rec = recovery.judge_stand_in(spent)
+    assert reply.score == 0.75 and len(reply.reason) <= 500 and reply.reason.endswith("Same.")
+    assert rec.touches == [] and rec.action == "cut reason"
 
 
 def test_paper_slotfill_is_one_user_message_with_the_category_drift_examples(scripted, tmp_path):

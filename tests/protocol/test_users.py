@@ -14,18 +14,21 @@ import pytest
 
 from memprobe import CATEGORIES
 from memprobe.config import load_config
-from memprobe.llm.client import LLM, LLMError, client_for
+from memprobe.llm.client import LLM, client_for
 from memprobe.protocol import users
+from memprobe.spec import records
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import (
     Bank,
     BankEntry,
+    Persona,
     Tasks,
 )
 from memprobe.spec.taxonomy import load_guides, load_pool
+from tests.helpers.jobs import ScriptJob
 from tests.helpers.paper import all_text, merged, paper_config, stage_prompt
 from tests.helpers.protocol import EPISODE, SKILL, TWO_ENTRY_BANK, clients, persona, user_text
-from tests.helpers.workflow import tiny_config
+from tests.helpers.workflow import ROOT, tiny_config
 
 POOL = load_pool()
 
@@ -118,15 +121,60 @@ def test_bank_recovers_by_reasking(scripted, tmp_path):
         assert problem in text
 
 
-def test_bank_fails_loudly_past_its_budget(scripted, tmp_path):
+def test_bank_past_its_budget_keeps_what_validates_and_replaces_the_rest(scripted, tmp_path):
     ep, seen = scripted({"generator": [MADE_UP, DUPLICATE, MADE_UP, GOOD]})
     llm = make_clients(ep.base_url, tmp_path, max_reasks=2)["generator"]
-    with pytest.raises(LLMError) as err:
-        users.make_bank(persona(), ONLY_SKILL_2, POOL, GUIDES, llm, str(prompt_path("bank_select")))
-    msg = str(err.value)
-    assert len(seen["generator"]) == 3  # 1 ask + 2 re-asks, then stop
-    assert "bank skill_memory" in msg and "no valid reply after 3 tries" in msg
-    assert "'telepathy_skill' is not a skill_memory dimension" in msg
+    bank = users.make_bank(
+        persona(), ONLY_SKILL_2, POOL, GUIDES, llm, str(prompt_path("bank_select"))
+    )
+    assert len(seen["generator"]) == 3  # 1 ask + 2 re-asks, then the stand-in: no more calls
+    # The latest reply's valid pick stays; the made-up one is replaced by another dimension of
+    # the category (no earlier reply had a valid one: the pool's first example value).
+    second = POOL.categories["skill_memory"].dimensions[1]
+    assert [(e.dimension, e.short) for e in bank.entries] == [
+        (SKILLS[0], "reads manuals twice before starting"),
+        (SKILLS[1], second.answer_space[0]),
+    ]
+    assert bank.entries[1].explanation == second.axis
+    [rec] = bank.recoveries
+    assert rec.stage == "bank" and rec.where == "user user_001, bank skill_memory"
+    assert "'telepathy_skill' is not a skill_memory dimension" in rec.problem
+    assert f"{SKILLS[1]}: the pool's first example value" in rec.action
+
+
+LONG = "In the center of the axis, the person would like to be helped in a way that is slow"
+
+
+def test_an_overlong_short_is_shortened_by_a_dedicated_call(scripted, tmp_path):
+    long_reply = {"dims": [dim(SKILLS[0]), dim(SKILLS[1], LONG)]}
+    shortened = {"short": "wants slow, patient help"}
+    ep, seen = scripted(
+        {"generator": {"when": [[["VALUE TO TIGHTEN"], shortened]], "else": long_reply}}
+    )
+    llm = make_clients(ep.base_url, tmp_path, max_reasks=1, resample_invalid=0)["generator"]
+    bank = users.make_bank(
+        persona(), ONLY_SKILL_2, POOL, GUIDES, llm, str(prompt_path("bank_select"))
+    )
+    assert [e.short for e in bank.entries] == [
+        "reads manuals twice before starting",
+        "wants slow, patient help",
+    ]
+    shorten = [b for b in seen["generator"] if "VALUE TO TIGHTEN" in user_text(b)]
+    assert len(shorten) == 1 and LONG in user_text(shorten[0])
+    [rec] = bank.recoveries
+    assert rec.action == f"{SKILLS[1]}: short shortened by a dedicated call"
+    assert "short has 19 words, expected 1-15" in rec.problem
+
+
+def test_a_short_the_shortening_call_cannot_fix_is_cut_at_a_clause(scripted, tmp_path):
+    long_reply = {"dims": [dim(SKILLS[0]), dim(SKILLS[1], LONG)]}
+    ep, _ = scripted({"generator": {"else": long_reply}})  # the shortening call gets it too
+    llm = make_clients(ep.base_url, tmp_path, max_reasks=1, resample_invalid=0)["generator"]
+    bank = users.make_bank(
+        persona(), ONLY_SKILL_2, POOL, GUIDES, llm, str(prompt_path("bank_select"))
+    )
+    assert bank.entries[1].short == "In the center of the axis"
+    assert "cut to 15 words" in bank.recoveries[0].action
 
 
 def one_entry_bank() -> Bank:
@@ -456,6 +504,102 @@ def test_small_model_listing_hides_the_axis_questions():
         prompt = str(prompt_path("bank_select"))
         users.make_bank(persona(), counts, pool, GUIDES, llm, prompt, 4, False, show_axes)
         assert (shown[0].axis in llm.prompt_text(0)) is show_axes
+
+
+# -- jobs whose replies never validate: each stage's recovery, recorded --------------------
+# max_reasks 1, resample_invalid 0: a reply and one re-ask, then the stage's stand-in.
+SPENT = {"max_reasks": 1, "resample_invalid": 0}
+USER = {"user": "user_001"}
+
+
+def test_persona_job_past_its_re_asks_keeps_the_usable_fields(scripted, tmp_path, monkeypatch):
+    ep, seen = scripted({"generator": {"else": {"values": "Family first, always.", "x": 1}}})
+    job = ScriptJob(tmp_path, monkeypatch, "persona", ep.base_url, **SPENT)
+    prompt = str(prompt_path("persona_narrative"))
+    assert job.run({"prompt": prompt}, {"persona": "persona.json"}, USER) == 0
+    p = records.load(job.out("persona.json"), Persona)
+    assert p.values == "Family first, always." and p.stories == [] and p.attitude == ""
+    [rec] = p.recoveries
+    assert rec.stage == "persona" and rec.where == "user user_001, persona"
+    assert "left empty: attitude, coping, stories, interests" in rec.action
+    assert len(seen["generator"]) == 2
+    assert job.recoveries(USER).recoveries == [rec]  # for the run's last lines
+
+
+def test_bank_job_past_its_re_asks_shortens_each_long_short(scripted, tmp_path, monkeypatch):
+    firsts = {c: POOL.names(c)[0] for c in CATEGORIES}
+    rules = [[["VALUE TO TIGHTEN"], {"short": "wants slow, patient help"}]]
+    rules += [[[f"POOL FOR {c}"], {"dims": [dim(n, LONG)]}] for c, n in firsts.items()]
+    ep, _ = scripted({"generator": {"when": rules}})
+    job = ScriptJob(tmp_path, monkeypatch, "bank", ep.base_url, **SPENT)
+    inputs = {
+        "persona": persona(),
+        "pool": str(ROOT / "config" / "dimension_pool.yaml"),
+        "guides": str(ROOT / "prompts" / "category_guides.yaml"),
+        "prompt": str(prompt_path("bank_select")),
+        "shorten": str(prompt_path("bank_shorten")),
+    }
+    assert job.run(inputs, {"bank": "bank.json"}, USER) == 0
+    bank = records.load(job.out("bank.json"), Bank)
+    assert [e.dimension for e in bank.entries] == list(firsts.values())
+    assert {e.short for e in bank.entries} == {"wants slow, patient help"}
+    assert [r.stage for r in bank.recoveries] == ["bank"] * 5
+    assert all("shortened by a dedicated call" in r.action for r in bank.recoveries)
+    assert len(job.recoveries(USER).recoveries) == 5
+
+
+def run_tasks_job(ep, tmp_path, monkeypatch) -> Tasks:
+    job = ScriptJob(tmp_path, monkeypatch, "tasks", ep.base_url, **SPENT)
+    inputs = {
+        "persona": persona(),
+        "bank": TWO_ENTRY_BANK,
+        "guides": str(ROOT / "prompts" / "category_guides.yaml"),
+        "hints": str(ROOT / "prompts" / "elicitation_hints.yaml"),
+        "write": TASK_PROMPTS["write"],
+        "critic": TASK_PROMPTS["critic"],
+        "edit": TASK_PROMPTS["edit"],
+    }
+    assert job.run(inputs, {"tasks": "tasks.json"}, USER) == 0
+    tasks = records.load(job.out("tasks.json"), Tasks)
+    assert job.recoveries(USER).recoveries == tasks.recoveries
+    return tasks
+
+
+def test_tasks_job_past_the_writer_re_asks_takes_its_prose(scripted, tmp_path, monkeypatch):
+    prose = "Could you help me plan the week before my sister's visit?"
+    ep, _ = scripted({"task_writer": {"else": prose}, "critic": {"else": verdict("neutral")}})
+    tasks = run_tasks_job(ep, tmp_path, monkeypatch)
+    assert [t.task for t in tasks.tasks] == [prose, prose]
+    assert [(r.stage, r.action) for r in tasks.recoveries] == [
+        ("task_writer", "the latest reply's text as the task")
+    ] * 2
+
+
+def test_tasks_job_past_the_critic_re_asks_uses_the_leak_check(scripted, tmp_path, monkeypatch):
+    echo = f"I always {SKILL.short}; help me with a report."  # echoes the target
+    ep, _ = scripted({"task_writer": {"else": draft(echo)}, "critic": {"else": {"verdict": 3}}})
+    tasks = run_tasks_job(ep, tmp_path, monkeypatch)
+    first = tasks.tasks[0]
+    # The leak check calls the echo fishing; the editor (fake replies) rewrites it.
+    assert first.verdicts[0].verdict == "fishing" and first.revisions == [echo]
+    assert tasks.recoveries[0].stage == "critic"
+    assert tasks.recoveries[0].action.startswith("verdict fishing from the leak check")
+
+
+def test_tasks_job_past_the_editor_re_asks_keeps_the_request(scripted, tmp_path, monkeypatch):
+    ep, _ = scripted(
+        {
+            "task_writer": {"else": draft("Help me pick a used car.")},
+            "critic": {"else": verdict("fishing")},
+            "editor": {"else": {"nope": 1}},
+        }
+    )
+    tasks = run_tasks_job(ep, tmp_path, monkeypatch)
+    assert [(t.task, t.status, t.revisions) for t in tasks.tasks] == [
+        ("Help me pick a used car.", "fishing_budget_spent", [])
+    ] * 2
+    assert [r.stage for r in tasks.recoveries] == ["editor", "editor"]
+    assert "kept the unedited request" in tasks.recoveries[0].action
 
 
 def test_paper_task_stages_see_what_the_releases_saw(scripted, tmp_path):

@@ -40,14 +40,14 @@ from tests.helpers.workflow import tiny_config
 def test_bank_tasks_persona_load_in_bank_order():
     cfg = cfg_model()
     lay = release.Layout(cfg)
-    bank = release.bank(lay.bank_file, "user_002", cfg.dims_per_category)
+    bank = release.bank(lay, "user_002", cfg.dims_per_category)
     assert [e.dimension for e in bank.entries] == EXPECTED_ORDER
     assert bank.entries[0].short == "critical thinking skill of user_002"
-    tasks = release.tasks(lay.task_file("user_002"), "user_002", bank)
+    tasks = release.tasks(lay, "user_002", bank)
     assert [t.index for t in tasks.tasks] == list(range(1, 9))
     assert [t.target_dimension for t in tasks.tasks] == EXPECTED_ORDER
     assert tasks.tasks[1].revisions == ["edited_after_fishing_flag"]
-    p = release.persona(lay.bank_file, "user_002")
+    p = release.persona(lay, "user_002")
     assert (p.age, p.location.city, p.occupation) == (32, "Springfield", "teacher")
     assert p.stories == ["moved once.", "a new job."]
 
@@ -56,9 +56,9 @@ def test_wrong_counts_and_missing_user_fail_in_one_line():
     cfg = cfg_model()
     lay = release.Layout(cfg)
     with pytest.raises(RecordError, match=r"memory_bank\.skill_memory: 2 entries, .* expects 7"):
-        release.bank(lay.bank_file, "user_001", {**cfg.dims_per_category, "skill_memory": 7})
+        release.bank(lay, "user_001", {**cfg.dims_per_category, "skill_memory": 7})
     with pytest.raises(RecordError, match="no user_id 'user_009'"):
-        release.bank(lay.bank_file, "user_009")
+        release.bank(lay, "user_009")
 
 
 def test_missing_release_file_is_named(tmp_path):
@@ -73,14 +73,14 @@ def test_latest_merged_report_is_canonical():
     lay = release.Layout(cfg_model())
     path = lay.merged_report("longctx_full", "dump_all")
     assert path.name == "longctx_full_20260501_090000_merged.json"
-    agg = release.report_aggregate(path)
+    agg = release.report_aggregate(lay, path)
     assert agg["B_reconstruction"]["mean"]["overall"] == pytest.approx(2 / 3)
 
 
 def test_imported_records_keep_the_release_values():
     cfg = cfg_model()
     lay = release.Layout(cfg)
-    bank = release.bank(lay.bank_file, "user_001", cfg.dims_per_category)
+    bank = release.bank(lay, "user_001", cfg.dims_per_category)
     mem = release.memories(lay, "memt", "user_002")
     slot, judge = release.scores(lay, "memt", "dump_all", "user_002", bank, mem)
     assert judge.flagged and slot.overflow_strategy == "flag"
@@ -247,7 +247,7 @@ def test_import_retrieved_keeps_the_recorded_items_under_our_queries(tmp_path):
     lay = release.Layout(cfg)
     guides = load_guides()
     got = release.retrieved(lay, "longctx_full", "user_002", 5, guides)
-    bank = release.bank(lay.bank_file, "user_002", cfg.dims_per_category)
+    bank = release.bank(lay, "user_002", cfg.dims_per_category)
     assert (got.user_id, got.system, got.k) == ("user_002", "longctx_full", 5)
     assert [(q.category, q.dimension) for q in got.queries] == [
         (e.category, e.dimension) for e in bank.entries
@@ -306,6 +306,37 @@ def test_release_paths_must_stay_inside_the_release_dir(tmp_path):
     raw["release"] = {"bank_file": "bank.json", "tasks_dir": "."}
     with pytest.raises(RecordError, match="outside users.release_dir"):
         check_layout(load_config(raw))
+
+
+def test_every_read_is_checked_inside_the_release_dir_when_it_happens(tmp_path):
+    # pref_judge files are optional and merged reports are found by glob: neither is in the
+    # DAG-load check's list, so the check must hold when the file is read.
+    rel = tmp_path / "release"
+    shutil.copytree(FIXTURE, rel)
+    secret = {"turns": [{"turn": 1, "per_pref": [{"idx": 0, "score": 1, "reason": "OUTSIDE"}]}]}
+    (tmp_path / "secret.json").write_text(json.dumps(secret))
+    (tmp_path / "report.json").write_text(json.dumps({"aggregate": {"leak": "OUTSIDE"}}))
+    judged = rel / "pref_judge" / "nomem_pooled_50" / "user_001" / "episode_1.json"
+    judged.parent.mkdir(parents=True, exist_ok=True)
+    judged.unlink(missing_ok=True)
+    judged.symlink_to(tmp_path / "secret.json")
+    (rel / "output" / "nomem_pooled_50" / "z_merged.json").symlink_to(tmp_path / "report.json")
+    cfg = cfg_model(release_dir=str(rel))
+    release.check_layout(cfg)  # neither file is one the DAG load knows about
+    lay = release.Layout(cfg)
+    bank = release.bank(lay, "user_001", cfg.dims_per_category)
+    tasks = release.tasks(lay, "user_001", bank)
+    with pytest.raises(RecordError, match="episode_1.json points outside users.release_dir"):
+        release.preference(lay, "nomem", "user_001", tasks)
+    report = lay.merged_report("nomem", "dump_all")
+    with pytest.raises(RecordError, match="z_merged.json points outside users.release_dir"):
+        release.report_aggregate(lay, report)
+    # A file swapped for a link after the DAG load is refused when read, too.
+    memories = lay.memories("nomem", "user_001")
+    memories.unlink()
+    memories.symlink_to(tmp_path / "secret.json")
+    with pytest.raises(RecordError, match="outside users.release_dir"):
+        release.memories(lay, "nomem", "user_001")
 
 
 # The release's amem and mem0 runs, imported: the records in their release shapes and the table
@@ -556,11 +587,12 @@ def write_release_user(root, user="user_007"):
 
 def test_31_entries_load_in_bank_order(tmp_path):
     bank_file, task_file, order = write_release_user(tmp_path)
-    bank = release.bank(bank_file, "user_007", COUNTS)
+    lay = release.Layout(cfg_model(release_dir=str(tmp_path)))
+    bank = release.bank(lay, "user_007", COUNTS)
     assert len(bank.entries) == 31
     assert [e.dimension for e in bank.entries] == order
     assert [e.category for e in bank.entries] == [c for c in CATEGORIES for _ in range(COUNTS[c])]
-    tasks = release.tasks(task_file, "user_007", bank)
+    tasks = release.tasks(lay, "user_007", bank)
     assert [t.index for t in tasks.tasks] == list(range(1, 32))
     # Episode i targets bank entry i.
     assert [t.target_dimension for t in tasks.tasks] == order
@@ -572,9 +604,10 @@ def test_tasks_out_of_bank_order_are_rejected(tmp_path):
     raw = json.loads(task_file.read_text())
     raw["tasks"][0], raw["tasks"][1] = raw["tasks"][1], raw["tasks"][0]
     task_file.write_text(json.dumps(raw))
-    bank = release.bank(bank_file, "user_007", COUNTS)
+    lay = release.Layout(cfg_model(release_dir=str(tmp_path)))
+    bank = release.bank(lay, "user_007", COUNTS)
     with pytest.raises(RecordError, match=r"tasks\[0\]\.target_dimension"):
-        release.tasks(task_file, "user_007", bank)
+        release.tasks(lay, "user_007", bank)
 
 
 # -- rollout.replay: the recorded runs a replay reads --------------------------------------
@@ -603,16 +636,20 @@ def test_a_replay_source_is_checked_when_the_dag_loads(tmp_path):
         release.check_layout(replay_cfg(copy))
 
 
-def _broken(tmp_path: Path, edit) -> tuple[Path, object]:
-    cfg = replay_cfg()
+def _broken(tmp_path: Path, edit) -> tuple[object, Path, object]:
+    """A copy of the fixture whose user_001 episode 2 of the replayed run is ``edit``ed."""
+    root = tmp_path / "release"
+    if not root.exists():
+        shutil.copytree(FIXTURE, root)
+    cfg = replay_cfg(root)
     lay = release.Layout(cfg)
-    bank = release.bank(lay.bank_file, "user_001", cfg.dims_per_category)
-    task = release.tasks(lay.task_file("user_001"), "user_001", bank).tasks[1]
-    raw = json.loads(lay.recorded(REPLAY_RUN, "user_001", 2).read_text())
+    bank = release.bank(lay, "user_001", cfg.dims_per_category)
+    task = release.tasks(lay, "user_001", bank).tasks[1]
+    path = lay.recorded(REPLAY_RUN, "user_001", 2)
+    raw = json.loads((FIXTURE / path.relative_to(root)).read_text())
     edit(raw)
-    path = tmp_path / "episode_2.json"
     path.write_text(json.dumps(raw))
-    return path, task
+    return lay, path, task
 
 
 @pytest.mark.parametrize(
@@ -631,9 +668,9 @@ def _broken(tmp_path: Path, edit) -> tuple[Path, object]:
     ids=["no-reply", "bad-feedback", "other-task", "turn-numbers", "no-turns", "end-reason"],
 )
 def test_a_malformed_recorded_episode_is_one_line(tmp_path, edit, expected):
-    path, task = _broken(tmp_path, edit)
+    lay, path, task = _broken(tmp_path, edit)
     with pytest.raises(RecordError) as err:
-        release.replayable(path, task)
+        release.replayable(lay, path, task)
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"{path}: "), message
     assert re.search(expected, message), message

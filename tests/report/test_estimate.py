@@ -204,6 +204,18 @@ def test_cli_bad_config_is_one_line(tmp_path):
     assert proc.stderr.count("\n") == 1 and "n_users" in proc.stderr
 
 
+def test_cli_refuses_a_key_given_twice_in_one_line(tmp_path):
+    # As the Snakefile does: YAML keeps the last of two keys silently.
+    text = yaml.safe_dump(paper_like(n_users=3), sort_keys=False)
+    dup = tmp_path / "dup.yaml"
+    dup.write_text(text + "n_users: 50\n")
+    proc = subprocess.run(
+        [CLI, "estimate", "--configfile", str(dup), "--no-ledger"], capture_output=True, text=True
+    )
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+    assert "key 'n_users' appears twice" in proc.stderr
+
+
 def _estimate(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([CLI, "estimate", *args], cwd=cwd, capture_output=True, text=True)
 

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from memprobe.report import tables
-from memprobe.spec.records import Judge
+from memprobe.spec.records import Judge, Recovery
+from memprobe.spec.recovery_log import JobRecoveries
 from tests.helpers.release_fixture import MODES, SYSTEMS, import_records
 from tests.helpers.tables import close, entry_of, judge_of, row
 
@@ -342,6 +343,75 @@ def test_note_cells_adds_the_note_to_filled_cells_only():
     plain = pd.DataFrame({"system": ["a"], "B": [""]})
     assert list(tables.note_cells(plain, df.iloc[:1], ["B"], "n")["B"]) == ["n"]
     assert list(flags["B"]) == [tables.DAGGER, ""]  # the input is left alone
+
+
+def recovered(rule: str, stage: str, touches: list[str], **wildcards) -> JobRecoveries:
+    r = Recovery(stage=stage, where="w", problem="p", action="a", touches=touches)
+    return JobRecoveries(job=f"{rule}/x", rule=rule, wildcards=wildcards, recoveries=[r])
+
+
+def test_recovered_replies_flag_the_cells_whose_numbers_rest_on_them():
+    jobs = [
+        recovered("judge", "judge", ["B"], system="amem", user="u1", mode="retrieve"),
+        recovered("rollout", "simulator", ["A", "C"], system="mem0", user="u1"),
+        recovered("rollout", "simulator", [], system="amem", user="u1"),  # a cut text only
+        recovered("preference", "preference", ["D"], system="amem", user="u2"),
+        recovered("judge_sweep", "judge", ["B"], system="amem", user="u1", k="10"),
+        recovered("judge_calibration", "judge", ["B"]),  # not a per-user number
+    ]
+    df = pd.DataFrame(
+        {
+            "system": ["amem", "mem0"],
+            "A": [0.5, 0.4],
+            "D_mean": [3.0, None],
+            "C_mean": [2.0, 3.0],
+            "B_dump_all_mean": [0.5, 0.5],
+            "B_retrieve_mean": [0.4, 0.3],
+        }
+    )
+    empty = pd.DataFrame({"system": df["system"], **{c: [""] * 2 for c in df.columns[1:]}})
+    out = tables.recovery_flags(empty, df, jobs, tables.table2_metrics)
+    assert out.to_dict("records") == [
+        {
+            "system": "amem",
+            "A": "",
+            "D_mean": "recovered replies: preference 1",
+            "C_mean": "",
+            "B_dump_all_mean": "",
+            "B_retrieve_mean": "recovered replies: judge 1",
+        },
+        {
+            "system": "mem0",
+            "A": "recovered replies: simulator 1",
+            "D_mean": "",  # an empty cell stays empty
+            "C_mean": "recovered replies: simulator 1",
+            "B_dump_all_mean": "",
+            "B_retrieve_mean": "",
+        },
+    ]
+    # An oracle recovery (no system, no mode) moves every attribution row.
+    oracle = [recovered("oracle", "oracle", ["attribution"], user="u1")]
+    counts = pd.DataFrame({"system": ["amem"], "mode": ["dump_all"], "task": [2]})
+    flags = pd.DataFrame({"system": ["amem"], "mode": ["dump_all"], "task": [tables.DAGGER]})
+    out = tables.recovery_flags(flags, counts, oracle, tables.attribution_metrics)
+    assert out.at[0, "task"] == f"{tables.DAGGER}; recovered replies: oracle 1"
+
+
+def test_the_recoveries_table_lists_every_stand_in():
+    jobs = [recovered("judge", "judge", ["B"], system="amem", user="u1", mode="retrieve")]
+    df = tables.recoveries_table(jobs)
+    assert list(df.columns) == tables.RECOVERY_COLUMNS
+    assert df.to_dict("records") == [
+        {
+            "stage": "judge",
+            "job": "judge/x",
+            "attempt": 0,
+            "where": "w",
+            "problem": "p",
+            "action": "a",
+            "touches": "B",
+        }
+    ]
 
 
 def test_bootstrap_ci_is_the_2_5_and_97_5_percentiles_of_resampled_means():

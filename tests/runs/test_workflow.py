@@ -11,8 +11,12 @@ import pytest
 
 from memprobe.config import load_config
 from memprobe.llm import ledger
+from memprobe.llm.client import ATTEMPT_STRIDE
+from memprobe.protocol import users
 from memprobe.report import estimate
 from memprobe.report.tables import TABLE2_COLUMNS
+from memprobe.testing.fake_endpoint import Faults
+from tests.helpers.endpoint import record_requests
 from tests.helpers.workflow import tiny_config
 
 pytestmark = pytest.mark.workflow
@@ -173,3 +177,52 @@ def test_memories_json_and_search_cli_agree(endpoint, workflow_factory):
         assert all(
             abs(a["score"] - b["score"]) < 1e-5 for a, b in zip(items, q["items"], strict=True)
         )
+
+
+def test_recovered_replies_end_the_run_listed_and_flag_the_cells_they_touch(
+    scripted, workflow_factory
+):
+    # Every slot-fill reply breaks its schema (no label): each is recovered as "unknown".
+    ep, seen = scripted({"slotfill": {"else": {"reason": "no label given"}}})
+    cfg = tiny_config(ep.base_url)
+    cfg["llm"].update(max_reasks=0, resample_invalid=0)
+    wf = workflow_factory(cfg)
+    proc = wf.run("results/table2.csv")
+    results = wf.root / "results"
+    listed = list(csv.DictReader(open(results / "recoveries.csv")))
+    assert listed and {r["stage"] for r in listed} == {"slotfill"}
+    assert len(listed) == len(seen["slotfill"])  # one per call: no re-ask
+    assert {r["touches"] for r in listed} == {"B"}
+    last = proc.stderr.strip().splitlines()
+    line = next(x for x in last if "recovered repl" in x)
+    assert (
+        f"memprobe: {len(listed)} recovered replies" in line and f"slotfill {len(listed)}" in line
+    )
+    # longctx_full's B cells rest on them; nomem never called the slot-filler.
+    flags = {r["system"]: r for r in csv.DictReader(open(results / "table2_flags.csv"))}
+    assert "recovered replies: slotfill" in flags["longctx_full"]["B_dump_all_mean"]
+    assert "recovered replies" not in flags["nomem"]["B_dump_all_mean"]
+    assert "recovered replies" not in flags["longctx_full"]["A"]
+    assert "replies were recovered" in (results / "report_header.rst").read_text()
+
+
+def test_a_failed_job_draws_new_samples_when_the_command_is_run_again(endpoint, workflow_factory):
+    seen = record_requests(endpoint)
+    name = users.sample_attributes(7, "user_002")["name"]
+    endpoint.server.faults = Faults(poison=name)  # user_002's persona request: always 500
+    wf = workflow_factory(tiny_config(endpoint.base_url))
+    target = "results/users/user_002/persona.json"
+    failed = wf.run(target, check=False)
+    assert failed.returncode != 0
+    assert "memprobe: persona: role generator (user user_002, persona): no reply" in failed.stderr
+    endpoint.server.faults = None
+    done = wf.run(target)
+    mine = [b["seed"] for b in seen["generator"] if name in json.dumps(b)]
+    assert mine == [7, 7, 7 + ATTEMPT_STRIDE]  # two failed tries, then the next attempt's seed
+    assert "1 job(s) finished on a later attempt: persona/user_002 (attempt 1)" in done.stderr
+    # The finished job, run again from scratch (its output deleted), replays: no request.
+    made = (wf.root / target).read_bytes()
+    (wf.root / target).unlink()
+    wf.run(target)
+    assert len([b for b in seen["generator"] if name in json.dumps(b)]) == 3
+    assert (wf.root / target).read_bytes() == made

@@ -11,7 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from memprobe.serving import embed_service, embeddings
+from memprobe.serving import embed_service, embeddings, served_process
+from tests.helpers.squatters import Squatter
 
 pytestmark = pytest.mark.torch  # the server and the fallback load sentence-transformers
 
@@ -21,7 +22,7 @@ TEXTS = ["I review every pull request before lunch.", "She prefers short answers
 @pytest.fixture
 def fresh_process_state(monkeypatch):
     """No server in the environment, no model loaded, no fallback remembered."""
-    monkeypatch.delenv(embed_service.URL_ENV, raising=False)
+    monkeypatch.delenv(embed_service.SOCKET_ENV, raising=False)
     monkeypatch.delenv(embed_service.TOKEN_ENV, raising=False)
     monkeypatch.setattr(embeddings, "_in_process", False)
     embeddings.load_model.cache_clear()
@@ -31,8 +32,8 @@ def fresh_process_state(monkeypatch):
 
 
 def test_served_vectors_equal_in_process_ones_and_load_nothing_here(fresh_process_state, tmp_path):
-    url = embed_service.start_for_run(tmp_path / "embed.log")
-    assert os.environ[embed_service.URL_ENV] == url
+    where = embed_service.start_for_run(tmp_path / "embed.log")
+    assert os.environ[embed_service.SOCKET_ENV] == where
     served = embeddings.encode(TEXTS)
     assert embeddings.load_model.cache_info().currsize == 0  # the server did the work
     assert embeddings.served()
@@ -42,7 +43,7 @@ def test_served_vectors_equal_in_process_ones_and_load_nothing_here(fresh_proces
     np.testing.assert_allclose(np.linalg.norm(served, axis=1), 1.0, atol=1e-5)
 
     embed_service.stop_for_run()
-    assert embed_service.URL_ENV not in os.environ
+    assert embed_service.SOCKET_ENV not in os.environ
 
 
 def test_a_wrong_token_is_refused_and_the_job_encodes_itself(
@@ -59,10 +60,8 @@ def test_a_wrong_token_is_refused_and_the_job_encodes_itself(
     assert "loading the embedding model in this job" in caplog.text
 
 
-def test_an_unreachable_server_falls_back_quietly_once(fresh_process_state, monkeypatch):
-    from memprobe.serving import served_process
-
-    monkeypatch.setenv(embed_service.URL_ENV, f"http://127.0.0.1:{served_process.free_port()}")
+def test_an_unreachable_server_falls_back_quietly_once(fresh_process_state, monkeypatch, tmp_path):
+    monkeypatch.setenv(embed_service.SOCKET_ENV, str(tmp_path / "nobody-listens.sock"))
     monkeypatch.setenv(embed_service.TOKEN_ENV, "x")
     assert embeddings.served()
     first = embeddings.encode(TEXTS[:1])
@@ -74,7 +73,7 @@ def test_only_the_model_load_is_niced_not_the_encodes(fresh_process_state, tmp_p
     # A-Mem and Mem-T rollouts (the longest chains) wait on the encodes: a niced server
     # starved them on a loaded machine (issue 20). The handler threads come from the main one.
     embed_service.start_for_run(tmp_path / "embed.log")
-    pid = embed_service._run_server.pid
+    pid = embed_service._run_server.proc.pid
     stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     assert int(stat[16]) == 0  # field 19: nice
 
@@ -84,10 +83,10 @@ def test_encodes_run_on_one_thread_in_the_server_and_in_a_job(fresh_process_stat
     # descheduled thread: 14x the wall time (issue 20, benchmarks/embed_contention.py).
     from memprobe.serving import served_process
 
-    url = embed_service.start_for_run(tmp_path / "embed.log")
+    where = embed_service.start_for_run(tmp_path / "embed.log")
     embeddings.encode(TEXTS[:1])  # waits for the model
-    with served_process.open_direct(f"{url}/health", timeout=10) as resp:
-        assert json.loads(resp.read()) == {"ready": True, "threads": 1}
+    code, body = served_process.unix_request(where, "GET", "/health", timeout=10)
+    assert code == 200 and json.loads(body) == {"ready": True, "threads": 1}
 
     import torch
 
@@ -131,3 +130,42 @@ def test_max_seq_length_reaches_the_server_and_unset_keeps_the_models_own(
     np.testing.assert_allclose(served_cut, embeddings.encode_local(long, None, 0, 64), atol=1e-6)
     np.testing.assert_allclose(served_full, embeddings.encode_local(long), atol=1e-6)
     assert float(served_cut[0] @ served_full[0]) < 0.999  # the cut was applied on the server
+
+
+# -- issue 27: nobody else can stand in for the embedding server ---------------------------
+def test_a_squatter_on_the_port_gets_nothing_and_the_run_uses_its_own_server(
+    fresh_process_state, tmp_path, monkeypatch
+):
+    squatter = Squatter()  # a real socket on the port the run used to pick for its server
+    # The port the run used to pick and pass to its server, taken first (the race, made
+    # certain). The run picks no port any more: its server has a private Unix socket.
+    monkeypatch.setattr(served_process, "free_port", lambda: squatter.port, raising=False)
+    texts = ["Mara takes her insulin before the 7am swim."]
+    try:
+        where = embed_service.start_for_run(tmp_path / "embed.log")
+        served = embeddings.encode(texts)
+    finally:
+        squatter.close()
+    assert squatter.connections == 0 and squatter.received == b""  # no token, no text
+    assert embeddings.load_model.cache_info().currsize == 0  # the run's own server encoded them
+    assert served_process.peer_pid(where) == embed_service._run_server.proc.pid
+    np.testing.assert_allclose(served, embeddings.encode_local(texts), atol=1e-6)
+
+
+def test_a_socket_held_by_another_process_stops_the_start_in_one_line(
+    fresh_process_state, tmp_path, monkeypatch
+):
+    import tempfile
+    from pathlib import Path
+
+    private = Path(tempfile.mkdtemp(dir="/tmp"))  # short: a socket path has ~100 bytes
+    squatter = Squatter(private / "embed.sock")  # not the child: this test's own process
+    monkeypatch.setattr(served_process, "private_dir", lambda prefix: private)
+    try:
+        with pytest.raises(embed_service.Unreachable, match="not by the server we started") as err:
+            embed_service.start_for_run(tmp_path / "embed.log")
+    finally:
+        squatter.close()
+    assert "\n" not in str(err.value) and embed_service.SOCKET_ENV not in os.environ
+    assert squatter.received == b""  # the proof sends nothing: the kernel names the listener
+    assert embed_service._run_server is None and not private.exists()  # child stopped, cleaned

@@ -7,7 +7,10 @@ import hashlib
 import importlib.util
 import os
 import random
+import signal
+import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -354,3 +357,58 @@ def test_the_local_backend_refuses_a_cluster_executor():
     local_server.check_executor(cfg, non_local_exec=False)
     with pytest.raises(local_server.LocalModelError, match="cluster executor"):
         local_server.check_executor(cfg, non_local_exec=True)
+
+
+# `memprobe local-server` with a stand-in for llama.cpp: a child that ignores SIGTERM, so that
+# stopping it takes the whole grace period (the window a second signal used to cut short).
+FOREGROUND = """
+import os, signal, subprocess, sys, time
+from pathlib import Path
+from memprobe.config import LocalModel
+from memprobe.serving import local_server
+
+STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+
+def start(self):
+    self.proc = subprocess.Popen([sys.executable, "-c", STUBBORN], start_new_session=True)
+    self.grace_s = 2.0
+    return "http://127.0.0.1:1/v1"
+
+local_server.Server.start = start
+local_server.resolve_model = lambda local: local_server.ResolvedModel(Path("/m.gguf"), "ab" * 32)
+if sys.argv[1] == "planted":
+    cache = local_server.model_cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / f"local-server-{os.getpid()}.env").symlink_to(cache / "planted-target")
+cfg = type("Cfg", (), {"llm": type("LLM", (), {"local": LocalModel()})})()
+local_server.run_foreground(cfg, log_path=local_server.model_cache_dir() / "log")
+"""
+
+
+@pytest.mark.parametrize(
+    "case,signals",
+    [
+        ("sighup", [signal.SIGHUP]),  # the terminal closed
+        ("second-signal", [signal.SIGTERM, signal.SIGTERM, signal.SIGINT]),  # while stopping
+        ("planted", [signal.SIGTERM]),  # a link waits where the key's file goes
+    ],
+)
+def test_the_key_file_is_private_and_outlives_no_stop(tmp_path, case, signals):
+    env = {**os.environ, "MEMPROBE_MODEL_CACHE": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FOREGROUND, case.split("-")[0]],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    line = proc.stdout.readline()  # type: ignore[union-attr]
+    assert line.startswith(". "), proc.stderr.read()  # type: ignore[union-attr]
+    key_file = Path(line[2:].strip())
+    assert key_file.stat().st_mode & 0o777 == 0o600 and not key_file.is_symlink()
+    assert "MEMPROBE_LOCAL_API_KEY=" in key_file.read_text()
+    time.sleep(1.0)  # the stand-in server ignores SIGTERM by now: stopping takes its grace
+    for sig in signals:
+        proc.send_signal(sig)
+        time.sleep(0.3)
+    assert proc.wait(timeout=30) == 0
+    assert not key_file.exists() and not key_file.is_symlink()
+    assert not (tmp_path / "planted-target").exists()  # the key never went through the link

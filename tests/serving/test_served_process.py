@@ -1,25 +1,93 @@
-"""Starting and trusting served processes (memprobe/serving/served_process.py): a server
-proves it is ours, children inherit no secret."""
+"""Starting and trusting served processes (memprobe/serving/served_process.py): the listener is
+proven to be our child by the kernel before any request, children inherit no secret."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
 from memprobe.serving import served_process
 from memprobe.testing.memt_standin import StandIn
+from tests.helpers.squatters import Squatter
 
 SENTINEL = "sk-sentinel-openai-0123456789"
+LISTENER = (
+    "import socket, sys, time\n"
+    "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+    "print(s.getsockname()[1], flush=True); time.sleep(30)\n"
+)
 
 
-def test_a_port_squatter_that_accepts_any_key_is_refused():
+def test_a_server_that_accepts_any_key_is_refused():
     squatter = StandIn()  # answers every request, with or without a key
     try:
-        with pytest.raises(served_process.NotOurs, match="another server"):
+        with pytest.raises(served_process.NotOurs, match="does not hold the run's key"):
             served_process.prove_ours(squatter.base_url, "the-runs-key")
     finally:
         squatter.close()
+
+
+def test_the_wrong_key_of_the_proof_cannot_be_guessed():
+    # A server that refuses only the wrong key it can predict from the real one (the real
+    # one reversed plus a fixed suffix, as the proof once sent) must not pass the proof.
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from memprobe.testing.background import Background
+
+    key, seen = "the-runs-key", []
+
+    class Guesser(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            sent = self.headers.get("Authorization", "")
+            seen.append(sent)
+            self.send_response(401 if sent == f"Bearer {key[::-1]}-not-the-key" else 200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = Background(ThreadingHTTPServer(("127.0.0.1", 0), Guesser))
+    try:
+        for _ in range(2):
+            with pytest.raises(served_process.NotOurs, match="does not hold the run's key"):
+                served_process.prove_ours(server.base_url, key)
+    finally:
+        server.close()
+    wrong = [s for s in seen if s != f"Bearer {key}"]
+    assert len(wrong) == 2 and wrong[0] != wrong[1]  # a fresh random wrong key each time
+
+
+def test_a_tcp_listener_is_ours_only_when_our_child_holds_it():
+    child = subprocess.Popen(
+        [sys.executable, "-c", LISTENER], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    squatter = Squatter()
+    try:
+        port = int(child.stdout.readline())  # type: ignore[union-attr]
+        assert served_process.listener_is_ours(child, f"http://127.0.0.1:{port}/v1", None)
+        with pytest.raises(served_process.NotOurs, match="did not start"):
+            served_process.listener_is_ours(child, f"http://127.0.0.1:{squatter.port}/v1", None)
+    finally:
+        child.kill()
+        child.wait()
+        squatter.close()
+    assert squatter.received == b""
+
+
+def test_a_private_dir_is_new_and_only_ours():
+    first, second = served_process.private_dir("t-"), served_process.private_dir("t-")
+    try:
+        assert first != second
+        for d in (first, second):
+            st = d.stat()
+            assert st.st_uid == os.getuid() and st.st_mode & 0o777 == 0o700
+    finally:
+        served_process.remove_private_dir(first)
+        served_process.remove_private_dir(second)
 
 
 def test_children_never_inherit_secrets(monkeypatch):
@@ -28,3 +96,24 @@ def test_children_never_inherit_secrets(monkeypatch):
     env = served_process.child_env(OMP_WAIT_POLICY="PASSIVE")
     assert "OPENAI_API_KEY" not in env and "HF_TOKEN" not in env
     assert env["OMP_WAIT_POLICY"] == "PASSIVE" and env["PATH"] == os.environ["PATH"]
+
+
+def test_children_get_an_allowlisted_environment(monkeypatch):
+    # A key under any configured name, credentials in URLs, an SSH agent: none reach a server.
+    leaks = {
+        "OPENAI_PROD": "sk-live-0123456789",  # a key under a name no pattern knows
+        "MY_LLM_CRED": "sk-live-0123456789",
+        "HTTPS_PROXY": "http://bob:hunter2@proxy.example:3128",
+        "https_proxy": "http://bob:hunter2@proxy.example:3128",
+        "DATABASE_URL": "postgres://app:pw@db.example/x",
+        "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+        "HF_ENDPOINT": "https://user:pw@hub.example",  # an allowed prefix, credentials inside
+    }
+    for name, value in leaks.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HF_HOME", "/data/hf")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    env = served_process.child_env(VLLM_API_KEY="the-childs-own")
+    assert not set(leaks) & set(env)
+    assert env["HF_HOME"] == "/data/hf" and env["CUDA_VISIBLE_DEVICES"] == "0"
+    assert env["VLLM_API_KEY"] == "the-childs-own" and env["HOME"] == os.environ["HOME"]

@@ -11,15 +11,17 @@ import pytest
 from memprobe.spec import records
 
 
-@pytest.mark.parametrize("kind", ["latin1", "directory", "deep"])
+@pytest.mark.parametrize("kind", ["latin1", "directory", "deep", "huge-integer"])
 def test_unreadable_json_inputs_fail_in_one_line_naming_the_file(tmp_path, kind):
     path = tmp_path / "in.json"
     if kind == "latin1":
         path.write_bytes('{"name": "Jos\xe9"}'.encode("latin-1"))
     elif kind == "directory":
         path.mkdir()
-    else:
+    elif kind == "deep":
         path.write_text("[" * 100_000 + "]" * 100_000)
+    else:  # past Python's integer-string limit (4,300 digits)
+        path.write_text('{"num_memories": ' + "9" * 5000 + "}")
     with pytest.raises(records.RecordError) as err:
         records.read_json(path)
     assert str(path) in str(err.value) and "\n" not in str(err.value)

@@ -34,7 +34,14 @@ def test_the_judge_prompt_shows_the_rubric_scale(monkeypatch):
     monkeypatch.setattr(recovery, "RUBRIC", rubric)
     llm = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
     recovery.ask_judge(
-        llm, JUDGE_PROMPT, dimension="d", explanation="e", truth="t", label="l", where=""
+        llm,
+        JUDGE_PROMPT,
+        dimension="d",
+        explanation="e",
+        truth="t",
+        label="l",
+        where="",
+        recoveries=[],
     )
     text = llm.prompt_text(0)
     assert "1.0 = IDENTICAL: SAME-FACT." in text
@@ -74,7 +81,7 @@ def test_an_imported_score_off_the_rubric_is_refused(tmp_path):
     raw = json.loads(path.read_text())
     raw["details"][1]["score"] = 0.3
     path.write_text(json.dumps(raw))
-    bank = release.bank(lay.bank_file, "user_001", cfg.dims_per_category)
+    bank = release.bank(lay, "user_001", cfg.dims_per_category)
     mem = release.memories(lay, "longctx_full", "user_001")
     with pytest.raises(RecordError, match=r"details\.1\.score: .*0\.0, 0\.25, 0\.5, 0\.75 or 1\.0"):
         release.scores(lay, "longctx_full", "retrieve", "user_001", bank, mem)

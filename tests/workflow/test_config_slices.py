@@ -57,7 +57,7 @@ def test_every_config_key_is_in_a_slice_or_runtime_or_shape():
             for name, prefixes in places.items()
             if any(key == p or key.startswith(p + ".") for p in prefixes)
         }
-        # A runtime key inside a sliced section (memt.port) is left out of the section's slice.
+        # A runtime key inside a sliced section (memt.vllm_bin) is left out of the section's slice.
         return found - {"slice"} if "runtime" in found else found
 
     unplaced = [k for k in leaves(Config) if not where(k)]
@@ -107,7 +107,6 @@ RUNTIME_VALUES = {
     "llm.local.startup_timeout_s": 5.0,
     "memt.api_key_env": "OTHER_KEY",
     "memt.vllm_bin": "/opt/vllm",
-    "memt.port": 1234,
     "memt.startup_timeout_s": 9.0,
     "memt.gpu_model": "a100",
     "memt.cpus_per_gpu": 2,

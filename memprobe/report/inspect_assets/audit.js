@@ -14,6 +14,9 @@ function keep() {
 }
 function csvCell(v) {
   v = String(v ?? "");
+  // A text a spreadsheet would evaluate (= + - @ tab CR first) gets a leading ' (as
+  // memprobe/spec/sheets.py does); the agreement step removes it when it reads the sheet back.
+  if (/^[=+\-@\t\r]/.test(v) && !/^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/.test(v)) v = "'" + v;
   return /[",\n\r]/.test(v) ? '"' + v.replace(/"/g, '""') + '"' : v;
 }
 function sheetCsv() {

@@ -1,0 +1,93 @@
+"""Each LLM job's recovered replies, beside its usage ledger, for the run's last lines and
+the report.
+
+The artifacts hold their recoveries (``records.Recovered``); reading every artifact at the
+end of a run would parse every transcript again, so each job also writes the few lines it
+recovered to ``<results>/recoveries/<rule>/<wildcards>.json`` (the path of its usage ledger
+with ``usage`` for ``recoveries``), and the attempt it finished on. A job that recovered
+nothing on its first attempt writes none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+
+from memprobe.spec.records import Record, RecordError, Recovery, first_error, write_atomic
+from memprobe.vocabulary import STAGES
+
+
+class JobRecoveries(Record):
+    job: str  # rule/wildcards, as the usage ledger names it
+    rule: str
+    wildcards: dict[str, str] = Field(default_factory=dict)
+    attempt: int = 0  # the job's attempt (memprobe/workflow/attempts.py)
+    recoveries: list[Recovery] = Field(default_factory=list)
+
+
+def path_for(ledger: str | os.PathLike[str]) -> Path:
+    """The recoveries file of the job whose usage ledger is ``ledger``."""
+    p = Path(ledger)
+    return p.parent.parent.parent / "recoveries" / p.parent.name / f"{p.stem}.json"
+
+
+def write(path: Path, record: JobRecoveries) -> None:
+    if record.recoveries or record.attempt:
+        write_atomic(path, record)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def read(paths: Iterable[str | os.PathLike[str]]) -> list[JobRecoveries]:
+    """The recoveries files that exist among ``paths`` (a job that recovered nothing has
+    none)."""
+    out = []
+    for p in paths:
+        try:
+            text = Path(p).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        try:
+            out.append(JobRecoveries.model_validate(json.loads(text)))
+        except ValueError as err:
+            why = first_error(err) if isinstance(err, ValidationError) else "not valid JSON"
+            raise RecordError(f"{p}: {why}") from None
+    return out
+
+
+def per_stage(jobs: Iterable[JobRecoveries]) -> Counter[str]:
+    return Counter(r.stage for j in jobs for r in j.recoveries)
+
+
+def stage_counts(counts: Counter[str]) -> str:
+    """``bank 1, judge 2``: the count of each stage, in the protocol's order."""
+    return ", ".join(f"{s} {counts[s]}" for s in STAGES if s in counts)
+
+
+def summary_lines(jobs: list[JobRecoveries], where: str = "") -> list[str]:
+    """The run's closing lines: recovered replies per stage, and jobs that needed a rerun."""
+    counts = per_stage(jobs)
+    total = sum(counts.values())
+    lines = []
+    if total:
+        stages = stage_counts(counts)
+        touched = sum(1 for j in jobs for r in j.recoveries if r.touches)
+        lines.append(
+            f"memprobe: {total} recovered repl{'y' if total == 1 else 'ies'} (re-asks spent, "
+            f"a deterministic stand-in recorded in the artifact): {stages}"
+            + (f"; {touched} touch a number and flag its cells" if touched else "")
+            + (f" ({where})" if where else "")
+        )
+    else:
+        lines.append("memprobe: no recovered replies (every reply validated)")
+    reruns = [j for j in jobs if j.attempt]
+    if reruns:
+        names = ", ".join(f"{j.job} (attempt {j.attempt})" for j in reruns[:5])
+        more = f" and {len(reruns) - 5} more" if len(reruns) > 5 else ""
+        lines.append(f"memprobe: {len(reruns)} job(s) finished on a later attempt: {names}{more}")
+    return lines

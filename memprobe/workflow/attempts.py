@@ -1,0 +1,47 @@
+"""A job's attempt: how many times it failed on an LLM call, kept beside the response cache.
+
+Every request is seeded, so a job that failed and is run again would send the same requests
+and, for the calls that had failed, could meet the same dead end. A job that fails on an LLM
+(``LLMError``: re-asks spent without a stand-in, an endpoint that stopped answering) bumps its
+attempt; the next run of it then sends ``seed + ATTEMPT_STRIDE * attempt`` for the requests no
+earlier attempt got a reply for, while everything an earlier attempt got is replayed from the
+cache (memprobe/llm/client.py). A finished job's attempt stays put, so replaying it sends the
+same requests and the cache answers all of them. Snakemake's ``--retries`` composes with this:
+its retry of a failed job is the next attempt.
+
+The counter is one small file per job under ``<llm.cache_dir>/attempts/``, keyed by the job's
+name, the run seed and the results directory: it travels with the cache that holds the
+replies it selects. A kill (SIGKILL, Ctrl-C) does not bump it: a resume replays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from memprobe.spec.records import write_atomic
+
+
+def _path(cache_dir: str, job: str, seed: int, results_dir: str) -> Path:
+    ident = json.dumps([job, seed, results_dir])
+    return Path(cache_dir) / "attempts" / f"{hashlib.sha256(ident.encode()).hexdigest()}.json"
+
+
+def current(cache_dir: str, job: str, seed: int, results_dir: str) -> int:
+    """The attempt this run of the job is (0 until it has failed once)."""
+    try:
+        data = json.loads(_path(cache_dir, job, seed, results_dir).read_text(encoding="utf-8"))
+        return max(int(data["attempt"]), 0)
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return 0  # no record, or a torn/foreign one: the first attempt
+
+
+def bump(cache_dir: str, job: str, seed: int, results_dir: str) -> int:
+    """Record a failed attempt; returns the attempt the next run of the job will be."""
+    nxt = current(cache_dir, job, seed, results_dir) + 1
+    write_atomic(
+        _path(cache_dir, job, seed, results_dir),
+        {"job": job, "seed": seed, "results_dir": results_dir, "attempt": nxt},
+    )
+    return nxt
