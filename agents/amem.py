@@ -118,6 +118,7 @@ RELEASE_HIT_FIELDS = ("id", "content", "keywords", "context", "tags")
     prompts=("amem_analyze", "amem_evolve"),
     settings=AMemSettings,
     reads=("compat.amem_stale_index",),
+    recall_changes_store=False,  # search only
     priors=CostPriors(
         table5_m=(126.82, 9.04),
         turns_per_user=77.6,

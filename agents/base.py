@@ -96,6 +96,16 @@ class MemorySystem(ABC):
         self.end_turn(task_index, task, history)
         return reply
 
+    def replay_turn(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
+        """``respond`` at a recorded turn (``rollout.replay``): the same hooks in the same
+        order, without the reply call, whose text is the recording's. Recall runs only where
+        it can change the store (``spec.recall_changes_store``); what it shows is recorded."""
+        if self.spec.recall_changes_store:
+            self.last_recall = list(self.recall(task, history))
+        else:
+            self.last_recall = []
+        self.end_turn(task_index, task, history)
+
     def reply(
         self,
         task: str,

@@ -207,6 +207,7 @@ class Mem0Settings(Settings):
     searchable=True,
     llm_writer=True,
     settings=Mem0Settings,
+    recall_changes_store=False,  # search only
     priors=CostPriors(
         table5_m=(88.16, 3.99),
         turns_per_user=76.3,

@@ -218,6 +218,7 @@ class VectorStore:
     embeds=True,
     prompts=("memt_formation", "memt_update", "memt_retrieve", "memt_tool_result", "memt_nudge"),
     reads=("memt", "compat.memt_discovery_order"),
+    recall_changes_store=False,  # the ReAct search reads the store, never writes it
     resources=Resources(gpus=1, served_model=True, settings_block="memt"),
     priors=CostPriors(
         table5_m=(120.91, 3.77),  # the gpt-5.4-mini side only

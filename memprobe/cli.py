@@ -119,6 +119,11 @@ def _estimate(args: argparse.Namespace) -> int:
         rates = estimate.priors(cfg)
         if not args.no_ledger:
             rates.source += f" (no ledger under {results}/usage)"
+    if run := cfg.rollout.replay:  # the recorded run's turns, whatever the system
+        from memprobe.release import importer
+
+        recorded = importer.recorded_system(run)
+        rates = estimate.replayed_turns(cfg, rates, recorded, importer.recorded_turns(cfg))
     latency = args.latency or (None if args.no_ledger else estimate.mean_latency(results))
     prices = estimate.load_prices(args.prices) if args.prices else None
     print(

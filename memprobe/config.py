@@ -668,6 +668,21 @@ class Release(_Strict):
     """the dimension pool inside the release (`bank.pool: release`)"""
 
 
+class RolloutSettings(_Strict):
+    """``rollout``: where a rollout's conversations come from.
+
+    ``replay: <release run>`` (with ``users.source: release``) drives each memory system
+    through that run's recorded episodes (``history/<run>/``) instead of the simulator and
+    the assistant: the same write hooks, no simulator, assistant or preference call
+    (memprobe/protocol/simulation.py ``replay``; docs/fidelity.md, "Replay").
+    """
+
+    replay: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    """a release run (`history/<run>`) whose recorded conversations every system is replayed
+    through instead of the simulator and assistant (`users.source: release`; docs/fidelity.md,
+    "Replay")"""
+
+
 def _default_dims() -> dict[Any, int]:  # keys: the categories (the field's Literal)
     return dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True))
 
@@ -702,6 +717,8 @@ class Config(_Strict):
     """items per search in retrieve mode (a list runs a sweep; the first is the tables')"""
     max_turns: int = Field(default=25, ge=1)
     """turn cap per episode"""
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+    """where the conversations come from: `replay: <release run>` replays its recorded episodes"""
     compat: Compat = Field(default_factory=Compat)
     tasks: TaskGen = Field(default_factory=TaskGen)
     bank: BankGen = Field(default_factory=BankGen)
@@ -777,6 +794,13 @@ class Config(_Strict):
             raise ValueError(
                 "users.release_dir: required when users.source is 'release' "
                 "(or pass --config release_dir=PATH)"
+            )
+        if self.rollout.replay and (self.users.source != "release" or self.release.import_runs):
+            raise KeyedError(
+                "rollout.replay",
+                "rollout.replay: replays the release's recorded conversations: needs "
+                "users.source: release (their users, banks and tasks) and runs of our own "
+                "(not release.import_runs)",
             )
         if self.bank.pool == "release" and not self.users.release_dir:
             raise KeyedError(

@@ -10,8 +10,11 @@
 JUDGES = [f"{R}/{s}/{u}/{m}/judge.json" for s, m in PAIRS for u in USERS]
 ATTRIBUTIONS = [f"{R}/{s}/{u}/{m}/attribution.json" for s, m in PAIRS for u in USERS]
 MEMORIES = expand(f"{R}/{{system}}/{{user}}/memories.json", system=SYSTEMS, user=USERS)
-PREFERENCES = expand(
-    f"{R}/{{system}}/{{user}}/preference.json", system=SYSTEMS, user=USERS
+# A replay (rollout.replay) has no preference job: D needs this system's own replies.
+PREFERENCES = (
+    []
+    if CFG.rollout.replay
+    else expand(f"{R}/{{system}}/{{user}}/preference.json", system=SYSTEMS, user=USERS)
 )
 RETRIEVE_SYSTEMS = [s for s, m in PAIRS if m == "retrieve"]
 

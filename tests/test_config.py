@@ -81,6 +81,15 @@ def test_default_dims_are_the_papers():
             lambda c: c.update(bank={"pool": "release"}),
             "bank.pool: 'release' reads the release's dimension pool: set users.release_dir",
         ),
+        (
+            lambda c: c.update(rollout={"replay": "longctx_full_pooled_50"}),
+            "rollout.replay: replays the release's recorded conversations: needs "
+            "users.source: release",
+        ),
+        (
+            lambda c: c.update(rollout={"replay": "../elsewhere"}),
+            "rollout.replay: String should match pattern",
+        ),
     ],
 )
 def test_bad_config_is_one_line_naming_the_key(change, expected):

@@ -86,6 +86,10 @@ RUN_BY = [
         "tests/release/test_importer.py::test_release_import_builds_every_table_and_t",
     ),
     (
+        r"^memprobe estimate .*config/replay\.yaml",
+        "tests/report/test_estimate.py::test_cli_prices_a_replayed_50_user_run_next_to_the",
+    ),
+    (
         r"^memprobe estimate",
         "tests/report/test_estimate.py::test_paper_estimate_without_a_ledger_plans",
     ),

@@ -95,6 +95,11 @@ class SystemSpec(_Frozen):
     prompt_dir: str | None = None
     settings: type[BaseModel] | None = None  # validated under system_settings.<name>
     reads: tuple[str, ...] = ()  # other config keys its code reads (its jobs rerun on them)
+    # Whether its recall can change what it later stores. A replay (rollout.replay) runs a
+    # recall that can, and skips one that only reads: the reply it would feed is the
+    # recording's, so its calls would be paid for nothing. Unknown (a plugin that does not
+    # say) counts as "can": a skipped write would make the store wrong, a kept read only costs.
+    recall_changes_store: bool = True
     resources: Resources = Field(default_factory=Resources)
     priors: CostPriors | None = None  # None: the estimate reports its calls as unknown
 

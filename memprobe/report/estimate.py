@@ -133,6 +133,11 @@ def prior_tokens() -> dict[str, tuple[float, float]]:
     return out
 
 
+def turns_per_user(system: str) -> float:
+    p = system_priors(system)
+    return p.turns_per_user if p else UNKNOWN_TURNS_PER_USER
+
+
 def priors(cfg: Config) -> Rates:
     """Rates from the release's published budget (docs/release-format.md, "Call budget")."""
     r = Rates(
@@ -141,7 +146,7 @@ def priors(cfg: Config) -> Rates:
     )
     for s in cfg.systems:
         p = system_priors(s)
-        r.turns_per_episode[s] = (p.turns_per_user if p else UNKNOWN_TURNS_PER_USER) / RELEASE_DIMS
+        r.turns_per_episode[s] = turns_per_user(s) / RELEASE_DIMS
         r.writer_calls_per_write[s] = p.writer_calls_per_write if p else 0.0
         r.probe_calls_per_query[s] = p.probe_calls_per_query if p else 0.0
         for m in cfg.modes:
@@ -155,6 +160,22 @@ def priors(cfg: Config) -> Rates:
                 released / PAPER_USERS / RELEASE_DIMS if released is not None else 2.0
             )
     return r
+
+
+def replayed_turns(cfg: Config, rates: Rates, recorded: str, counted: float | None) -> Rates:
+    """``rollout.replay``: every system's turns per episode are the recorded run's, whatever
+    the system: ``counted`` in its files where the release is at hand (release.importer
+    ``recorded_turns``), else the prior of ``recorded``, the system whose run it is."""
+    run = cfg.rollout.replay
+    if not run:
+        return rates
+    if counted is None:
+        counted = turns_per_user(recorded) / RELEASE_DIMS
+        rates.source += f"; turns: {recorded}'s prior ({run}'s files are not all at hand)"
+    else:
+        rates.source += f"; turns: counted in {run}'s recorded episodes ({counted:.2f} per episode)"
+    rates.turns_per_episode = dict.fromkeys(cfg.systems, counted)
+    return rates
 
 
 def read_ledger(results: Path) -> list[dict[str, str]]:
@@ -194,7 +215,9 @@ def observed(results: Path, cfg: Config) -> Rates | None:
             r.turns_per_episode[s] = turns / len(eps)
         writes = turns + len(eps)
         w = [
-            x for x in rows if x["rule"] == "rollout" and x["system"] == s and x["role"] == "writer"
+            x
+            for x in rows
+            if x["rule"] in ("rollout", "replay") and x["system"] == s and x["role"] == "writer"
         ]
         if writes:
             r.writer_calls_per_write[s] = sum(map(_first_try, w)) / writes
@@ -248,18 +271,24 @@ def protocol_calls(cfg: Config, rates: Rates) -> dict[tuple[str, str], float]:
     cats = sum(1 for n in cfg.dims_per_category.values() if n > 0)
     prefs = cfg.dims_per_category["assistance_preference"]
     rounds = rates.critic_rounds_per_task
+    # The release's users (users.source: release) are imported, not generated.
+    made = cfg.users.source == "generate"
     calls: dict[tuple[str, str], float] = {
-        ("(per user)", "generator"): 1 + cats,
-        ("(per user)", "task_writer"): d,
-        ("(per user)", "critic"): d * rounds,
-        ("(per user)", "editor"): d * (rounds - 1),
+        ("(per user)", "generator"): (1 + cats) * made,
+        ("(per user)", "task_writer"): d * made,
+        ("(per user)", "critic"): d * rounds * made,
+        ("(per user)", "editor"): d * (rounds - 1) * made,
         ("(per user)", "oracle"): d,
     }
+    # A replay (rollout.replay) holds no conversation: no reply, simulator or preference call,
+    # and the recorded run's turns (not capped by max_turns: they happened).
+    live = not cfg.rollout.replay
     for s in cfg.systems:
-        t = min(rates.turns_per_episode.get(s, 2.5), cfg.max_turns) * d
-        calls[(s, "assistant")] = t
-        calls[(s, "simulator")] = t
-        calls[(s, "preference")] = t if prefs else 0
+        t = rates.turns_per_episode.get(s, 2.5)
+        t = (min(t, cfg.max_turns) if live else t) * d
+        calls[(s, "assistant")] = t * live
+        calls[(s, "simulator")] = t * live
+        calls[(s, "preference")] = t * live if prefs else 0
         writes = t + d  # one write per turn and one for each episode's final user message
         w = writes * rates.writer_calls_per_write.get(s, 0.0)
         if w and (p := system_priors(s)):
@@ -426,10 +455,11 @@ def required_calls(results: Path, system: str, user: str, cfg: Config) -> int | 
     if spec is None or (spec.llm_writer and not (p and p.one_item_per_write)):
         return None
     base = results / system / user
-    eps = _load_json(base / "episodes.json")["episodes"]
-    turns = sum(len(e["turns"]) for e in eps)
+    record = _load_json(base / "episodes.json")
+    turns = sum(len(e["turns"]) for e in record["episodes"])
     prefs = cfg.dims_per_category["assistance_preference"]
-    n = 2 * turns + (turns if prefs else 0)
+    # A replayed conversation (episodes.json ``replay``): no reply, simulator or preference call.
+    n = 0 if record.get("replay") else 2 * turns + (turns if prefs else 0)
     if spec.llm_writer and p:
         notes = len(_load_json(base / "memories.json")["memories"])
         n += int(max(p.writer_calls_per_write * notes - p.first_write_saves, 0))
@@ -651,6 +681,11 @@ def report(
         f"max_turns {cfg.max_turns}",
         f"rates: {rates.source}",
     ]
+    if cfg.rollout.replay:
+        out.append(
+            f"conversations: replay of {cfg.rollout.replay} (no simulator, assistant or "
+            "preference call; the recorded run's turns)"
+        )
     if blind := [s for s in cfg.systems if system_priors(s) is None]:
         out.append(
             f"no cost priors: {', '.join(blind)} (turns assumed {UNKNOWN_TURNS_PER_USER:g} per "
@@ -718,6 +753,8 @@ def report(
         "vs paper Table 5 (M tokens, scaled to 50 users; the paper's are upper bounds; the "
         "users row: Table 6):",
     ]
+    if cfg.rollout.replay:
+        out.append("  (a replay: the paper's rows include the conversation calls it does not make)")
     for row in table5_compare(cfg, lines):
         pred = "unknown" if row["predicted_M"] is None else f"{row['predicted_M']:.2f}"
         paper = "-" if row["paper_M"] is None else f"{row['paper_M']:.2f}"

@@ -66,6 +66,8 @@ SLICES: dict[str, Slice] = {
         roles=("simulator", "assistant"),
         system=True,
     ),
+    # rollout.replay: the recorded run (its files are inputs); the system's writer only.
+    "replay": Slice(keys=("rollout", "seed"), system=True),
     "preference": Slice(roles=("preference",)),
     "probe": Slice(roles=("assistant",), system=True),
     # The slot-fill budget and overflow strategy apply to dump_all only.

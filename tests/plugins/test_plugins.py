@@ -150,3 +150,30 @@ def test_a_plugin_named_like_a_built_in_is_refused(endpoint, workflow_factory, t
     (line,) = memprobe_lines(proc)
     assert proc.returncode != 0
     assert "'longctx_full'" in line and "built-in" in line, line
+
+
+def test_a_replayed_plugin_gets_its_table2_row_marked_as_replayed(
+    endpoint, workflow_factory, tmp_path
+):
+    from tests.helpers.release_fixture import recorded, release_users_config
+
+    run = "mem0_pooled_50"  # any recorded run: a plugin was never in the paper's
+    env = install("tinymem", tmp_path)
+    cfg = release_users_config(
+        endpoint.base_url, n_users=2, systems=["tinymem"], modes=["dump_all"],
+        rollout={"replay": run},
+    )  # fmt: skip
+    wf = workflow_factory(cfg)
+    wf.run("results/table2.csv", env=env)
+    results = wf.root / "results"
+    (row,) = csv.DictReader(open(results / "table2.csv"))
+    assert row["system"] == "tinymem" and row["conversations"] == f"replay: {run}"
+    assert row["B_dump_all_mean"] != "" and row["D_mean"] == ""
+    (flags,) = csv.DictReader(open(results / "table2_flags.csv"))
+    assert "not applicable" in flags["D_mean"] and run in flags["A"]
+    # its notes: one per recorded user message it was shown (turn 1: the task), no more
+    memories = json.loads((results / "tinymem" / "user_001" / "memories.json").read_text())
+    shown = sum(len(ep["turns"]) for ep in recorded(run, "user_001"))
+    assert memories["num_memories"] == shown
+    rows = [r for f in (results / "usage").rglob("*.csv") for r in csv.DictReader(open(f))]
+    assert {r["role"] for r in rows if r["job"].startswith("replay/")} == {"writer"}

@@ -130,7 +130,7 @@ def test_runtime_only_keys_are_in_no_slice():
     raw = full_config()
     raw["memt"]["search_topk"] = 9
     changed = {k[0] for k, v in evaluated(raw).items() if v != before[k]}
-    assert changed == {"rollout", "probe"}
+    assert changed == {"rollout", "replay", "probe"}
 
 
 def test_a_role_identity_holds_no_secret(monkeypatch):
