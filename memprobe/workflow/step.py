@@ -106,7 +106,8 @@ class Job:
         return registry.create(
             name,
             config=self.cfg,
-            assistant=self.llm("assistant"),
+            # A replay's replies are recorded: its system is never asked to reply.
+            assistant=self.llm("assistant") if "assistant" in self.roles else None,
             writer=self.llm("writer") if registry.spec(name).llm_writer else None,
             prompts=prompt_inputs(self),
             workdir=workdir,
