@@ -8,8 +8,8 @@ if CFG.rollout.replay:
     rule replay:
         input:
             unpack(agent_prompts),
-            code="scripts/rollout.py",
-            lib=library("rollout"),
+            code="scripts/replay.py",
+            lib=library("replay"),
             tasks=f"{R}/users/{{user}}/tasks.json",
             recorded=lambda w: [
                 str(REL.recorded(CFG.rollout.replay, w.user, i))
@@ -37,7 +37,7 @@ if CFG.rollout.replay:
             **settings("replay"),
             job=script_job(),
         shell:
-            run_script("replay", "rollout")
+            run_script("replay")
 
 else:
 

@@ -22,6 +22,7 @@ from memprobe.spec.records import (
     Bank,
     Episode,
     Episodes,
+    Memories,
     Metric,
     Persona,
     Recovery,
@@ -273,3 +274,11 @@ def replay(system: MemorySystem, recorded: Episodes, run: str) -> Episodes:
             len(system.get_all_memories()),
         )
     return Episodes(user_id=recorded.user_id, system=system.name, episodes=episodes, replay=run)
+
+
+def memories_record(system: MemorySystem, user: str, name: str) -> Memories:
+    """The store as the rollout and replay rules write it beside their episodes."""
+    items = system.get_all_memories()
+    return Memories(
+        user_id=user, system=name, num_memories=len(items), memories=items, meta=system.meta()
+    )
