@@ -31,10 +31,10 @@ from types import GenericAlias
 from typing import Any, Literal
 
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
-from memprobe.agents.registry import CostPriors, Settings, declare
 from pydantic import BaseModel, Field, create_model
 
 from memprobe.config import WriterSettings
+from memprobe.registry.systems import CostPriors, Settings, declare
 from memprobe.spec.prompts import render
 from memprobe.spec.records import write_atomic
 
@@ -99,7 +99,10 @@ class AMemSettings(Settings):
     shape of the items its dump and search hand to the slot-filler."""
 
     writer: WriterSettings = Field(default_factory=WriterSettings)
+    """A-Mem's write path, over the `writer` role"""
     item_shape: Literal["ours", "release"] = "ours"
+    """`ours` (links, evolution, task index) or `release` (the release's dump and 7-field search
+    hits)"""
 
 
 # The release's items (A-Mem's notes as its agent returned them, docs/release-format.md §2.7).
@@ -115,6 +118,7 @@ RELEASE_HIT_FIELDS = ("id", "content", "keywords", "context", "tags")
     prompts=("amem_analyze", "amem_evolve"),
     settings=AMemSettings,
     reads=("compat.amem_stale_index",),
+    recall_changes_store=False,  # search only
     priors=CostPriors(
         table5_m=(126.82, 9.04),
         turns_per_user=77.6,

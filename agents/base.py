@@ -11,10 +11,9 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
-from memprobe.agents.registry import SystemSpec
-
 from memprobe.config import Config
 from memprobe.llm.client import LLM
+from memprobe.registry.systems import SystemSpec
 from memprobe.spec.prompts import dialogue, prompt_path, render
 
 HistoryTurn = dict[str, str]  # {"agent": reply, "user": user message}
@@ -34,7 +33,7 @@ def latest_user_message(task: str, history: list[HistoryTurn]) -> str:
 class MemorySystem(ABC):
     """One user's assistant with its memory. One instance per user; ``reset`` empties it."""
 
-    # The system's declaration (agents/registry.py ``declare``): name, search, resources, ...
+    # The system's declaration (memprobe/registry/systems.py ``declare``): name, search, ...
     spec: ClassVar[SystemSpec]
     remembers: bool = True  # a memory system: its scaffold asks to tailor help to the person
 
@@ -42,7 +41,7 @@ class MemorySystem(ABC):
         self,
         *,
         config: Config,
-        assistant: LLM,
+        assistant: LLM | None,  # None: a store opened to be searched alone (memprobe search)
         writer: LLM | None = None,
         workdir: Path | None = None,
         prompts: dict[str, str] | None = None,
@@ -97,6 +96,16 @@ class MemorySystem(ABC):
         self.end_turn(task_index, task, history)
         return reply
 
+    def replay_turn(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
+        """``respond`` at a recorded turn (``rollout.replay``): the same hooks in the same
+        order, without the reply call, whose text is the recording's. Recall runs only where
+        it can change the store (``spec.recall_changes_store``); what it shows is recorded."""
+        if self.spec.recall_changes_store:
+            self.last_recall = list(self.recall(task, history))
+        else:
+            self.last_recall = []
+        self.end_turn(task_index, task, history)
+
     def reply(
         self,
         task: str,
@@ -116,6 +125,7 @@ class MemorySystem(ABC):
         system = messages[0]
         user = {"role": "user", "content": agent_input(task, history)}
         where = f"user {self.user_id}, turn {len(history) + 1}"
+        assert self.assistant is not None, "a system that replies has its assistant role"
         return self.assistant.text([system, *prior, user], where=where)
 
     def recall(self, task: str, history: list[HistoryTurn]) -> list[str]:

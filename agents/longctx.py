@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem
-from memprobe.agents.registry import CostPriors, Settings, declare
 
+from memprobe.registry.systems import CostPriors, Settings, declare
 from memprobe.serving import embeddings
 from memprobe.spec.records import write_atomic
 
@@ -24,10 +24,11 @@ STORE_FILE = "notes.json"
 
 
 class LongContextSettings(Settings):
-    """``system_settings.longctx_full``."""
+    """``system_settings.longctx_full``: its reply scaffold."""
 
     # The reply scaffold's "Tailor your help to this person" (ours: every memory system's).
     tailor: bool = True
+    """its reply scaffold asks to tailor the help (the release's longctx prompt did not)"""
 
 
 @declare(

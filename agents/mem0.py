@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
-from memprobe.agents.registry import CostPriors, Settings, declare
 from pydantic import BaseModel, Field
 
 from memprobe.config import WriterSettings
 from memprobe.llm.client import LLM
+from memprobe.registry.systems import CostPriors, Settings, declare
 
 RECALL_K = 5
 GET_ALL_K = 100_000  # larger than any store: get_all must return everything
@@ -191,10 +191,15 @@ class Mem0Settings(Settings):
     """
 
     writer: WriterSettings = Field(default_factory=WriterSettings)
+    """mem0's extraction model, over the `writer` role"""
     embedder: Literal["minilm", "openai"] = "minilm"
+    """`minilm` (offline) or `openai` (the release's text-embedding-3-small)"""
     embedder_model: str = "text-embedding-3-small"
-    embedder_dims: int = Field(default=1536, ge=1, description="for embedder openai")
+    """the OpenAI embedding model (embedder `openai`)"""
+    embedder_dims: int = Field(default=1536, ge=1)
+    """its vector size (embedder `openai`)"""
     hybrid_search: bool = False
+    """mem0's BM25 + entity boost (its models must be installed; checked before any job)"""
 
 
 @declare(
@@ -202,6 +207,7 @@ class Mem0Settings(Settings):
     searchable=True,
     llm_writer=True,
     settings=Mem0Settings,
+    recall_changes_store=False,  # search only
     priors=CostPriors(
         table5_m=(88.16, 3.99),
         turns_per_user=76.3,

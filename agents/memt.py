@@ -30,6 +30,14 @@ The prompts (prompts/memt_*.md) are our own wording of Mem-T's tool protocol, no
 prompts Mem-T-4B was trained with; to run it with those, put them in these prompt files (the
 tool-result wrapper and the nudge included).
 
+Where Mem-T's pieces are: its settings, the ``memt`` config block (``MemT`` in
+memprobe/config.py, docs/configuration.md); its policy's client, ``policy_client`` below; the
+vLLM server a memt job starts (memprobe/serving/vllm_server.py, env ``envs/vllm.yaml``); what
+the run checks before the first job (``memt.serve``: memprobe/workflow/preflight.py); the
+stand-in policy that tests and dry runs serve (memprobe/testing/memt_standin.py); the
+release's memt runs as our records (memprobe/release/importer.py); its GPU placement
+(``Resources`` below, docs/cluster.md).
+
 The store as the release built it (docs/release-format.md §2.7), switch by switch:
 each fact/experience document repeats its source turns after ``SOURCE_SEP``; persona and
 summary documents do too with ``memt.profile_sources: turns`` (``ids``: their source turn ids
@@ -49,10 +57,14 @@ from typing import Any
 
 import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
-from memprobe.agents.registry import CostPriors, Resources, declare
 
-from memprobe.llm.client import LLM, memt_client
-from memprobe.serving import embeddings
+from memprobe.config import Config
+from memprobe.llm.cache import ResponseCache
+from memprobe.llm.client import LLM
+from memprobe.llm.ledger import Ledger
+from memprobe.llm.providers import OPENAI, Endpoint, endpoint_for
+from memprobe.registry.systems import CostPriors, Resources, declare
+from memprobe.serving import embeddings, vllm_server
 from memprobe.spec.prompts import render
 from memprobe.spec.records import write_atomic
 
@@ -206,6 +218,7 @@ class VectorStore:
     embeds=True,
     prompts=("memt_formation", "memt_update", "memt_retrieve", "memt_tool_result", "memt_nudge"),
     reads=("memt", "compat.memt_discovery_order"),
+    recall_changes_store=False,  # the ReAct search reads the store, never writes it
     resources=Resources(gpus=1, served_model=True, settings_block="memt"),
     priors=CostPriors(
         table5_m=(120.91, 3.77),  # the gpt-5.4-mini side only
@@ -227,7 +240,7 @@ class MemT(MemorySystem):
     def policy(self) -> LLM:
         # Built on first use: a probe job that only loads the store needs no server yet.
         if self._policy is None:
-            self._policy = memt_client(self.config, self.writer)  # memprobe/llm/client.py
+            self._policy = policy_client(self.config, self.writer)
         return self._policy
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -482,3 +495,39 @@ class MemT(MemorySystem):
             "stats": dict(sorted(self.stats.items())),
             "counts": {c: len(self.store.items[c]) for c in COLLECTIONS},
         }
+
+
+# -- the policy's endpoint and client -----------------------------------------------------------
+def policy_endpoint(cfg: Config) -> Endpoint:
+    """The served Mem-T policy: an OpenAI-compatible endpoint (vLLM) keyed on the weights, so a
+    new port replays from the cache and a new checkpoint does not."""
+    if cfg.llm.backend == "fake":  # a dry run: the fake backend answers the policy too
+        return endpoint_for(cfg, {"base_url": None, "api_key_env": None})
+    m = cfg.memt
+    base_url, uds = vllm_server.ensure(m)
+    identity = vllm_server.cache_identity(m, base_url)
+    return Endpoint(OPENAI.name, base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s, uds)
+
+
+def policy_client(cfg: Config, writer: LLM | None) -> LLM:
+    """The served Mem-T policy's client, on the writer's cache and usage ledger."""
+    m = cfg.memt
+    endpoint = policy_endpoint(cfg)
+    return LLM(
+        "writer",
+        backend=endpoint.backend,
+        base_url=endpoint.base_url,
+        model=m.model,
+        api_key_env=endpoint.api_key_env,
+        temperature=m.temperature,
+        max_tokens=m.max_tokens,
+        seed=cfg.seed,
+        cache=writer.cache if writer else ResponseCache(cfg.llm.cache_dir),
+        ledger=writer.ledger if writer else Ledger(None),
+        timeout_s=cfg.llm.timeout_s,
+        max_attempts=cfg.llm.max_attempts,
+        backoff_s=cfg.llm.backoff_s,
+        cache_identity=endpoint.identity,
+        attempt=writer.attempt if writer else 0,
+        uds=endpoint.uds,
+    )

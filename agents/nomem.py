@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from memprobe.agents.base import MemorySystem
-from memprobe.agents.registry import CostPriors, declare
+
+from memprobe.registry.systems import CostPriors, declare
 
 
 @declare(

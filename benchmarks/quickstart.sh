@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's quickstart, verbatim, in a fresh clone: the install and the default run on the
-# local model (what README's "Measured on this project's 2-core machine" reports). The line is
+# local model (what docs/performance.md "The default run, measured" reports). The line is
 # read from README.md, so the two cannot drift. Slow (20-30+ min on 2 cores); run by hand:
 #   bash benchmarks/quickstart.sh [WORKDIR]
 set -euo pipefail

@@ -67,9 +67,9 @@ def copy_workflow(dest: Path) -> None:
             shutil.copy2(src, dest / part)
 
 
-def start_endpoint(latency: float) -> tuple[subprocess.Popen, str]:
+def start_endpoint(latency: float, *extra: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [MEMPROBE, "fake-endpoint", "--port", "0", "--latency", str(latency)],
+        [MEMPROBE, "fake-endpoint", "--port", "0", "--latency", str(latency), *extra],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -89,7 +89,7 @@ def bench_config(args: argparse.Namespace, base_url: str) -> dict:
         "dims_per_category": dict(zip(CATEGORIES, dims, strict=True)),
         "systems": args.systems,
         "modes": ["dump_all", "retrieve"],
-        "k": 5,
+        "top_k": 5,
         "max_turns": args.max_turns,
         "llm": {
             "backend": "openai",
@@ -368,16 +368,21 @@ def chain_rows(chain: list[tuple[str, float]], spans: dict[str, tuple[int, int]]
     return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def scale_args(ap: argparse.ArgumentParser, concurrency: int) -> None:
+    """The run's scale and the fake endpoint's latency (this harness and rate_limit_bench)."""
     ap.add_argument("--users", type=int, default=2)
     ap.add_argument("--systems", nargs="+", default=["nomem", "longctx_full"])
     ap.add_argument("--dims", default="1/1/1/1/1", help="dims per category, e.g. 7/7/7/5/5")
     ap.add_argument("--max-turns", type=int, default=25)
     ap.add_argument("--latency", type=float, default=1.0, help="seconds per completion")
     ap.add_argument("--cores", type=int, default=32, help="snakemake --cores (job slots)")
-    ap.add_argument("--concurrency", type=int, default=32, help="llm.concurrency inside a job")
+    ap.add_argument("--concurrency", type=int, default=concurrency, help="llm.concurrency")
     ap.add_argument("--seed", type=int, default=0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    scale_args(ap, concurrency=32)
     ap.add_argument("--paper-config", help="config for the DAG-build timing (config/paper.yaml)")
     ap.add_argument("--no-rerun", action="store_true", help="skip the rerun-precision pass")
     ap.add_argument("--no-replay", action="store_true", help="skip the warm-cache CPU pass")
@@ -620,7 +625,7 @@ def paper_standin() -> dict:
         "dims_per_category": dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True)),
         "systems": ["nomem", "longctx_full", "amem", "mem0"],
         "modes": ["dump_all", "retrieve"],
-        "k": 5,
+        "top_k": 5,
         "max_turns": 25,
         "llm": {"backend": "openai", "base_url": "http://127.0.0.1:1/v1"},
     }

@@ -13,7 +13,7 @@ from memprobe.spec.records import Memories, RecordError, load
 
 DESCRIPTION = (
     "MemProbe's tools around the Snakemake workflow (the run itself is `snakemake`): search a "
-    "memory dump, serve a fake or the local model, estimate a run's cost, sample a human audit."
+    "system's store, serve a fake or the local model, estimate a run's cost, sample a human audit."
 )
 
 
@@ -90,20 +90,23 @@ def dump_items(path: str) -> list[dict]:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from memprobe.agents import registry
+    from memprobe.registry import systems as registry
 
     spec = registry.spec(args.system)
-    if spec.name != "longctx_full":
-        print(
-            f"memprobe search: --system {args.system}: searching a dump alone is supported "
-            "for longctx_full (other systems search their native store)",
-            file=sys.stderr,
-        )
-        return 2
-    from memprobe.agents.longctx import LongContext
+    if not spec.searchable:
+        raise ValueError(f"--system {spec.name}: it has no search() (dump_all only)")
+    if args.memories:
+        if spec.name != "longctx_full":
+            raise ValueError(
+                f"--memories: a dump alone is searchable for longctx_full only (its store is "
+                f"its dump); for {spec.name} give its store: --store results/{spec.name}/USER/store"
+            )
+        from memprobe.agents.longctx import LongContext
 
-    system = LongContext.__new__(LongContext)
-    system.load_dump(dump_items(args.memories))
+        system = LongContext.__new__(LongContext)
+        system.load_dump(dump_items(args.memories))
+    else:
+        system = _open_store(spec.name, Path(args.store), args.configfile)
     if args.queries:
         queries = [q for q in Path(args.queries).read_text(encoding="utf-8").splitlines() if q]
     else:
@@ -113,13 +116,35 @@ def _search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open_store(name: str, store: Path, configfiles: list[str]) -> Any:
+    """A rollout's store (results/<system>/<user>/store), opened as the probe job opens it but
+    without the assistant and writer roles: a search that calls them needs `memprobe job probe`."""
+    from memprobe.registry import systems as registry
+    from memprobe.report.estimate import load_configs
+
+    if not store.is_dir():
+        raise ValueError(f"--store {store}: no such folder (a rollout's results/SYSTEM/USER/store)")
+    spec = registry.spec(name)
+    system = registry.create(
+        name,
+        config=load_configs(configfiles),
+        assistant=None,
+        prompts=spec.prompt_files(),
+        workdir=store,
+    )
+    system.reset(store.parent.name)
+    system.load(store)
+    return system
+
+
 def _fake_endpoint(args: argparse.Namespace) -> int:
-    from memprobe.testing.fake_endpoint import Faults, serve
+    from memprobe.testing.fake_endpoint import Faults, Limits, serve
 
     faults = Faults.parse(args.faults) if args.faults else None
+    limits = Limits.parse(args.limits) if args.limits else None
     if args.latency < 0:
         raise ValueError(f"--latency: must be >= 0 seconds (got {args.latency:g})")
-    serve(args.host, args.port, args.script, faults, latency=args.latency)
+    serve(args.host, args.port, args.script, faults, latency=args.latency, limits=limits)
     return 0
 
 
@@ -146,6 +171,11 @@ def _estimate(args: argparse.Namespace) -> int:
         rates = estimate.priors(cfg)
         if not args.no_ledger:
             rates.source += f" (no ledger under {results}/usage)"
+    if run := cfg.rollout.replay:  # the recorded run's turns, whatever the system
+        from memprobe.release import importer
+
+        recorded = importer.recorded_system(run)
+        rates = estimate.replayed_turns(cfg, rates, recorded, importer.recorded_turns(cfg))
     latency = args.latency or (None if args.no_ledger else estimate.mean_latency(results))
     prices = estimate.load_prices(args.prices) if args.prices else None
     print(
@@ -212,6 +242,18 @@ def _job(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_reference(args: argparse.Namespace) -> int:
+    from memprobe import config_reference
+    from memprobe.spec.records import write_atomic
+
+    text = config_reference.render()
+    if args.output:
+        write_atomic(args.output, text)
+    else:
+        print(text, end="")
+    return 0
+
+
 def estimate_latency() -> float:
     from memprobe.report.estimate import ASSUMED_LATENCY_S
 
@@ -224,11 +266,18 @@ def main(argv: list[str] | None = None) -> int:
     # every option's help ends with its default
     defaults: dict[str, Any] = {"formatter_class": _Help}
 
-    s = sub.add_parser("search", help="top-k search over a memories.json dump", **defaults)
-    s.add_argument(
-        "--system", required=True, help="the dump's system (searchable from a dump: longctx_full)"
+    s = sub.add_parser(
+        "search",
+        help="top-k search over a system's store (any searchable system) or a longctx_full dump",
+        **defaults,
     )
-    s.add_argument("--memories", required=True, help="path to memories.json")
+    s.add_argument("--system", required=True, help="the store's system (a searchable one)")
+    where = s.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store", help="a rollout's store: results/SYSTEM/USER/store")
+    where.add_argument("--memories", help="a longctx_full memories.json (ours or the release's)")
+    s.add_argument(
+        "--configfile", nargs="+", default=[], help="the run's config file(s), for --store"
+    )
     s.add_argument("--k", type=int, default=5, help="items per query")
     group = s.add_mutually_exclusive_group(required=True)
     group.add_argument("--query", help="one query")
@@ -253,6 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="seconds every chat completion waits before its reply (benchmarks; default 0)",
     )
+    f.add_argument(
+        "--limits",
+        help="a provider's rate limit, e.g. 'rpm=600,tpm=200000' (window_s=60 by default): "
+        "429 with Retry-After past it, x-ratelimit-* headers on every reply",
+    )
     f.set_defaults(fn=_fake_endpoint)
 
     e = sub.add_parser(
@@ -266,9 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="config file(s) layered on config/config.yaml, as the Snakefile does",
     )
-    e.add_argument(
-        "--config", nargs="+", metavar="KEY=VALUE", help="overrides, e.g. llm.concurrency=8 k=10"
-    )
+    e.add_argument("--config", nargs="+", metavar="KEY=VALUE", help="overrides, e.g. top_k=10")
     e.add_argument(
         "--ledger", help="an earlier run's folder (default: this config's, results/<run.name>)"
     )
@@ -328,6 +380,14 @@ def main(argv: list[str] | None = None) -> int:
         "--configfile", nargs="+", default=[], help="config file(s), as given to snakemake"
     )
     j.set_defaults(fn=_job)
+
+    c = sub.add_parser(
+        "config-reference",
+        help="the config reference (docs/configuration.md), from the config models",
+        **defaults,
+    )
+    c.add_argument("--output", help="write it here (e.g. docs/configuration.md), not to stdout")
+    c.set_defaults(fn=_config_reference)
 
     for command in (e, loc, a, j):  # the commands that read the workflow's config or its runs
         command.add_argument(

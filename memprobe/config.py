@@ -27,6 +27,8 @@ from pydantic import (
     model_validator,
 )
 
+from memprobe.registry import RegistryError, backends
+from memprobe.registry import systems as registry
 from memprobe.vocabulary import CATEGORIES, MODES, ROLES, Category, Mode, Role
 
 # Sampling temperatures per role: the release's (docs/release-format.md §4) except "writer",
@@ -58,7 +60,7 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "dims_per_category": dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True)),
     "systems": ["nomem", "longctx_full", "amem", "mem0", "memt"],
     "modes": list(MODES),
-    "k": 5,
+    "top_k": 5,
     "max_turns": 25,
     "bank.pool_sample": None,
     "bank.show_examples": True,
@@ -130,7 +132,8 @@ class KeyedError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # A field's docstring is its description: docs/configuration.md is generated from them.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
 
 def _endpoint_url(v: str | None) -> str | None:
@@ -152,10 +155,16 @@ class RoleOverride(_Strict):
     """Per-role endpoint settings; anything unset falls back to the ``llm`` defaults."""
 
     base_url: str | None = None
+    """the role's own endpoint; a role with its own endpoint sends only its own key"""
     model: str | None = None
+    """the role's model"""
     api_key_env: str | None = None
+    """the variable holding the role's key"""
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    """the role's temperature (unset: the release's for that role; the writer's is per system, under
+    `system_settings`)"""
     max_tokens: int | None = Field(default=None, ge=1)
+    """the role's reply bound"""
 
     _url = field_validator("base_url")(_endpoint_url)
 
@@ -168,33 +177,113 @@ class LocalModel(_Strict):
     """
 
     package: Literal["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] = "qwen2.5-coder-0.5b"
+    """a pinned PyPI model pack: `qwen2.5-coder-0.5b` (extra `model`) or `qwen2.5-coder-1.5b` (extra
+    `model-1-5b`)"""
     model_path: str | None = None
+    """serve this GGUF instead of the package's"""
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$")
+    """`model_path`'s checksum, checked before any job"""
     threads: int = Field(default=2, ge=1)
-    context_tokens: int = Field(default=4096, ge=512, description="per server slot")
+    """llama.cpp threads"""
+    context_tokens: int = Field(default=4096, ge=512, description="context per server slot")
     parallel: int = Field(default=1, ge=1, description="server slots (concurrent requests)")
     startup_timeout_s: float = Field(default=300.0, gt=0)
+    """how long the model may take to load"""
+
+
+class RateLimitValues(_Strict):
+    """An endpoint's limits as its provider states them (None: not limited)."""
+
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    """requests per minute the provider allows (unset: not limited)"""
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    """prompt + completion tokens per minute the provider allows (unset: not limited)"""
+
+
+class RateLimit(RateLimitValues):
+    """The run-wide limit of the default endpoint, and of roles with their own endpoint
+    (memprobe/llm/rate_limit.py; docs/cluster.md for a cluster)."""
+
+    roles: dict[Role, RateLimitValues] = Field(default_factory=dict)
+    """per-role limits, for a role with its own `base_url`"""
+    share: float = Field(default=1.0, gt=0, le=1)
+    """this machine's share of every limit: 1 on one machine; the cluster executors set it
+    (rules/common.smk) so that the shares of all nodes add up to the limit"""
+    provider_signals: bool = True
+    """slow down on the provider's `Retry-After` and `x-ratelimit-remaining-*` headers"""
+    state_dir: str | None = None
+    """where the shared buckets live (unset: `rate_limit/` beside `llm.cache_dir`)"""
+
+
+class Price(_Strict):
+    """USD per million tokens of one model."""
+
+    input: float = Field(ge=0)
+    """USD per million prompt tokens"""
+    output: float = Field(ge=0)
+    """USD per million completion tokens"""
+
+
+class Progress(_Strict):
+    """The run's progress line (memprobe/report/progress.py)."""
+
+    interval_s: float = Field(default=60.0, ge=0)
+    """seconds between progress lines (0: only the summary at the end)"""
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """USD per million input/output tokens per model, for the money so far"""
 
 
 class LLMSettings(_Strict):
-    backend: Literal["openai", "local", "fake"]
+    backend: str
+    """`openai` (any OpenAI-compatible endpoint), `local` (the run's llama.cpp server) or `fake`
+    (schema-valid replies, for tests and dry runs)"""
     base_url: str | None = None
+    """the endpoint (required for `openai` unless every role sets its own)"""
     model: str = "gpt-5.4-mini"
+    """the model name sent to the endpoint"""
     api_key_env: str = "OPENAI_API_KEY"
+    """the variable the key is read from at call time (never stored)"""
     max_tokens: int | None = Field(default=None, ge=1)
+    """reply bound per call (unset: the server's)"""
     timeout_s: float = Field(default=120.0, gt=0)
+    """total time one request may take"""
     max_attempts: int = Field(default=5, ge=1, description="transport tries per request")
     max_reasks: int = Field(default=2, ge=0, description="re-asks after an invalid reply")
     resample_invalid: int = Field(
         default=2, ge=0, description="identical re-sends of an empty/non-JSON/off-schema reply"
     )
     backoff_s: float = Field(default=1.0, ge=0)
+    """the first retry's wait (doubling; a Retry-After wins)"""
     concurrency: int = Field(default=4, ge=1, description="parallel calls inside one job")
     cache_dir: str = ".cache/llm"
+    """the content-addressed response cache"""
     roles: dict[Role, RoleOverride] = Field(default_factory=dict)
+    """per-role endpoint settings over the defaults above (roles: `memprobe.vocabulary.ROLES`)"""
     local: LocalModel = Field(default_factory=LocalModel)
+    rate_limit: RateLimit = Field(default_factory=RateLimit)
+    """the endpoint's requests and tokens per minute, one budget for every job of the run"""
 
     _url = field_validator("base_url")(_endpoint_url)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, v: str) -> str:
+        if v not in backends.names():
+            raise ValueError(backends.unknown(v))
+        return v
+
+    @model_validator(mode="after")
+    def _role_limits_need_own_endpoint(self) -> LLMSettings:
+        for role in self.rate_limit.roles:
+            over = self.roles.get(role)
+            if not (over and over.base_url and over.base_url != self.base_url):
+                raise KeyedError(
+                    f"llm.rate_limit.roles.{role}",
+                    f"rate_limit.roles.{role}: role {role} has no endpoint of its own "
+                    f"(llm.roles.{role}.base_url); the default endpoint's limit is "
+                    "llm.rate_limit.requests_per_minute / tokens_per_minute",
+                )
+        return self
 
     @model_validator(mode="after")
     def _openai_needs_base_url(self) -> LLMSettings:
@@ -215,13 +304,19 @@ class Compat(_Strict):
     """
 
     longctx_drop_final_reply: bool = False
+    """release quirk: longctx_full does not store a task's last reply"""
     retrieve_attribution_empty_transcript: bool = False
+    """release quirk: retrieve-mode attribution reads an empty transcript"""
     judge_unknown_labels: bool = False
+    """release behaviour: call the judge for "unknown" labels too (by default they score 0 without a
+    call)"""
     # memt search: the release returned items in ReAct discovery order (scores were None).
     memt_discovery_order: bool = False
+    """release quirk: memt's top-k in ReAct discovery order, not by similarity"""
     # amem search: the release's index kept each note's text as written; neighbour updates
     # never reached it.
     amem_stale_index: bool = False
+    """release quirk: amem searches each note's text as filed (neighbour updates never indexed)"""
 
 
 DEFAULT_CONTEXT_TOKENS = 128_000
@@ -232,7 +327,10 @@ class SlotFill(_Strict):
     # (backend local: llm.local.context_tokens), else 128,000. A store over it is flagged (the
     # paper's dagger) without a request, so it must never exceed what the endpoint serves.
     context_tokens: int | None = Field(default=None, ge=256)
+    """dump_all budget of the slot-filler (unset: 128000, or `llm.local.context_tokens` on backend
+    local, which it may not exceed)"""
     overflow: Literal["flag", "chunked"] = "flag"
+    """a store over budget: `flag` (the paper's †) or `chunked` (map over chunks, then reduce)"""
 
 
 def parse_users(spec: str) -> set[int]:
@@ -258,10 +356,17 @@ class JudgeCalibration(_Strict):
     """
 
     on_fail: Literal["warn", "stop"] = "warn"
+    """a judge below `min_kappa` or above `max_bias` on its calibration pairs: `warn` (flag every
+    B cell) or `stop` (end the run before any rollout); `judge.calibration: stop` is short for it"""
     source: Literal["anchors", "release"] = "anchors"
+    """the calibration pairs: `anchors` (config/judge_calibration.yaml) or `release` (pairs the
+    paper's judge scored in the authors' release)"""
     release_dir: str | None = None
+    """the release checkout for `source: release` (unset: the run's `release_dir`)"""
     n: int = Field(default=200, ge=5)
+    """pairs drawn with the run's seed for `source: release`, n/5 per recorded level"""
     users: str = "26-50"
+    """the release users they are drawn from (the offline judge was fitted on 1-25)"""
 
     @field_validator("n")
     @classmethod
@@ -290,15 +395,25 @@ class JudgeSettings(_Strict):
     """
 
     form: Literal["llm", "scorer"] = "llm"
+    """who grades a label: `llm` (the judge role's model, prompts/recovery_judge.md) or `scorer`
+    (the offline judge fitted on the paper's judge, no model; the default run's)"""
     scorer: str = "config/offline_judge.yaml"
+    """the offline judge's figures (refit: `memprobe offline-judge fit`)"""
     calibration: JudgeCalibration = Field(default_factory=JudgeCalibration)
     min_kappa: float = Field(default=0.6, ge=-1.0, le=1.0)
+    """least quadratic-weighted κ on the calibration pairs"""
     max_bias: float = Field(default=0.15, ge=0.0, le=1.0)
+    """largest |mean score difference| on the calibration pairs"""
     # Score a slot-fill label that names the slot (category, dimension, axis question) as
     # "unknown" instead of asking the judge: a protocol difference (docs/fidelity.md).
     degenerate_as_unknown: bool = False
+    """score a slot-fill label that names its slot (category, dimension, axis question) as "unknown"
+    without a judge call (a protocol difference)"""
     cross_check: bool = False
+    """an LLM judge's run also grades every label with the offline judge and flags the B cells
+    where the two differ by more than the margin (`judge_cross_check.csv`)"""
     cross_check_margin: float = Field(default=0.1, gt=0.0, le=1.0)
+    """that margin, on a B cell's mean score"""
 
     @field_validator("calibration", mode="before")
     @classmethod
@@ -316,6 +431,7 @@ class JudgeSettings(_Strict):
 class TaskGen(_Strict):
     max_edits: int = Field(default=3, ge=0, description="editor rounds before a task is marked")
     leak_threshold: float = Field(default=0.5, ge=0, le=1)
+    """share of a target's words in its task that flags a leak"""
 
 
 class BankGen(_Strict):
@@ -330,11 +446,14 @@ class BankGen(_Strict):
     # ours: config/dimension_pool.yaml; release: the release's dimension_pool.json, read from
     # the release checkout (release_dir + release.pool_file) when the run starts, never copied.
     pool: Literal["ours", "release"] = "ours"
+    """`ours` (config/dimension_pool.yaml) or `release` (the release's dimension_pool.json)"""
     pool_sample: int | None = Field(
         default=None, ge=1, description="candidates shown per category (None: the whole pool)"
     )
     show_examples: bool = True
+    """show the pool's sample values to the bank generator"""
     show_axes: bool = True
+    """show each pool dimension's axis question to the bank generator"""
 
 
 class SimulatorSettings(_Strict):
@@ -343,6 +462,7 @@ class SimulatorSettings(_Strict):
     # The release set no cap (its longest A-Mem simulator turn ran to 3,302 characters); ours
     # keeps a small local model from rambling until max_tokens. None: no cap.
     max_reply_chars: int | None = Field(default=1500, ge=1)
+    """cap on a simulated user's message, in characters (unset: none, as the release)"""
 
 
 # The protocol stages whose prompt file the config picks (prompts/<name>.md).
@@ -372,18 +492,31 @@ class PromptFiles(_Strict):
     """
 
     persona_narrative: str = Field(default="persona_narrative", pattern=_PROMPT_NAME)
+    """the persona narrative stage's prompt: `prompts/<value>.md`"""
     bank_select: str = Field(default="bank_select", pattern=_PROMPT_NAME)
+    """the bank select stage's prompt: `prompts/<value>.md`"""
     task_write: str = Field(default="task_write", pattern=_PROMPT_NAME)
+    """the task write stage's prompt: `prompts/<value>.md`"""
     task_critic: str = Field(default="task_critic", pattern=_PROMPT_NAME)
+    """the task critic stage's prompt: `prompts/<value>.md`"""
     task_edit: str = Field(default="task_edit", pattern=_PROMPT_NAME)
+    """the task edit stage's prompt: `prompts/<value>.md`"""
     user_simulator: str = Field(default="user_simulator", pattern=_PROMPT_NAME)
+    """the user simulator stage's prompt: `prompts/<value>.md`"""
     assistant_system: str = Field(default="assistant_system", pattern=_PROMPT_NAME)
+    """the assistant system stage's prompt: `prompts/<value>.md`"""
     preference_judge: str = Field(default="preference_judge", pattern=_PROMPT_NAME)
+    """the preference judge stage's prompt: `prompts/<value>.md`"""
     slotfill: str = Field(default="slotfill", pattern=_PROMPT_NAME)
+    """the slotfill stage's prompt: `prompts/<value>.md`"""
     recovery_judge: str = Field(default="recovery_judge", pattern=_PROMPT_NAME)
+    """the recovery judge stage's prompt: `prompts/<value>.md`"""
     attribution_oracle: str = Field(default="attribution_oracle", pattern=_PROMPT_NAME)
+    """the attribution oracle stage's prompt: `prompts/<value>.md`"""
     attribution_disclosure: str = Field(default="attribution_disclosure", pattern=_PROMPT_NAME)
+    """the attribution disclosure stage's prompt: `prompts/<value>.md`"""
     attribution_subclass: str = Field(default="attribution_subclass", pattern=_PROMPT_NAME)
+    """the attribution subclass stage's prompt: `prompts/<value>.md`"""
 
 
 class MemT(_Strict):
@@ -395,37 +528,58 @@ class MemT(_Strict):
     """
 
     endpoint: str | None = None
+    """a running Mem-T server (OpenAI-compatible)"""
     serve: bool = False
+    """each memt job starts `vllm serve` on its GPU instead"""
     model_path: str | None = None
+    """local Mem-T-4B weights (`memt.serve`)"""
     model: str = Field(default="Mem-T-4B", description="served model name")
     api_key_env: str = "MEMT_API_KEY"
+    """the variable holding the Mem-T server's key"""
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)  # the release's hard-coded value
+    """Mem-T's sampling temperature (the release's)"""
     # No cap by default: the release sent none, and a formation reply with many tool calls
     # cut at a cap loses its last calls; the server's context still bounds every reply.
     max_tokens: int | None = Field(default=None, ge=1)
+    """reply bound per Mem-T call (unset: none, as in the release)"""
     max_tool_steps: int = Field(default=6, ge=1)
+    """ReAct steps per search"""
     update_topk: int = Field(default=3, ge=1)
+    """similar items shown to an update call"""
     search_topk: int = Field(default=5, ge=1, description="items per search_* tool call")
-    embedder: str | None = Field(default=None, description="sentence-transformers path or name")
+    embedder: str | None = Field(
+        default=None,
+        description="sentence-transformers path or name, local (unset: the packaged MiniLM)",
+    )
     # None: the embedder's own maximum (bge-m3: 8192 tokens, as the release's Chroma used it).
     embedder_max_seq_length: int | None = Field(default=None, ge=16)
+    """tokens the embedder reads per text (unset: the model's own; bge-m3 8192)"""
     # Persona and summary documents: "turns" repeats every source turn after the content, as
     # the release's did; "ids" keeps the ids of their source turns only (a smaller dump).
     profile_sources: Literal["ids", "turns"] = "ids"
+    """persona/summary documents: `ids` of their source turns, or every source `turns` (the
+    release)"""
     # The vector of a stored item: true embeds its document (content + source block, as the
     # release's Chroma did); false embeds only the distilled content.
     embed_source: bool = False
+    """embed each item's document (content + source turns, the release) instead of its content"""
     # ReAct requests stop at the closing tool-call tag (the release's stop sequence).
     stop_at_tool_call: bool = False
+    """ReAct requests stop at `</tool_call>` (the release's stop sequence)"""
     # A ReAct tool result shows each item's source turns not shown before in that search (the
     # release's did); false: id and content only.
     observation_sources: bool = False
+    """a ReAct tool result shows each item's source turns not shown before (the release)"""
     vllm_bin: str = Field(default="vllm", description="the vllm executable of envs/vllm.yaml")
     vllm_args: list[str] = Field(default_factory=list)
+    """extra `vllm serve` flags"""
     startup_timeout_s: float = Field(default=900.0, gt=0)
+    """how long the served model may take to be healthy"""
     # SLURM placement of the memt jobs; set here, not per rule, so only memt jobs get a GPU.
     gpu_model: str | None = None
+    """SLURM GPU model of the memt jobs (`--gpus=MODEL:1`)"""
     cpus_per_gpu: int | None = Field(default=None, ge=1)
+    """SLURM `--cpus-per-gpu` of the memt jobs"""
 
     _url = field_validator("endpoint")(_endpoint_url)
 
@@ -455,13 +609,16 @@ class WriterSettings(_Strict):
     """
 
     model: str | None = None
+    """the write path's model"""
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    """the write path's temperature"""
     max_tokens: int | None = Field(default=None, ge=1)
+    """the write path's reply bound"""
 
 
 class SystemSettings(_Strict):
     """``system_settings``: one block per system that declares a settings model
-    (agents/registry.py), validated by that model; memt keeps its own ``memt`` block."""
+    (memprobe/registry/systems.py), validated by that model; memt keeps its own ``memt`` block."""
 
     if TYPE_CHECKING:  # the fields are the registered systems' (system_settings_model)
 
@@ -471,11 +628,9 @@ class SystemSettings(_Strict):
 @cache
 def system_settings_model() -> type[SystemSettings]:
     """The ``system_settings`` model of the systems registered in this environment."""
-    from memprobe.agents.registry import specs
-
     fields: dict[str, Any] = {
         name: (s.settings, Field(default_factory=s.settings))
-        for name, s in specs().items()
+        for name, s in registry.specs().items()
         if s.settings is not None
     }
     return create_model("SystemSettings", __base__=SystemSettings, **fields)
@@ -517,7 +672,9 @@ class RunSettings(_Strict):
 
 class Users(_Strict):
     source: Literal["generate", "release"] = "generate"
+    """`generate` the users, or take the release's banks and tasks (`release`)"""
     release_dir: str | None = None
+    """a checkout of the authors' release (`users.source: release`)"""
 
 
 class Release(_Strict):
@@ -531,12 +688,31 @@ class Release(_Strict):
     """
 
     import_runs: bool = False
+    """also import the release's run records, so the tables rebuild the paper's"""
     runs: dict[str, str] = Field(
         default_factory=dict, description="system -> release run id (default <system>_pooled_50)"
     )
     bank_file: str = "Deeppersona/data/user_memory_banks_pooled_final.json"
+    """the bank file inside the release"""
     tasks_dir: str = "benchmark_data/CustomTasksPooledFinal"
-    pool_file: str = "Deeppersona/data/dimension_pool.json"  # bank.pool: release
+    """the task folder inside the release"""
+    pool_file: str = "Deeppersona/data/dimension_pool.json"
+    """the dimension pool inside the release (`bank.pool: release`)"""
+
+
+class RolloutSettings(_Strict):
+    """``rollout``: where a rollout's conversations come from.
+
+    ``replay: <release run>`` (with ``users.source: release``) drives each memory system
+    through that run's recorded episodes (``history/<run>/``) instead of the simulator and
+    the assistant: the same write hooks, no simulator, assistant or preference call
+    (memprobe/protocol/simulation.py ``replay``; docs/fidelity.md, "Replay").
+    """
+
+    replay: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    """a release run (`history/<run>`) whose recorded conversations every system is replayed
+    through instead of the simulator and assistant (`users.source: release`; docs/fidelity.md,
+    "Replay")"""
 
 
 def _default_dims() -> dict[Any, int]:  # keys: the categories (the field's Literal)
@@ -545,16 +721,24 @@ def _default_dims() -> dict[Any, int]:  # keys: the categories (the field's Lite
 
 class Config(_Strict):
     seed: int = 0
+    """the run's seed (personas, sampling seeds, bootstrap CIs)"""
     n_users: int = Field(ge=1)
+    """simulated users, `user_001` on"""
     run: RunSettings = Field(default_factory=RunSettings)
+    """the run's name, which namespaces its files (docs/runs.md)"""
     results_dir: str = "results"
+    """where every artifact goes"""
     users: Users = Field(default_factory=Users)
     # Top-level alias of users.release_dir, so `--config release_dir=PATH` works.
     release_dir: str | None = None
+    """`users.release_dir` as a top-level key, so `--config release_dir=PATH` works"""
     release: Release = Field(default_factory=Release)
     dims_per_category: dict[Category, int] = Field(default_factory=_default_dims)
+    """targets per category"""
     systems: list[str] = Field(min_length=1)
+    """the memory systems run: `nomem`, `longctx_full`, `amem`, `mem0`, `memt`, plugins"""
     modes: list[Mode] = Field(default_factory=lambda: list(MODES))
+    """the access modes scored"""
 
     @field_validator("modes")
     @classmethod
@@ -563,8 +747,12 @@ class Config(_Strict):
             raise ValueError(f"a mode is listed twice ({v})")
         return v
 
-    k: int | list[int] = 5
+    top_k: int | list[int] = 5
+    """items per search in retrieve mode (a list runs a sweep; the first is the tables')"""
     max_turns: int = Field(default=25, ge=1)
+    """turn cap per episode"""
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+    """where the conversations come from: `replay: <release run>` replays its recorded episodes"""
     compat: Compat = Field(default_factory=Compat)
     tasks: TaskGen = Field(default_factory=TaskGen)
     bank: BankGen = Field(default_factory=BankGen)
@@ -576,10 +764,12 @@ class Config(_Strict):
     system_settings: SerializeAsAny[SystemSettings] = Field(
         default_factory=dict, validate_default=True
     )
-    # A config that names a protocol must hold every key of it (config/paper.yaml,
-    # config/release-compat.yaml).
     protocol: Literal["paper", "release_compat"] | None = None
+    """`paper` or `release_compat`: every key of that protocol must hold its value after the
+    merge, `--config` included (config/paper.yaml, config/release-compat.yaml)"""
     llm: LLMSettings
+    progress: Progress = Field(default_factory=Progress)
+    """the run's progress line: how often, and the prices for its money figure"""
 
     @field_validator("dims_per_category")
     @classmethod
@@ -595,9 +785,7 @@ class Config(_Strict):
     @field_validator("systems")
     @classmethod
     def _known_systems(cls, v: list[str], info: ValidationInfo) -> list[str]:
-        from memprobe.agents.registry import system_names
-
-        known = system_names()
+        known = registry.system_names()
         # An import of the release's run records needs the names only, not the systems.
         release = info.data.get("release")
         importing = release is not None and release.import_runs
@@ -605,7 +793,7 @@ class Config(_Strict):
             if not _SYSTEM_NAME.fullmatch(name):  # it becomes a path component and a wildcard
                 raise ValueError(f"system name {name!r}: expected letters, digits, _ . -")
             if name not in known and not importing:
-                raise ValueError(f"unknown system {name!r}; expected one of {', '.join(known)}")
+                raise ValueError(registry.unknown(name))
         if len(set(v)) != len(v):
             raise ValueError("a system is listed twice")
         return v
@@ -633,13 +821,20 @@ class Config(_Strict):
             # The sweep's rules probe and score our own stores; imported runs bring only the
             # release's scored retrievals (DAG build would stop on their missing judge files).
             raise ValueError(
-                f"k: a top-k sweep (k: {self.k}) needs runs of our own; "
-                "release.import_runs imports scored runs only: set one k"
+                f"top_k: a sweep (top_k: {self.top_k}) needs runs of our own; "
+                "release.import_runs imports scored runs only: set one top_k"
             )
         if self.users.source == "release" and not self.users.release_dir:
             raise ValueError(
                 "users.release_dir: required when users.source is 'release' "
                 "(or pass --config release_dir=PATH)"
+            )
+        if self.rollout.replay and (self.users.source != "release" or self.release.import_runs):
+            raise KeyedError(
+                "rollout.replay",
+                "rollout.replay: replays the release's recorded conversations: needs "
+                "users.source: release (their users, banks and tasks) and runs of our own "
+                "(not release.import_runs)",
             )
         if self.bank.pool == "release" and not self.users.release_dir:
             raise KeyedError(
@@ -722,7 +917,7 @@ class Config(_Strict):
                 )
         return self
 
-    @field_validator("k")
+    @field_validator("top_k")
     @classmethod
     def _positive_k(cls, v: int | list[int]) -> int | list[int]:
         ks = v if isinstance(v, list) else [v]
@@ -745,7 +940,7 @@ class Config(_Strict):
 
     @property
     def ks(self) -> list[int]:
-        return self.k if isinstance(self.k, list) else [self.k]
+        return self.top_k if isinstance(self.top_k, list) else [self.top_k]
 
     @property
     def primary_k(self) -> int:
@@ -776,20 +971,32 @@ def _format_error(err: ValidationError) -> str:
     return f"{loc}: {msg}" if loc else msg
 
 
-def _systems_registered() -> None:
-    """Load the systems (built-ins and plugins) first: a plugin that cannot register is its
-    own one-line error, not blamed on a config file."""
-    from memprobe.agents.registry import RegistryError, specs
-
+def _plugins_registered() -> None:
+    """Load the systems and backends (built-ins and plugins) first: a plugin that cannot
+    register is its own one-line error, not blamed on a config file."""
     try:
-        specs()
+        registry.specs()
+        backends.targets()
     except RegistryError as err:
         raise ConfigError(str(err)) from None
 
 
+# Keys that were renamed: the old name stops the run in one line that names the new one.
+RENAMED = {"k": "top_k"}  # Snakemake's --config takes only keys of two or more letters
+
+
+def _no_renamed_key(raw: dict[str, Any], source: str) -> None:
+    for old, new in RENAMED.items():
+        if old in raw:
+            raise ConfigError(
+                f"{source}: {old}: renamed {new} (write {new}: {raw[old]}, or --config {new}=...)"
+            )
+
+
 def load_config(raw: dict[str, Any], source: str = "config") -> Config:
     """Validate Snakemake's merged config dict; raise ConfigError with one line."""
-    _systems_registered()
+    _no_renamed_key(raw, source)
+    _plugins_registered()
     try:
         return Config.model_validate(raw)
     except ValidationError as err:
@@ -886,7 +1093,9 @@ def validate(raw: dict[str, Any], layers: list[tuple[str, dict[str, Any]]]) -> C
     A ``--config`` typo is blamed on ``--config``, not on config/config.yaml; a missing key
     or a cross-key rule names them all.
     """
-    _systems_registered()
+    for name, layer in layers:
+        _no_renamed_key(layer, name)
+    _plugins_registered()
     try:
         return Config.model_validate(raw)
     except ValidationError as err:

@@ -16,7 +16,6 @@ from memprobe.protocol import calibration
 
 ANCHORS = "config/judge_calibration.yaml"
 CALIBRATION = f"{R}/judge_calibration.csv"
-CALIBRATION_LEDGER = f"{R}/usage/judge_calibration/run.csv"
 # The report's opening lines (the judge's verdict), written by the tables job.
 REPORT_HEADER = f"{R}/report_header.rst"
 # judge.cross_check: the two judges per B cell, written by the tables job.
@@ -49,7 +48,7 @@ rule judge_calibration:
         replies=f"{R}/judge_calibration_replies.csv",
     log:
         job_log("judge_calibration", "run"),
-        usage=CALIBRATION_LEDGER,
+        usage=usage_log("judge_calibration"),
     priority: 1
     conda:
         "../envs/memprobe.yaml"

@@ -1,4 +1,5 @@
 # Config validation, run-wide names and path helpers shared by every rule file.
+import json
 import os
 import re
 import shlex
@@ -6,14 +7,15 @@ import sys
 
 from snakemake.settings.types import DeploymentMethod
 
-from memprobe.workflow import config_slices
+from memprobe.llm import rate_limit
+from memprobe.workflow import code_inputs, config_slices
 from memprobe.serving import embed_service
 from memprobe.workflow import preflight
 from memprobe.workflow import shell_job
 from memprobe.workflow import step
 from memprobe.release import judge_verdicts
 from memprobe.spec import taxonomy
-from memprobe.agents import registry
+from memprobe.registry import systems as registry
 from memprobe.workflow import paths
 from memprobe.workflow import servers
 from memprobe.config import PROMPT_STAGES, ConfigError, read_config_file, validate
@@ -36,7 +38,9 @@ def config_layers():
 # The config Snakemake merged is the one validated (and the one the jobs read); the layers
 # only say which file set a bad key.
 try:
-    CFG = validate(config, config_layers())  # read_config_file refuses a key given twice
+    CFG = validate(
+        config, config_layers()
+    )  # read_config_file refuses a key given twice
 except ConfigError as err:
     sys.exit(f"memprobe: {err}")
 
@@ -61,6 +65,28 @@ if (
     CFG.llm.cache_dir = os.path.join(_storage.default_storage_prefix, CFG.llm.cache_dir)
     config["llm"]["cache_dir"] = CFG.llm.cache_dir
 
+
+def share_rate_limit_across_nodes():
+    """llm.rate_limit under a cluster executor (known from onstart on): nodes share no lock
+    (SQLite file locks do not hold over NFS), so each node keeps its buckets on local disk and
+    takes 1/llm_slots of every limit: at most llm_slots LLM jobs run at once, however they
+    land, so the shares never add up to more than the limit (docs/cluster.md). A share or
+    state_dir set in a config wins. Jobs re-read the config on their node: it reaches them as
+    a --config entry of their command line."""
+    slots = workflow.global_resources.get("llm_slots")
+    if workflow.local_exec or not slots or "llm" in workflow.config_settings.config:
+        return  # a --config llm=... of yours is passed on as it is
+    given = config.setdefault("llm", {}).setdefault("rate_limit", {})
+    node = {
+        "share": given.get("share", 1 / int(getattr(slots, "value", slots))),
+        "state_dir": given.get("state_dir", rate_limit.NODE_STATE_DIR),
+    }
+    workflow.config_settings.config_args = [
+        *(workflow.config_settings.config_args or []),
+        f"llm={json.dumps({'rate_limit': node})}",
+    ]
+
+
 # Jobs that see files only through a storage provider (Kubernetes pods) start in a fresh
 # environment and get only the variables declared as envvars, which the plugin passes through
 # a Kubernetes Secret (never in the job spec or argv). So the API key variables the config
@@ -74,7 +100,7 @@ if workflow.storage_settings.default_storage_provider:
 # Per-user jobs run their script through `shell:` (memprobe/workflow/shell_job.py says why); they
 # read the run's config from the file named by MEMPROBE_CONFIG_FILE. What each rule reads of
 # it is also its params (memprobe/workflow/config_slices.py), so a changed setting reruns its jobs.
-shell_job.export_config(config)
+shell_job.export_config(CFG)
 SLICER = config_slices.Slicer(CFG)
 
 
@@ -83,9 +109,10 @@ def settings(rule):
     return SLICER.params(rule)
 
 
-def library(rule):
-    """The memprobe modules holding a rule's logic: editing one reruns the rule's jobs."""
-    return SLICER.modules(rule)
+def library(script):
+    """The memprobe modules scripts/<script>.py runs, from its imports: rule inputs, so editing
+    one reruns the rule's jobs (memprobe/workflow/code_inputs.py)."""
+    return code_inputs.module_files(f"scripts/{script}.py")
 
 
 def script_job(**params):
@@ -120,15 +147,23 @@ def job_log(rule, name):
     return f"{PATHS.logs_of(rule)}/{rule}/{name}.log"
 
 
-def usage_log(rule, *wildcards):
-    """A job's usage ledger, declared as its `usage` log: named by its wildcards in order."""
-    root = PATHS.results_of(rule)
-    return f"{root}/usage/{rule}/" + "_".join(f"{{{w}}}" for w in wildcards) + ".csv"
+# The LLM-calling rules (each found by the usage log it declares): their wildcards, and the
+# values a wildcard takes in their jobs where those are fewer than the run's (rules/tables.smk
+# lists the ledgers of their jobs for Table 5).
+LLM_RULES = {}
 
 
-def ledger(rule, **wildcards):
-    """One job's usage ledger (Table 5 reads those of the current DAG's jobs)."""
-    return usage_log(rule, *wildcards).format(**wildcards)
+def usage_log(rule, *wildcards, **only):
+    """A job's usage ledger, declared as its `usage` log: named by its wildcards in order ("run"
+    without any). Declaring one marks the rule as calling an LLM; `only` narrows a wildcard to
+    the values its jobs take (the sweep rules: the sweep's other ks)."""
+    LLM_RULES[rule] = (wildcards, only)
+    return ledger_pattern(rule, wildcards)
+
+
+def ledger_pattern(rule, wildcards):
+    names = "_".join(f"{{{w}}}" for w in wildcards) or "run"
+    return f"{PATHS.results_of(rule)}/usage/{rule}/{names}.csv"
 
 
 USERS = CFG.user_ids
@@ -191,6 +226,8 @@ for _stage in PROMPT_STAGES:
 # makes a user: another prompt or pool, another folder (paths.users_files).
 PATHS = paths.of(CFG, SLICER)
 R = PATHS.results
+# The shared users' folders this run reads (their ledgers bill its users' generation).
+USERS_FOLDERS = sorted(set(PATHS.users.values()))
 
 
 def agent_module(wildcards):
@@ -205,7 +242,7 @@ def agent_prompts(wildcards):
 
 
 # GPU placement: only the rollout/probe jobs of a system whose declaration asks for GPUs
-# (agents/registry.py Resources; memt) ask for one. For every other job these callables
+# (memprobe/registry/systems.py Resources; memt) ask for one. For every other job these callables
 # return None, which drops the resource, so neither the SLURM nor the Kubernetes plugin sees a
 # GPU request (both react to the mere presence of `gpu`/`gpu_model`). gpu_model/cpus_per_gpu:
 # the system's settings block (memt.*, docs/cluster.md).
@@ -301,6 +338,37 @@ EMBED_SERVER = (
 )
 
 
+# The progress line (memprobe/report/progress.py): started onstart, its summary at the end.
+PROGRESS = []
+
+
+def jobs_done():
+    """(jobs finished, jobs in the run) as Snakemake's own progress counts them."""
+    scheduler = getattr(workflow, "scheduler", None)
+    dag = getattr(workflow, "dag", None)
+    return (scheduler.finished_jobs if scheduler else 0), (len(dag) if dag else 0)
+
+
+def start_progress():
+    from memprobe.report import progress
+
+    slots = workflow.global_resources.get("llm_slots")
+    try:
+        predicted = progress.predict(
+            CFG, int(getattr(slots, "value", slots) or 1), USERS_FOLDERS
+        )
+    except (OSError, ValueError, KeyError) as err:
+        print(f"memprobe: progress line without an estimate ({err})", file=sys.stderr)
+        predicted = None
+    reporter = progress.Reporter(CFG, jobs_done, predicted, shared=USERS_FOLDERS)
+    PROGRESS.append(reporter.start())
+
+
+def end_progress():
+    while PROGRESS:
+        PROGRESS.pop().stop()
+
+
 onstart:
     # Only what the scheduled jobs use starts (memprobe/workflow/servers.py): building the
     # inspector or the tables of a finished run starts no server and checks no endpoint.
@@ -313,6 +381,7 @@ onstart:
     )
     if workflow.local_exec:
         workflow.envvars.difference_update(KEY_ENVVARS)
+    share_rate_limit_across_nodes()
     if NEEDS.anything:
         try:
             preflight.check(CFG, local_files=getattr(workflow, "local_exec", True))
@@ -352,6 +421,7 @@ onstart:
                 )
         except calibration.CalibrationError as err:
             sys.exit(f"memprobe: {err}")
+    start_progress()
 
 
 def recovery_lines():
@@ -375,6 +445,7 @@ def print_recovery_lines():
 
 
 onsuccess:
+    end_progress()
     if CFG.llm.backend == "local":
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:
@@ -390,6 +461,7 @@ onsuccess:
 
 
 onerror:
+    end_progress()
     if CFG.llm.backend == "local":
         local_server.stop_for_run(CFG)
     if EMBED_SERVER:

@@ -39,13 +39,6 @@ rule import_users:
         "../scripts/import_users.py"
 
 
-if not CFG.release.import_runs:
-
-    ruleorder: import_users > persona
-    ruleorder: import_users > bank
-    ruleorder: import_users > tasks
-
-
 if CFG.release.import_runs:
 
     # One job per user imports every system's and mode's records: the import is cheap and

@@ -1,63 +1,102 @@
 # The interaction loop: one job per user x system (paper §3.3), then metric D over it.
+# rollout.replay: the release's recorded conversations instead (rule replay): the
+# system's write hooks only, no simulator, assistant or preference call, no D.
 
 
-rule rollout:
-    input:
-        unpack(agent_prompts),
-        code="scripts/rollout.py",
-        lib=library("rollout"),
-        persona=f"{R}/users/{{user}}/persona.json",
-        bank=f"{R}/users/{{user}}/bank.json",
-        tasks=f"{R}/users/{{user}}/tasks.json",
-        simulator_prompt=prompt("user_simulator"),
-        assistant_prompt=prompt("assistant_system"),
-        agent=agent_module,
-    output:
-        episodes=f"{R}/{{system}}/{{user}}/episodes.json",
-        memories=f"{R}/{{system}}/{{user}}/memories.json",
-        store=directory(f"{R}/{{system}}/{{user}}/store"),
-    log:
-        job_log("rollout", "{system}/{user}"),
-        usage=usage_log("rollout", "system", "user"),
-    priority: rollout_priority
-    conda:
-        "../envs/memprobe.yaml"
-    resources:
-        llm_slots=1,
-        gpu=gpu_count,
-        gpu_model=gpu_model,
-        cpus_per_gpu=cpus_per_gpu,
-        mem_mb=job_mem_mb,
-        runtime=job_runtime,
-    params:
-        **settings("rollout"),
-        job=script_job(),
-    shell:
-        run_script("rollout")
+if CFG.rollout.replay:
 
+    rule replay:
+        input:
+            unpack(agent_prompts),
+            code="scripts/replay.py",
+            lib=library("replay"),
+            tasks=f"{R}/users/{{user}}/tasks.json",
+            recorded=lambda w: [
+                str(REL.recorded(CFG.rollout.replay, w.user, i))
+                for i in range(1, CFG.n_dims + 1)
+            ],
+            agent=agent_module,
+        output:
+            episodes=f"{R}/{{system}}/{{user}}/episodes.json",
+            memories=f"{R}/{{system}}/{{user}}/memories.json",
+            store=directory(f"{R}/{{system}}/{{user}}/store"),
+        log:
+            job_log("replay", "{system}/{user}"),
+            usage=usage_log("replay", "system", "user"),
+        priority: rollout_priority
+        conda:
+            "../envs/memprobe.yaml"
+        resources:
+            llm_slots=1,
+            gpu=gpu_count,
+            gpu_model=gpu_model,
+            cpus_per_gpu=cpus_per_gpu,
+            mem_mb=job_mem_mb,
+            runtime=job_runtime,
+        params:
+            **settings("replay"),
+            job=script_job(),
+        shell:
+            run_script("replay")
 
-rule preference:
-    input:
-        code="scripts/preference.py",
-        lib=library("preference"),
-        episodes=f"{R}/{{system}}/{{user}}/episodes.json",
-        bank=f"{R}/users/{{user}}/bank.json",
-        prompt=prompt("preference_judge"),
-    output:
-        f"{R}/{{system}}/{{user}}/preference.json",
-    log:
-        job_log("preference", "{system}/{user}"),
-        usage=usage_log("preference", "system", "user"),
-    priority: 1
-    conda:
-        "../envs/memprobe.yaml"
-    resources:
-        llm_slots=1,
-    params:
-        **settings("preference"),
-        job=script_job(),
-    shell:
-        run_script("preference")
+else:
+
+    rule rollout:
+        input:
+            unpack(agent_prompts),
+            code="scripts/rollout.py",
+            lib=library("rollout"),
+            persona=f"{R}/users/{{user}}/persona.json",
+            bank=f"{R}/users/{{user}}/bank.json",
+            tasks=f"{R}/users/{{user}}/tasks.json",
+            simulator_prompt=prompt("user_simulator"),
+            assistant_prompt=prompt("assistant_system"),
+            agent=agent_module,
+        output:
+            episodes=f"{R}/{{system}}/{{user}}/episodes.json",
+            memories=f"{R}/{{system}}/{{user}}/memories.json",
+            store=directory(f"{R}/{{system}}/{{user}}/store"),
+        log:
+            job_log("rollout", "{system}/{user}"),
+            usage=usage_log("rollout", "system", "user"),
+        priority: rollout_priority
+        conda:
+            "../envs/memprobe.yaml"
+        resources:
+            llm_slots=1,
+            gpu=gpu_count,
+            gpu_model=gpu_model,
+            cpus_per_gpu=cpus_per_gpu,
+            mem_mb=job_mem_mb,
+            runtime=job_runtime,
+        params:
+            **settings("rollout"),
+            job=script_job(),
+        shell:
+            run_script("rollout")
+
+    rule preference:
+        input:
+            code="scripts/preference.py",
+            lib=library("preference"),
+            episodes=f"{R}/{{system}}/{{user}}/episodes.json",
+            bank=f"{R}/users/{{user}}/bank.json",
+            prompt=prompt("preference_judge"),
+        output:
+            f"{R}/{{system}}/{{user}}/preference.json",
+        log:
+            job_log("preference", "{system}/{user}"),
+            usage=usage_log("preference", "system", "user"),
+        priority: 1
+        conda:
+            "../envs/memprobe.yaml"
+        resources:
+            llm_slots=1,
+        params:
+            **settings("preference"),
+            job=script_job(),
+        shell:
+            run_script("preference")
 
 
 rule probe:

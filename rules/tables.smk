@@ -10,8 +10,11 @@
 JUDGES = [f"{R}/{s}/{u}/{m}/judge.json" for s, m in PAIRS for u in USERS]
 ATTRIBUTIONS = [f"{R}/{s}/{u}/{m}/attribution.json" for s, m in PAIRS for u in USERS]
 MEMORIES = expand(f"{R}/{{system}}/{{user}}/memories.json", system=SYSTEMS, user=USERS)
-PREFERENCES = expand(
-    f"{R}/{{system}}/{{user}}/preference.json", system=SYSTEMS, user=USERS
+# A replay (rollout.replay) has no preference job: D needs this system's own replies.
+PREFERENCES = (
+    []
+    if CFG.rollout.replay
+    else expand(f"{R}/{{system}}/{{user}}/preference.json", system=SYSTEMS, user=USERS)
 )
 RETRIEVE_SYSTEMS = [s for s, m in PAIRS if m == "retrieve"]
 
@@ -26,37 +29,81 @@ SWEEP_JUDGES = {
 }
 
 
-# Table 5 is the bill of the jobs behind this run's artifacts: their declared usage ledgers
-# (usage_log), and no other file under usage/ (earlier configs' jobs, users, ks or systems).
-LEDGERS = []
+# Retrieve-mode scoring at the sweep's other ks (the primary k is the retrieve mode itself).
+SWEEP_KS = [k for k in CFG.ks if k != K]
 if not CFG.release.import_runs:
-    LEDGERS.append(CALIBRATION_LEDGER)
-    LEDGERS += [
-        ledger(r, user=u)
-        for r in ("persona", "bank", "tasks", "oracle")
-        if r == "oracle" or CFG.users.source == "generate"
-        for u in USERS
-    ]
-    LEDGERS += [
-        ledger(r, system=s, user=u)
-        for r in ("rollout", "preference")
-        for s in SYSTEMS
-        for u in USERS
-    ]
-    LEDGERS += [
-        ledger(r, system=s, user=u, mode=m)
-        for r in ("slotfill", "judge", "attribution")
-        for s, m in PAIRS
-        for u in USERS
-    ]
-    LEDGERS += [
-        ledger(r, system=s, user=u, k=k)
-        for r in ("probe", "slotfill_sweep", "judge_sweep")
+
+    rule slotfill_sweep:
+        input:
+            code="scripts/slotfill.py",
+            lib=library("slotfill"),
+            memory=f"{R}/{{system}}/{{user}}/retrieved_k{{k}}.json",
+            bank=f"{R}/users/{{user}}/bank.json",
+            guides=GUIDES,
+            prompt=prompt("slotfill"),
+        output:
+            f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",
+        log:
+            job_log("slotfill_sweep", "{system}/{user}_k{k}"),
+            usage=usage_log("slotfill_sweep", "system", "user", "k", k=SWEEP_KS),
+        conda:
+            "../envs/memprobe.yaml"
+        resources:
+            llm_slots=1,
+        params:
+            **settings("slotfill_sweep"),
+            job=script_job(),
+        shell:
+            run_script("slotfill_sweep", "slotfill")
+
+    rule judge_sweep:
+        input:
+            **JUDGE_FILES,
+            code="scripts/judge.py",
+            lib=library("judge"),
+            slotfill=f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",
+            bank=f"{R}/users/{{user}}/bank.json",
+        output:
+            f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/judge.json",
+        log:
+            job_log("judge_sweep", "{system}/{user}_k{k}"),
+            usage=usage_log("judge_sweep", "system", "user", "k", k=SWEEP_KS),
+        conda:
+            "../envs/memprobe.yaml"
+        resources:
+            llm_slots=JUDGE_LLM_SLOTS,
+        params:
+            **settings("judge_sweep"),
+            job=script_job(),
+        shell:
+            run_script("judge_sweep", "judge")
+
+
+# Table 5 is the bill of the jobs behind this run's artifacts: the usage ledger of each job of
+# every rule that calls an LLM (LLM_RULES: the rules that declare a usage_log), and no other
+# file under usage/ (earlier configs' jobs, users, ks or systems). A rule's jobs are its
+# wildcards over the run's values. Imported runs: no job of ours calls an LLM.
+JOBS = {
+    (): [{}],
+    ("user",): [{"user": u} for u in USERS],
+    ("system", "user"): [{"system": s, "user": u} for s in SYSTEMS for u in USERS],
+    ("mode", "system", "user"): [
+        {"system": s, "mode": m, "user": u} for s, m in PAIRS for u in USERS
+    ],
+    ("k", "system", "user"): [
+        {"system": s, "user": u, "k": k}
         for s in RETRIEVE_SYSTEMS
         for u in USERS
         for k in CFG.ks
-        if r == "probe" or k != K
-    ]
+    ],
+}
+LEDGERS = [
+    ledger_pattern(rule, wildcards).format(**job)
+    for rule, (wildcards, only) in LLM_RULES.items()
+    for job in JOBS[tuple(sorted(wildcards))]
+    if not CFG.release.import_runs
+    and all(job[w] in values for w, values in only.items())
+]
 
 
 rule tables:
@@ -176,52 +223,3 @@ rule tables:
         recoveries=[str(recovery_log.path_for(p)) for p in LEDGERS],
     script:
         "../scripts/tables.py"
-
-
-# Retrieve-mode scoring at the sweep's other ks (the primary k is the retrieve mode itself).
-if not CFG.release.import_runs:
-
-    rule slotfill_sweep:
-        input:
-            code="scripts/slotfill.py",
-            lib=library("slotfill_sweep"),
-            memory=f"{R}/{{system}}/{{user}}/retrieved_k{{k}}.json",
-            bank=f"{R}/users/{{user}}/bank.json",
-            guides=GUIDES,
-            prompt=prompt("slotfill"),
-        output:
-            f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",
-        log:
-            job_log("slotfill_sweep", "{system}/{user}_k{k}"),
-            usage=usage_log("slotfill_sweep", "system", "user", "k"),
-        conda:
-            "../envs/memprobe.yaml"
-        resources:
-            llm_slots=1,
-        params:
-            **settings("slotfill_sweep"),
-            job=script_job(),
-        shell:
-            run_script("slotfill_sweep", "slotfill")
-
-    rule judge_sweep:
-        input:
-            **JUDGE_FILES,
-            code="scripts/judge.py",
-            lib=library("judge_sweep"),
-            slotfill=f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",
-            bank=f"{R}/users/{{user}}/bank.json",
-        output:
-            f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/judge.json",
-        log:
-            job_log("judge_sweep", "{system}/{user}_k{k}"),
-            usage=usage_log("judge_sweep", "system", "user", "k"),
-        conda:
-            "../envs/memprobe.yaml"
-        resources:
-            llm_slots=JUDGE_LLM_SLOTS,
-        params:
-            **settings("judge_sweep"),
-            job=script_job(),
-        shell:
-            run_script("judge_sweep", "judge")

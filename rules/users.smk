@@ -10,88 +10,89 @@ except taxonomy.TaxonomyError as err:
     sys.exit(f"memprobe: {err}")
 
 
-rule persona:
-    input:
-        code="scripts/persona.py",
-        lib=library("persona"),
-        prompt=prompt("persona_narrative"),
-    output:
-        shared_user("persona"),
-    log:
-        job_log("persona", "{user}"),
-        usage=usage_log("persona", "user"),
-    priority: PRIORITY_USER + 2
-    conda:
-        "../envs/memprobe.yaml"
-    resources:
-        llm_slots=1,
-    params:
-        **settings("persona"),
-        job=script_job(),
-    shell:
-        run_script("persona")
+# The users' persona, bank and tasks, unless they come from the release (rules/release.smk).
+if CFG.users.source == "generate":
 
+    rule persona:
+        input:
+            code="scripts/persona.py",
+            lib=library("persona"),
+            prompt=prompt("persona_narrative"),
+        output:
+            shared_user("persona"),
+        log:
+            job_log("persona", "{user}"),
+            usage=usage_log("persona", "user"),
+        priority: PRIORITY_USER + 2
+        conda:
+            "../envs/memprobe.yaml"
+        resources:
+            llm_slots=1,
+        params:
+            **settings("persona"),
+            job=script_job(),
+        shell:
+            run_script("persona")
 
-rule bank:
-    input:
-        code="scripts/bank.py",
-        lib=library("bank"),
-        persona=shared_user("persona"),
-        pool=POOL,
-        guides=GUIDES,
-        prompt=prompt("bank_select"),
-        shorten=prompt("bank_shorten"),
-    output:
-        shared_user("bank"),
-    log:
-        job_log("bank", "{user}"),
-        usage=usage_log("bank", "user"),
-    priority: PRIORITY_USER + 1
-    conda:
-        "../envs/memprobe.yaml"
-    resources:
-        llm_slots=1,
-    params:
-        **settings("bank"),
-        job=script_job(),
-    shell:
-        run_script("bank")
+    rule bank:
+        input:
+            code="scripts/bank.py",
+            lib=library("bank"),
+            persona=shared_user("persona"),
+            pool=POOL,
+            guides=GUIDES,
+            prompt=prompt("bank_select"),
+            shorten=prompt("bank_shorten"),
+        output:
+            shared_user("bank"),
+        log:
+            job_log("bank", "{user}"),
+            usage=usage_log("bank", "user"),
+        priority: PRIORITY_USER + 1
+        conda:
+            "../envs/memprobe.yaml"
+        resources:
+            llm_slots=1,
+        params:
+            **settings("bank"),
+            job=script_job(),
+        shell:
+            run_script("bank")
 
-
-rule tasks:
-    input:
-        code="scripts/tasks.py",
-        lib=library("tasks"),
-        persona=shared_user("persona"),
-        bank=shared_user("bank"),
-        guides=GUIDES,
-        hints="prompts/elicitation_hints.yaml",
-        write=prompt("task_write"),
-        critic=prompt("task_critic"),
-        edit=prompt("task_edit"),
-    output:
-        shared_user("tasks"),
-    log:
-        job_log("tasks", "{user}"),
-        usage=usage_log("tasks", "user"),
-    priority: PRIORITY_USER
-    conda:
-        "../envs/memprobe.yaml"
-    resources:
-        llm_slots=1,
-    params:
-        **settings("tasks"),
-        job=script_job(),
-    shell:
-        run_script("tasks")
+    rule tasks:
+        input:
+            code="scripts/tasks.py",
+            lib=library("tasks"),
+            persona=shared_user("persona"),
+            bank=shared_user("bank"),
+            guides=GUIDES,
+            hints="prompts/elicitation_hints.yaml",
+            write=prompt("task_write"),
+            critic=prompt("task_critic"),
+            edit=prompt("task_edit"),
+        output:
+            shared_user("tasks"),
+        log:
+            job_log("tasks", "{user}"),
+            usage=usage_log("tasks", "user"),
+        priority: PRIORITY_USER
+        conda:
+            "../envs/memprobe.yaml"
+        resources:
+            llm_slots=1,
+        params:
+            **settings("tasks"),
+            job=script_job(),
+        shell:
+            run_script("tasks")
 
 
 rule oracle:
     input:
         code="scripts/oracle.py",
         lib=library("oracle"),
-        bank=f"{R}/users/{{user}}/bank.json",
-        tasks=f"{R}/users/{{user}}/tasks.json",
+        bank=shared_user("bank"),
+        tasks=shared_user("tasks"),
         prompt=prompt("attribution_oracle"),
     output:
         f"{R}/oracle/{{user}}.json",

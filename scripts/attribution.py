@@ -4,7 +4,9 @@ from memprobe.workflow import step
 
 
 def main(job: step.Job) -> None:
-    compat = job.cfg.compat.retrieve_attribution_empty_transcript
+    # A retrieve-mode setting: in the slice of retrieve jobs only.
+    retrieve = job.wildcards.mode == "retrieve"
+    empty = retrieve and job.cfg.compat.retrieve_attribution_empty_transcript
     result = attribution.attribute_user(
         records.load(job.input.judge, records.Judge),
         records.load(job.input.bank, records.Bank),
@@ -13,7 +15,7 @@ def main(job: step.Job) -> None:
         records.load(job.input.oracle, records.Oracle),
         job.llm("disclosure"),
         {"disclosure": job.input.disclosure, "subclass": job.input.subclass},
-        empty_transcript=compat and job.wildcards.mode == "retrieve",
+        empty_transcript=empty,
     )
     records.write_atomic(job.output[0], result)
 

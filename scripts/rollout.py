@@ -1,3 +1,6 @@
+"""One user's rollout through one memory system: the simulator and the assistant hold the
+conversation (rule rollout; a replay of a recorded one is scripts/replay.py)."""
+
 from pathlib import Path
 
 from memprobe.protocol import simulation
@@ -19,14 +22,7 @@ def main(job: step.Job) -> None:
         job.cfg.simulator.max_reply_chars,
     )
     system.save(store)
-    items = system.get_all_memories()
-    memories = records.Memories(
-        user_id=job.wildcards.user,
-        system=job.wildcards.system,
-        num_memories=len(items),
-        memories=items,
-        meta=system.meta(),
-    )
+    memories = simulation.memories_record(system, job.wildcards.user, job.wildcards.system)
     records.write_atomic(job.output.episodes, episodes)
     records.write_atomic(job.output.memories, memories)
 

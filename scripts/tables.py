@@ -19,7 +19,8 @@ def judge_note(path, params) -> tuple[str | None, str]:
     note = calibration.verdict(s, params.min_kappa, params.max_bias)
     figures_ = (
         f"κ {s.kappa:.2f}, bias {s.bias:+.2f}, exact {s.exact:.2f} on {s.n} anchors "
-        f"(thresholds: κ ≥ {params.min_kappa}, |bias| ≤ {params.max_bias}; ``{path}``)"
+        # reStructuredText (the report's header): a bare |x| would be a substitution reference
+        f"(thresholds: κ ≥ {params.min_kappa}, bias within ±{params.max_bias}; ``{path}``)"
     )
     if note:
         return note, (
@@ -73,9 +74,11 @@ def main(job: step.Job) -> None:
 
     by_k = {int(k[1:]): [judges[p] for p in paths] for k, paths in params.sweep.items()}
 
+    episodes = [records.load(p, records.Episodes) for p in i.episodes]
+    replayed = tables.replayed(episodes)  # rollout.replay: rows on recorded conversations
     df = tables.table2(
         systems,
-        [records.load(p, records.Episodes) for p in i.episodes],
+        episodes,
         [records.load(p, records.Preference) for p in i.preference],
         memories,
         js,
@@ -83,16 +86,14 @@ def main(job: step.Job) -> None:
     write(o.table2, df)
     b_cols = [c for c in df.columns if c.startswith("B_")]
     table2_flags = flagged(tables.table2_flags(df, js), df, tables.table2_metrics, b_cols)
-    write(
-        o.table2_flags,
-        tables.note_each(
-            table2_flags,
-            df,
-            lambda r, c: next(
-                (disagree.get((r["system"], m, "B")) for m in modes if c == f"B_{m}_mean"), None
-            ),
+    table2_flags = tables.note_each(
+        table2_flags,
+        df,
+        lambda r, c: next(
+            (disagree.get((r["system"], m, "B")) for m in modes if c == f"B_{m}_mean"), None
         ),
     )
+    write(o.table2_flags, tables.replay_notes(table2_flags, df, replayed, tables.REPLAY_TABLE2))
 
     df = tables.table3(systems, modes, pairs, js)
     write(o.table3, df)
@@ -107,8 +108,8 @@ def main(job: step.Job) -> None:
 
     df = tables.table4(systems, modes, pairs, atts)
     write(o.table4, df)
-    flags = tables.row_flags(df, ["system", "mode"], js)
-    write(o.table4_flags, flagged(flags, df, tables.attribution_metrics))
+    flags = flagged(tables.row_flags(df, ["system", "mode"], js), df, tables.attribution_metrics)
+    write(o.table4_flags, tables.replay_notes(flags, df, replayed, tables.REPLAY_TABLE4))
 
     df = tables.table13(systems, pairs, atts)
     write(o.table13, df)
@@ -141,6 +142,8 @@ def main(job: step.Job) -> None:
     df = tables.recoveries_table(recovered)
     write(o.recoveries, df)
     header += "\n\n" + recovery_header(recovered)
+    if replayed:
+        header += "\n\n" + tables.replay_header(replayed)
     records.write_atomic(o.report_header, f"MemProbe run\n============\n\n{header}\n")
 
     # Last: the bill of the LLM jobs behind this run's artifacts.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -38,6 +39,15 @@ def test_tiny_config_is_valid_and_derives_users():
     assert role_settings(cfg, "judge")["temperature"] == 0.0
 
 
+def test_an_unknown_system_says_where_plugins_were_looked_for():
+    raw = base() | {"systems": ["gpt_memory"]}
+    with pytest.raises(ConfigError) as err:
+        load_config(raw)
+    line = str(err.value)
+    assert "'memprobe.systems' entry points" in line and sys.executable in line, line
+    assert "\n" not in line
+
+
 def test_default_dims_are_the_papers():
     raw = base()
     del raw["dims_per_category"]
@@ -59,13 +69,13 @@ def test_default_dims_are_the_papers():
         (lambda c: c["llm"].pop("base_url"), "llm: llm.base_url: required for backend 'openai'"),
         (
             lambda c: c["llm"].update(backend="anthropic"),
-            "llm.backend: Input should be 'openai', 'local' or 'fake'",
+            "llm.backend: unknown backend 'anthropic'; expected one of openai, local, fake",
         ),
         (
             lambda c: c.update(modes=["dump_all", "grep"]),
             "modes.1: Input should be 'dump_all' or 'retrieve'",
         ),
-        (lambda c: c.update(k=0), "k: every k must be >= 1"),
+        (lambda c: c.update(top_k=0), "top_k: every k must be >= 1"),
         (lambda c: c.update(max_turn=3), "max_turn: unknown key"),
         (lambda c: c.pop("n_users"), "n_users: required key is missing"),
         (
@@ -75,6 +85,15 @@ def test_default_dims_are_the_papers():
         (
             lambda c: c.update(bank={"pool": "release"}),
             "bank.pool: 'release' reads the release's dimension pool: set users.release_dir",
+        ),
+        (
+            lambda c: c.update(rollout={"replay": "longctx_full_pooled_50"}),
+            "rollout.replay: replays the release's recorded conversations: needs "
+            "users.source: release",
+        ),
+        (
+            lambda c: c.update(rollout={"replay": "../elsewhere"}),
+            "rollout.replay: String should match pattern",
         ),
     ],
 )
@@ -167,7 +186,7 @@ def test_an_unhashable_yaml_key_is_one_line(tmp_path, text):
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("key,value", [("k", [5, 5]), ("modes", ["retrieve", "retrieve"])])
+@pytest.mark.parametrize("key,value", [("top_k", [5, 5]), ("modes", ["retrieve", "retrieve"])])
 def test_repeated_k_or_modes_are_refused(key, value):
     with pytest.raises(ConfigError, match="twice"):
         load_config(tiny_config("http://127.0.0.1:9/v1", **{key: value}))
@@ -186,7 +205,7 @@ def dry_run(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.workflow
 def test_nested_config_on_the_command_line_reaches_the_model():
-    """The form the README shows: a YAML mapping for a nested key, merged key by key."""
+    """The form docs/configuration.md shows: a YAML mapping for a nested key, merged key by key."""
     proc = dry_run("--config", "llm={concurrency: 0}")
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines()[-1] == (
@@ -200,6 +219,23 @@ def test_nested_config_on_the_command_line_reaches_the_model():
 def test_a_command_line_typo_is_blamed_on_the_command_line():
     proc = dry_run("--config", "n_user=3")
     assert proc.stderr.strip().splitlines()[-1] == "memprobe: --config: n_user: unknown key"
+
+
+@pytest.mark.workflow
+def test_top_k_can_be_set_on_the_command_line():
+    """Snakemake's --config takes keys of two or more letters: the key is top_k."""
+    proc = subprocess.run(
+        [SNAKEMAKE, "-n", "--cores", "1", "--config", "top_k=10"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "retrieved_k10.json" in proc.stdout and "retrieved_k5.json" not in proc.stdout
+
+
+def test_the_old_key_k_names_its_new_name():
+    with pytest.raises(ConfigError) as err:
+        load_layers([("config/config.yaml", BASE), ("old.yaml", {"k": 10})])
+    assert str(err.value) == "old.yaml: k: renamed top_k (write top_k: 10, or --config top_k=...)"
 
 
 def test_errors_name_the_layer_that_set_the_key():
@@ -254,7 +290,7 @@ def test_merged_paper_config_holds_every_protocol_key():
         assert lookup(values, key) == want, key
     assert cfg.bank.pool_sample is None and cfg.bank.show_examples
     assert cfg.n_users == 50 and list(cfg.dims_per_category.values()) == [7, 7, 7, 5, 5]
-    assert cfg.max_turns == 25 and cfg.k == 5 and cfg.slotfill.context_tokens == 245_000
+    assert cfg.max_turns == 25 and cfg.top_k == 5 and cfg.slotfill.context_tokens == 245_000
     assert cfg.llm.timeout_s == 120 and cfg.llm.roles == {}  # nothing of the small-model run
 
 

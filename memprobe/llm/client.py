@@ -1,7 +1,7 @@
 """The one LLM client every stage uses.
 
-- Roles map to endpoints (config ``llm`` + ``llm.roles`` overrides); each endpoint is served by
-  one provider per job (``memprobe.llm.providers``: OpenAI-compatible, local, fake, served Mem-T).
+- Roles map to endpoints (config ``llm`` + ``llm.roles`` overrides) through the run's backend;
+  each endpoint is served by one provider per job (``memprobe.llm.providers``).
 - Structured output: a pydantic model per JSON role, sent as ``response_format`` json_schema
   (schema name = role), validated on return, re-asked a bounded number of times.
 - Transport retries with exponential backoff on 429/5xx/timeouts, honouring Retry-After.
@@ -27,24 +27,23 @@ import logging
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from memprobe.config import Config, role_settings
-from memprobe.llm import cpu_cost, providers
+from memprobe.llm import cpu_cost, providers, rate_limit
 from memprobe.llm.cache import ResponseCache, request_key
 from memprobe.llm.ledger import Ledger
 from memprobe.llm.providers import (
-    FAKE_URL,
     Endpoint,
     InvalidReply,
     LLMError,
-    OpenAICompatible,
     Provider,
     ProviderError,
     Reply,
@@ -53,12 +52,10 @@ from memprobe.llm.providers import (
     provider,
     redact,
 )
+from memprobe.llm.rate_limit import RateLimiter
 from memprobe.llm.salvage import strip_fence
 from memprobe.spec.records import Metric, Recovery
 from memprobe.vocabulary import Stage
-
-if TYPE_CHECKING:
-    import openai
 
 __all__ = ["LLM", "Exhausted", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
 
@@ -139,6 +136,7 @@ class LLM:
         cache_identity: str | None = None,
         attempt: int = 0,
         uds: str | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.role = role
         self.backend = backend
@@ -162,31 +160,18 @@ class LLM:
         self.cache_endpoint = self.endpoint.identity  # the endpoint's identity in cache keys
         self.provider: Provider = provider(self.endpoint)  # shared by the job's roles on it
         self._schemas: dict[type[BaseModel], dict[str, Any]] = {}
+        self.limiter = limiter  # the run's rate limit of this endpoint (llm.rate_limit)
+        self._waits = threading.local()  # seconds this thread's call spent waiting for it
 
     # -- transport ------------------------------------------------------------------------
     @property
-    def client(self) -> openai.OpenAI:
-        """The provider's HTTP client, built on first use (once per job and endpoint)."""
-        assert isinstance(self.provider, OpenAICompatible)
-        if self.provider._client is not None:
-            return self.provider._client
-        cpu = time.thread_time()
+    def client(self) -> object:
+        """What the provider sends through (an ``openai`` client), built on first use: once
+        per job and endpoint."""
         try:
-            client = self.provider.client
+            return self.provider.connect()
         except ProviderError as err:
             raise LLMError(f"role {self.role}: {err}") from None
-        if cpu_cost.enabled():  # start-up work, not the cost of the call that built it
-            cpu_cost.add_call("client", time.thread_time() - cpu)
-        return client
-
-    @property
-    def _client(self) -> openai.OpenAI | None:
-        return getattr(self.provider, "_client", None)
-
-    @_client.setter
-    def _client(self, client: openai.OpenAI) -> None:
-        """A client given by hand (tests: a mock transport) serves this role alone."""
-        self.provider = OpenAICompatible(self.endpoint, client)
 
     def _request(
         self,
@@ -288,9 +273,24 @@ class LLM:
         )
 
     def _one_request(self, req: dict[str, Any], key: str, reask: int) -> Reply:
-        """One request; a delivered reply without content is on the bill, then an error."""
+        """One request, inside the run's rate limit; a delivered reply without content is on
+        the bill, then an error."""
         embeddings = "input" in req  # LLM.embed's request; every other one is a chat completion
-        reply = self.provider.embed(req) if embeddings else self.provider.complete(req)
+        send = self.provider.embed if embeddings else self.provider.complete
+        limiter = self.limiter
+        if limiter is None:
+            reply = send(req)
+        else:
+            taken, waited = limiter.acquire(req)
+            try:
+                reply = send(req, limiter.observe)
+            except providers.status_errors() as err:
+                limiter.observe(err.response.headers, err.status_code)  # type: ignore[attr-defined]
+                raise
+            finally:
+                limiter.landed()
+            waited += limiter.settle(taken, reply.prompt_tokens, reply.completion_tokens)
+            self._waits.s = getattr(self._waits, "s", 0.0) + waited
         if not reply.content:
             # Paid for (a reasoning model can spend all of max_tokens thinking): billed, retried.
             self._record(key, reply, 0.0, cached=False, reask=reask, status="empty")
@@ -379,6 +379,7 @@ class LLM:
         paid: Paid | None,
     ) -> str:
         start = time.monotonic()
+        self._waits.s = 0.0
         validate = _validator(schema) if schema is not None else None
         reply = self._with_retries(req, where, key, reask, validate)
         raises = 0
@@ -398,7 +399,8 @@ class LLM:
             raises += 1
             req = {**req, field: limit * 2}
             reply = self._with_retries(req, where, key, reask, validate)
-        latency = time.monotonic() - start
+        # The call's own time: a wait for the rate limit is the run's pace, not the endpoint's.
+        latency = time.monotonic() - start - self._waits.s
         # Cache first, ledger second: a kill between the two loses a ledger row, never pays
         # twice for a reply that a rerun can replay. A failed write is still on the bill.
         try:
@@ -615,42 +617,6 @@ def client_for(
         resample_invalid=cfg.llm.resample_invalid,
         cache_identity=endpoint.identity,
         attempt=attempt,
+        limiter=rate_limit.for_endpoint(cfg, role, endpoint.backend, endpoint.identity),
     )
     return llm
-
-
-def memt_endpoint(cfg: Config) -> Endpoint:
-    """The served Mem-T policy: keyed on the weights, so a new port replays, a new checkpoint
-    does not."""
-    if cfg.llm.backend == "fake":
-        return Endpoint("fake", FAKE_URL, FAKE_URL, None, cfg.llm.timeout_s)
-    from memprobe.serving import vllm_server
-
-    m = cfg.memt
-    base_url, uds = vllm_server.ensure(m)
-    identity = vllm_server.cache_identity(m, base_url)
-    return Endpoint("memt", base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s, uds)
-
-
-def memt_client(cfg: Config, writer: LLM | None) -> LLM:
-    """The served Mem-T policy's client, on the writer's cache and usage ledger."""
-    m = cfg.memt
-    endpoint = memt_endpoint(cfg)
-    return LLM(
-        "writer",
-        backend=endpoint.backend,
-        base_url=endpoint.base_url,
-        model=m.model,
-        api_key_env=endpoint.api_key_env,
-        temperature=m.temperature,
-        max_tokens=m.max_tokens,
-        seed=cfg.seed,
-        cache=writer.cache if writer else ResponseCache(cfg.llm.cache_dir),
-        ledger=writer.ledger if writer else Ledger(None),
-        timeout_s=cfg.llm.timeout_s,
-        max_attempts=cfg.llm.max_attempts,
-        backoff_s=cfg.llm.backoff_s,
-        cache_identity=endpoint.identity,
-        attempt=writer.attempt if writer else 0,
-        uds=endpoint.uds,
-    )

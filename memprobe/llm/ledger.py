@@ -11,7 +11,7 @@ import io
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from memprobe.spec.records import write_all
@@ -158,9 +158,21 @@ class Ledger:
 
 
 # -- reading ----------------------------------------------------------------------------------
-def run_files(results_dir: str | os.PathLike[str]) -> list[Path]:
-    """Every job's ledger under a run's ``usage/`` (not the pending ``.partial``/``.last``)."""
-    return sorted((Path(results_dir) / "usage").rglob("*.csv"))
+def run_files(
+    results_dir: str | os.PathLike[str],
+    shared: Iterable[str | os.PathLike[str]] = (),
+    users: Collection[str] | None = None,
+) -> list[Path]:
+    """Every job's ledger under a run's ``usage/`` (not the pending ``.partial``/``.last``),
+    then under each ``shared`` users' folder (docs/runs.md) those of the run's ``users``: other
+    runs with the same settings may have made more users there."""
+    own = sorted((Path(results_dir) / "usage").rglob("*.csv"))
+    return own + [
+        path
+        for folder in shared
+        for path in sorted((Path(folder) / "usage").rglob("*.csv"))
+        if users is None or path.stem in users
+    ]
 
 
 def read_rows(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, str]]:

@@ -1,21 +1,24 @@
 """LLM backends behind one interface: a provider turns one chat-completions request into a reply.
 
 Every backend speaks the OpenAI chat-completions API, sent through the ``openai`` package's
-client. They differ in where the endpoint is and in what the
-response cache keys its replies on:
+client. A ``Backend`` says where a role's endpoint is, what the response cache keys its replies
+on and which provider sends them; the registry (memprobe/registry/backends.py) names each one
+and imports it on first use, so this module knows none but its own:
 
-| backend | endpoint | cache identity |
-|---|---|---|
-| ``openai`` | ``llm.base_url`` (or the role's override) | the URL |
-| ``local`` | the run's llama.cpp server (memprobe/serving/local_server.py) | the GGUF's sha256 |
-| ``fake`` | in-process, answered by memprobe/testing/fake_responder.py | the fake URL |
-| ``memt`` | the served Mem-T policy (``client.memt_endpoint``, vLLM) | the checkpoint's digest |
+| backend | endpoint | cache identity | where |
+|---|---|---|---|
+| ``openai`` | ``llm.base_url`` (or the role's override) | the URL | ``OPENAI`` here |
+| ``local`` | the run's llama.cpp server | the GGUF's sha256 | serving/local_server.py |
+| ``fake`` | in-process, the fake responder | the fake URL | testing/fake_backend.py |
 
-``Endpoint`` says where; ``provider(endpoint)`` gives the job's one ``OpenAICompatible`` for it:
-every role on the same endpoint shares one HTTP client and its connection pool, so a job
-builds a client (with its TLS context) once, not once per role, and reuses its connections
-across calls. Retries, validation, the cache and the ledger are the caller's
-(memprobe/llm/client.py): a provider only sends.
+(The memt system serves its own policy, an OpenAI-compatible vLLM endpoint keyed on the
+checkpoint's digest: agents/memt.py.)
+
+``Endpoint`` says where; ``provider(endpoint)`` gives the job's one provider for it: every
+role on the same endpoint shares one HTTP client and its connection pool, so a job builds a
+client (with its TLS context) once, not once per role, and reuses its connections across
+calls. Retries, validation, the cache and the ledger are the caller's (memprobe/llm/client.py):
+a provider only sends.
 """
 
 from __future__ import annotations
@@ -25,18 +28,20 @@ import json
 import os
 import re
 import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
+from urllib.parse import urlsplit, urlunsplit
 
 from memprobe.config import Config
-from memprobe.testing.fake_responder import completion_body, embedding_body, fake_content
+from memprobe.llm import cpu_cost
+from memprobe.registry import backends
 
 if TYPE_CHECKING:
     import httpx2
     import openai
 
-FAKE_URL = "http://fake.invalid/v1"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -63,7 +68,7 @@ class Reply(NamedTuple):
 class Endpoint:
     """Where a role's requests go, and what the cache keys their replies on."""
 
-    backend: str  # openai | local | fake | memt
+    backend: str  # its name in the registry (memprobe/registry/backends.py)
     base_url: str
     identity: str  # the endpoint in cache keys: its URL, or the served weights
     api_key_env: str | None = None
@@ -71,17 +76,27 @@ class Endpoint:
     uds: str | None = None  # a Unix socket that reaches base_url (the served Mem-T)
 
 
+Observe = Callable[[Mapping[str, str], int], None]  # a response's headers and status
+
+
 class Provider(Protocol):
     endpoint: Endpoint
 
-    def complete(self, req: dict[str, Any]) -> Reply:
-        """Send one chat-completions request: ``status_errors()`` for an HTTP error status,
-        ``transport_errors()`` for no answer, ``InvalidReply``/``ValueError`` for a bad body."""
+    def connect(self) -> object:
+        """Build what sending needs (an HTTP client), once per job and endpoint, and return it:
+        called before a paid call's clock starts. ``ProviderError`` where it cannot be used."""
         ...
 
-    def embed(self, req: dict[str, Any]) -> Reply:
+    def complete(self, req: dict[str, Any], observe: Observe | None = None) -> Reply:
+        """Send one chat-completions request: ``status_errors()`` for an HTTP error status,
+        ``transport_errors()`` for no answer, ``InvalidReply``/``ValueError`` for a bad body.
+        ``observe`` sees a delivered reply's headers (the rate limiter reads them)."""
+        ...
+
+    def embed(self, req: dict[str, Any], observe: Observe | None = None) -> Reply:
         """Send one embeddings request; the reply's content is the vectors as a JSON list (in
-        input order), its prompt tokens the endpoint's usage. Errors as for ``complete``."""
+        input order), its prompt tokens the endpoint's usage. Errors and ``observe`` as for
+        ``complete``."""
         ...
 
 
@@ -147,9 +162,15 @@ class OpenAICompatible:
     of a structured call's CPU. The same body goes on the wire either way.
     """
 
-    def __init__(self, endpoint: Endpoint, client: openai.OpenAI | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        client: openai.OpenAI | None = None,
+        transport: httpx2.BaseTransport | None = None,
+    ) -> None:
         self.endpoint = endpoint
         self._client = client  # given by hand: tests inject one with a mock transport
+        self._transport = transport  # None: the network (the fake backend answers in-process)
         self._lock = threading.Lock()
 
     @property
@@ -159,8 +180,14 @@ class OpenAICompatible:
         if self._client is None:
             with self._lock:  # a job's threads share it: build it once
                 if self._client is None:
+                    cpu = time.thread_time()
                     self._client = self._build()
+                    if cpu_cost.enabled():  # start-up work, not the cost of the first call
+                        cpu_cost.add_call("client", time.thread_time() - cpu)
         return self._client
+
+    def connect(self) -> openai.OpenAI:
+        return self.client
 
     def _build(self) -> openai.OpenAI:
         import openai
@@ -179,15 +206,17 @@ class OpenAICompatible:
             api_key=key or "no-key",
             max_retries=0,  # retries are the caller's: they honour Retry-After and are logged
             timeout=ep.timeout_s,
-            http_client=_http_client(ep),
+            http_client=_http_client(ep, self._transport),
         )
 
-    def complete(self, req: dict[str, Any]) -> Reply:
+    def complete(self, req: dict[str, Any], observe: Observe | None = None) -> Reply:
         import httpx2
 
         resp = self.client.post(
             "/chat/completions", cast_to=httpx2.Response, body=req, options=_BEARER_AUTH
         )
+        if observe is not None:
+            observe(resp.headers, resp.status_code)
         body = resp.json()  # a 200 whose body is not JSON: ValueError, retried by the caller
         choices = body.get("choices") if isinstance(body, dict) else None
         if not isinstance(choices, list):  # a 200 whose body was not a completion
@@ -202,12 +231,14 @@ class OpenAICompatible:
             str(choice.get("finish_reason") or ""),
         )
 
-    def embed(self, req: dict[str, Any]) -> Reply:
+    def embed(self, req: dict[str, Any], observe: Observe | None = None) -> Reply:
         import httpx2
 
         resp = self.client.post(
             "/embeddings", cast_to=httpx2.Response, body=req, options=_BEARER_AUTH
         )
+        if observe is not None:
+            observe(resp.headers, resp.status_code)
         body = _mapping(resp.json())
         rows = body.get("data")
         texts = req["input"]
@@ -236,84 +267,87 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and value >= 0 else 0
 
 
-_PROVIDERS: dict[Endpoint, OpenAICompatible] = {}
+# -- the backends -------------------------------------------------------------------------------
+class Backend(Protocol):
+    """One ``llm.backend``: where a role's requests go and what sends them."""
+
+    name: str
+
+    def endpoint(self, cfg: Config, settings: dict[str, Any]) -> Endpoint:
+        """A role's endpoint, from its effective settings (``config.role_settings``), when a
+        job first builds its client: ``ProviderError`` where it cannot be reached."""
+        ...
+
+    def identity(self, cfg: Config, base_url: str | None) -> str:
+        """The endpoint as the response cache keys it, when the DAG loads (no server needs to
+        run yet): a rule's config slice holds it, so a new endpoint reruns its jobs. Without
+        the run's port or a credential."""
+        ...
+
+    def provider(self, endpoint: Endpoint) -> Provider:
+        """What sends the requests of ``endpoint`` (one per job and endpoint)."""
+        ...
+
+
+class OpenAIBackend:
+    """Any OpenAI-compatible endpoint, at ``llm.base_url`` or a role's own ``base_url``."""
+
+    name = "openai"
+
+    def endpoint(self, cfg: Config, settings: dict[str, Any]) -> Endpoint:
+        url = settings["base_url"]
+        return Endpoint(self.name, url, url, settings["api_key_env"], cfg.llm.timeout_s)
+
+    def identity(self, cfg: Config, base_url: str | None) -> str:
+        return without_credentials(base_url or "")
+
+    def provider(self, endpoint: Endpoint) -> Provider:
+        return OpenAICompatible(endpoint)
+
+
+OPENAI = OpenAIBackend()
+
+
+def backend(name: str) -> Backend:
+    """The backend registered as ``name`` (memprobe/registry/backends.py)."""
+    return cast(Backend, backends.load(name))
+
+
+def without_credentials(url: str) -> str:
+    """scheme://host[:port]/path: no user:password, no query (a key can hide in either)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+_PROVIDERS: dict[Endpoint, Provider] = {}
 _PROVIDERS_LOCK = threading.Lock()
 
 
-def provider(endpoint: Endpoint) -> OpenAICompatible:
+def provider(endpoint: Endpoint) -> Provider:
     """This process's (this job's) provider of ``endpoint``, built on first use."""
     with _PROVIDERS_LOCK:
         if endpoint not in _PROVIDERS:
-            _PROVIDERS[endpoint] = OpenAICompatible(endpoint)
+            _PROVIDERS[endpoint] = backend(endpoint.backend).provider(endpoint)
         return _PROVIDERS[endpoint]
 
 
-# -- where each backend's endpoint is -----------------------------------------------------------
 def endpoint_for(cfg: Config, settings: dict[str, Any]) -> Endpoint:
     """The endpoint of one role, from its effective settings (``config.role_settings``)."""
-    backend = cfg.llm.backend
-    if backend == "fake":
-        return Endpoint("fake", FAKE_URL, FAKE_URL, settings["api_key_env"], cfg.llm.timeout_s)
-    if backend == "local" and not settings["base_url"]:
-        from memprobe.serving import local_server  # only here: it imports the serving stack
-
-        base_url, identity = _local_endpoint(cfg)
-        # The run's own key, never an API key.
-        return Endpoint("local", base_url, identity, local_server.KEY_ENV, cfg.llm.timeout_s)
-    url = settings["base_url"]
-    return Endpoint(backend, url, url, settings["api_key_env"], cfg.llm.timeout_s)
-
-
-def _local_endpoint(cfg: Config) -> tuple[str, str]:
-    """The run's llama.cpp server and a stable cache identity.
-
-    The server's port changes every run, so cache keys use the served model's sha256 instead;
-    a server given by URL alone has no identity to key a cache on, so it is refused.
-    """
-    from memprobe.serving import local_server
-
-    state = local_server.state_path(cfg)  # the run's server, written by its launcher
-    env = os.environ.get(local_server.BASE_URL_ENV)
-    if env:
-        model_id = os.environ.get(local_server.MODEL_ID_ENV)
-        if not model_id:
-            raise ProviderError(
-                f"{local_server.BASE_URL_ENV} is set without {local_server.MODEL_ID_ENV}: "
-                "set it to the sha256 of the served GGUF (the cache is keyed on the weights)"
-            )
-        return env, f"local-gguf:{model_id}"
-    try:
-        data = json.loads(state.read_text())
-        return data["base_url"], f"local-gguf:{data['model_sha256']}"
-    except (FileNotFoundError, KeyError, json.JSONDecodeError):
-        raise ProviderError(
-            "llm.backend 'local': no local model server is running "
-            "(start the run with `snakemake`, which launches it, or `memprobe local-server`)"
-        ) from None
+    return backend(cfg.llm.backend).endpoint(cfg, settings)
 
 
 # -- the transport ----------------------------------------------------------------------------
-def _fake_transport() -> httpx2.MockTransport:
-    import httpx2
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.content or b"{}")
-        if request.url.path.endswith("/embeddings"):
-            return httpx2.Response(200, json=embedding_body(body))
-        return httpx2.Response(200, json=completion_body(body, fake_content(body)))
-
-    return httpx2.MockTransport(handler)
-
-
-def _http_client(endpoint: Endpoint) -> httpx2.Client:
+def _http_client(endpoint: Endpoint, transport: httpx2.BaseTransport | None) -> httpx2.Client:
     """The transport of one client: a total deadline per call; proxies never for loopback
-    (nor for a Unix socket)."""
+    (nor for a Unix socket). ``transport``: an in-memory one (the fake backend), or None."""
     from memprobe.llm import deadline
 
     ep = endpoint
     return deadline.http_client(
         ep.timeout_s,
         trust_env=not (ep.uds or is_loopback(ep.base_url)),  # proxies never see local traffic
-        transport=_fake_transport() if ep.backend == "fake" else None,
+        transport=transport,
         uds=ep.uds,
     )

@@ -22,6 +22,7 @@ from memprobe.spec.records import (
     Bank,
     Episode,
     Episodes,
+    Memories,
     Metric,
     Persona,
     Recovery,
@@ -225,4 +226,59 @@ def rollout(
         )
     return Episodes(
         user_id=persona.user_id, system=system.name, episodes=episodes, recoveries=recoveries
+    )
+
+
+# -- replay (rollout.replay) -----------------------------------------------------------------
+def replayable(system: MemorySystem) -> None:
+    """A replay drives the hooks ``respond`` calls (recall, end_turn, end_episode); a system
+    that sequences its own turn in ``respond`` could write elsewhere, so it is refused."""
+    if type(system).respond is not MemorySystem.respond:
+        raise ValueError(
+            f"rollout.replay: system {system.name} overrides MemorySystem.respond; a replay "
+            "drives its hooks (recall, end_turn, end_episode) and cannot know what else it does"
+        )
+
+
+def replay_episode(system: MemorySystem, recorded: Episode) -> Episode:
+    """One recorded episode through the system's hooks, as ``run_episode`` would call them
+    had the assistant and the simulator answered what the recording holds."""
+    index, task = recorded.index, recorded.task
+    history: list[HistoryTurn] = []
+    turns: list[Turn] = []
+    for t in recorded.turns:
+        system.replay_turn(index, task, history)
+        turns.append(t.model_copy(update={"recalled": system.last_recall}))
+        history.append({"agent": t.agent_response, "user": t.user_text})
+    # The final user message, as after a live episode (docs/release-format.md §3.4).
+    system.end_episode(index, task, history)
+    return recorded.model_copy(update={"turns": turns})
+
+
+def replay(system: MemorySystem, recorded: Episodes, run: str) -> Episodes:
+    """A user's recorded episodes of ``run``, in order, through a fresh store."""
+    replayable(system)
+    system.reset(recorded.user_id)
+    episodes: list[Episode] = []
+    n = len(recorded.episodes)
+    for ep in recorded.episodes:
+        episodes.append(replay_episode(system, ep))
+        log.info(
+            "replay %s of %s %s: episode %d/%d, %d turns, %d memories",
+            system.name,
+            run,
+            recorded.user_id,
+            ep.index,
+            n,
+            len(ep.turns),
+            len(system.get_all_memories()),
+        )
+    return Episodes(user_id=recorded.user_id, system=system.name, episodes=episodes, replay=run)
+
+
+def memories_record(system: MemorySystem, user: str, name: str) -> Memories:
+    """The store as the rollout and replay rules write it beside their episodes."""
+    items = system.get_all_memories()
+    return Memories(
+        user_id=user, system=name, num_memories=len(items), memories=items, meta=system.meta()
     )

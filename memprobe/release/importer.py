@@ -53,7 +53,6 @@ from memprobe.spec.records import (
     SlotFillEntry,
     Task,
     Tasks,
-    Turn,
     first_error,
     read_json,
 )
@@ -230,7 +229,11 @@ class Layout:
         return self.root / self.cfg.release.tasks_dir / f"{user}.json"
 
     def history(self, system: str, user: str, index: int) -> Path:
-        return self.root / "history" / self.run_id(system) / user / f"episode_{index}.json"
+        return self.recorded(self.run_id(system), user, index)
+
+    def recorded(self, run: str, user: str, index: int) -> Path:
+        """One recorded episode of a run (``history/<run>/user_XXX/episode_<i>.json``)."""
+        return self.root / "history" / run / user / f"episode_{index}.json"
 
     def pref_judge(self, system: str, user: str, index: int) -> Path:
         return self.root / "pref_judge" / self.run_id(system) / user / f"episode_{index}.json"
@@ -297,12 +300,56 @@ def check_layout(cfg: Config) -> None:
     lay = Layout(cfg)
     for path in _needed(cfg):
         lay.inside(path)  # at DAG load too: one line before any job
+    if cfg.rollout.replay:
+        check_replay(cfg)
     missing = missing_files(cfg)
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise RecordError(f"release: missing {missing[0]}{more}")
     if cfg.release.import_runs and not pairs(cfg):
         raise RecordError(f"release: no output/<run>/recon_judge for systems {cfg.systems}")
+
+
+def check_replay(cfg: Config) -> None:
+    """``rollout.replay``: the run is in the release and holds every episode of every user
+    (one line naming the first gap); the episodes themselves are read by the replay jobs."""
+    lay, run = Layout(cfg), cfg.rollout.replay
+    assert run, "called for a replay only"
+    runs = lay.root / "history"
+    if not (runs / run).is_dir():
+        found = sorted(p.name for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
+        raise RecordError(
+            f"rollout.replay: no recorded run {run!r} in {runs} "
+            f"(found: {', '.join(found) or 'none'})"
+        )
+    for user in cfg.user_ids:
+        if not (runs / run / user).is_dir():
+            raise RecordError(f"rollout.replay: run {run!r} has no {user} ({runs / run / user})")
+        for i in range(1, cfg.n_dims + 1):
+            path = lay.inside(lay.recorded(run, user, i))  # the job reads it: no symlink out
+            if not path.is_file():
+                raise RecordError(
+                    f"rollout.replay: missing {lay.recorded(run, user, i)} ({user} has "
+                    f"{cfg.n_dims} tasks)"
+                )
+
+
+def recorded_system(run: str) -> str:
+    """The system whose release run this is (``memt_memonly_pooled_50`` -> memt)."""
+    agent = run.removesuffix(DEFAULT_RUN_SUFFIX)
+    return next((s for s, a in RELEASE_AGENT.items() if a == agent), agent)
+
+
+def recorded_turns(cfg: Config) -> float | None:
+    """``rollout.replay``: the replayed run's mean turns per episode over the config's users,
+    counted in its files; None where they are not all at hand (an estimate before checkout)."""
+    run = cfg.rollout.replay
+    assert run, "called for a replay only"
+    lay = Layout(cfg)
+    files = [lay.recorded(run, u, i) for u in cfg.user_ids for i in range(1, cfg.n_dims + 1)]
+    if not all(f.is_file() for f in files):
+        return None
+    return sum(len(lay.load(f, RawEpisode).turns) for f in files) / len(files)
 
 
 # -- users -------------------------------------------------------------------------------
@@ -408,32 +455,54 @@ def tasks(lay: Layout, user: str, bank_: Bank) -> Tasks:
 
 
 # -- runs --------------------------------------------------------------------------------
+def episode(lay: Layout, path: Path, task: Task) -> Episode:
+    """One recorded episode (docs/release-format.md §2.5) as our Episode."""
+    raw: RawEpisode = lay.load(path, RawEpisode)
+    try:  # validated as one record, so an error names its turn (turns.<i>.feedback_type)
+        return Episode.model_validate(
+            {
+                "index": task.index,
+                "task": raw.task,
+                "target_dimension": task.target_dimension,
+                "end_reason": raw.end_reason,
+                "turns": [
+                    {
+                        "turn": r.turn,
+                        "agent_response": r.agent_response,
+                        "feedback_type": r.user_simulator.feedback_type,
+                        "user_text": r.user_simulator.text,
+                    }
+                    for r in raw.turns
+                ],
+            }
+        )
+    except ValidationError as err:
+        raise RecordError(f"{path}: {first_error(err)}") from None
+
+
 def episodes(lay: Layout, system: str, user: str, tasks_: Tasks) -> Episodes:
-    eps = []
-    for t in tasks_.tasks:
-        path = lay.history(system, user, t.index)
-        raw: RawEpisode = lay.load(path, RawEpisode)
-        try:
-            eps.append(
-                Episode(
-                    index=t.index,
-                    task=raw.task,
-                    target_dimension=t.target_dimension,
-                    end_reason=raw.end_reason,  # type: ignore[arg-type]
-                    turns=[
-                        Turn(
-                            turn=r.turn,
-                            agent_response=r.agent_response,
-                            feedback_type=r.user_simulator.feedback_type,  # type: ignore[arg-type]
-                            user_text=r.user_simulator.text,
-                        )
-                        for r in raw.turns
-                    ],
-                )
-            )
-        except ValidationError as err:
-            raise RecordError(f"{path}: {first_error(err)}") from None
+    eps = [episode(lay, lay.history(system, user, t.index), t) for t in tasks_.tasks]
     return Episodes(user_id=user, system=system, episodes=eps)
+
+
+def replayable(lay: Layout, path: Path, task: Task) -> Episode:
+    """A recorded episode that a replay can drive a memory system through: the task it was
+    run on is ours, and its turns are a whole conversation (numbered 1..n, at least one, the
+    end reason the last feedback's). One line naming the file otherwise."""
+    ep = episode(lay, path, task)
+    if ep.task != task.task:
+        raise RecordError(
+            f"{path}: task: not the task file's task {task.index} ({ep.task[:60]!r} vs "
+            f"{task.task[:60]!r})"
+        )
+    numbers = [t.turn for t in ep.turns]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise RecordError(f"{path}: turns: numbered {numbers}, expected 1..{len(numbers)}")
+    satisfied = ep.turns[-1].feedback_type == "satisfied" if ep.turns else False
+    if not ep.turns or satisfied != (ep.end_reason == "satisfied"):
+        last = ep.turns[-1].feedback_type if ep.turns else "no turn"
+        raise RecordError(f"{path}: end_reason: {ep.end_reason!r} after {last!r}")
+    return ep
 
 
 def preference(lay: Layout, system: str, user: str, tasks_: Tasks) -> Preference:

@@ -31,10 +31,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memprobe.agents import registry
-from memprobe.agents.registry import CostPriors, SystemSpec
-from memprobe.config import Config, role_settings
+from memprobe.config import Config, Price, role_settings
 from memprobe.llm import ledger
+from memprobe.registry import systems as registry
+from memprobe.registry.systems import CostPriors, SystemSpec
 from memprobe.vocabulary import MODES
 
 # Each system's own budget (its Table 5 row, the release's turns, write-side and attribution
@@ -86,14 +86,6 @@ class Line(BaseModel):
     tokens_from: str
 
 
-class Price(BaseModel):
-    """USD per million tokens of one model."""
-
-    model_config = {"extra": "forbid"}
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-
-
 # -- rates --------------------------------------------------------------------------------
 def system_priors(system: str) -> CostPriors | None:
     """A system's declared cost priors (None: none declared, or a name only in imported runs)."""
@@ -142,6 +134,11 @@ def prior_tokens() -> dict[str, tuple[float, float]]:
     return out
 
 
+def turns_per_user(system: str) -> float:
+    p = system_priors(system)
+    return p.turns_per_user if p else UNKNOWN_TURNS_PER_USER
+
+
 def priors(cfg: Config) -> Rates:
     """Rates from the release's published budget (docs/release-format.md, "Call budget")."""
     r = Rates(
@@ -150,7 +147,7 @@ def priors(cfg: Config) -> Rates:
     )
     for s in cfg.systems:
         p = system_priors(s)
-        r.turns_per_episode[s] = (p.turns_per_user if p else UNKNOWN_TURNS_PER_USER) / RELEASE_DIMS
+        r.turns_per_episode[s] = turns_per_user(s) / RELEASE_DIMS
         r.writer_calls_per_write[s] = p.writer_calls_per_write if p else 0.0
         r.probe_calls_per_query[s] = p.probe_calls_per_query if p else 0.0
         for m in cfg.modes:
@@ -164,6 +161,22 @@ def priors(cfg: Config) -> Rates:
                 released / PAPER_USERS / RELEASE_DIMS if released is not None else 2.0
             )
     return r
+
+
+def replayed_turns(cfg: Config, rates: Rates, recorded: str, counted: float | None) -> Rates:
+    """``rollout.replay``: every system's turns per episode are the recorded run's, whatever
+    the system: ``counted`` in its files where the release is at hand (release.importer
+    ``recorded_turns``), else the prior of ``recorded``, the system whose run it is."""
+    run = cfg.rollout.replay
+    if not run:
+        return rates
+    if counted is None:
+        counted = turns_per_user(recorded) / RELEASE_DIMS
+        rates.source += f"; turns: {recorded}'s prior ({run}'s files are not all at hand)"
+    else:
+        rates.source += f"; turns: counted in {run}'s recorded episodes ({counted:.2f} per episode)"
+    rates.turns_per_episode = dict.fromkeys(cfg.systems, counted)
+    return rates
 
 
 def read_ledger(results: Path, *more: Path) -> list[dict[str, str]]:
@@ -205,7 +218,9 @@ def observed(results: Path, cfg: Config, users: Iterable[Path] = ()) -> Rates | 
             r.turns_per_episode[s] = turns / len(eps)
         writes = turns + len(eps)
         w = [
-            x for x in rows if x["rule"] == "rollout" and x["system"] == s and x["role"] == "writer"
+            x
+            for x in rows
+            if x["rule"] in ("rollout", "replay") and x["system"] == s and x["role"] == "writer"
         ]
         if writes:
             r.writer_calls_per_write[s] = sum(map(_first_try, w)) / writes
@@ -259,18 +274,24 @@ def protocol_calls(cfg: Config, rates: Rates) -> dict[tuple[str, str], float]:
     cats = sum(1 for n in cfg.dims_per_category.values() if n > 0)
     prefs = cfg.dims_per_category["assistance_preference"]
     rounds = rates.critic_rounds_per_task
+    # The release's users (users.source: release) are imported, not generated.
+    made = cfg.users.source == "generate"
     calls: dict[tuple[str, str], float] = {
-        ("(per user)", "generator"): 1 + cats,
-        ("(per user)", "task_writer"): d,
-        ("(per user)", "critic"): d * rounds,
-        ("(per user)", "editor"): d * (rounds - 1),
+        ("(per user)", "generator"): (1 + cats) * made,
+        ("(per user)", "task_writer"): d * made,
+        ("(per user)", "critic"): d * rounds * made,
+        ("(per user)", "editor"): d * (rounds - 1) * made,
         ("(per user)", "oracle"): d,
     }
+    # A replay (rollout.replay) holds no conversation: no reply, simulator or preference call,
+    # and the recorded run's turns (not capped by max_turns: they happened).
+    live = not cfg.rollout.replay
     for s in cfg.systems:
-        t = min(rates.turns_per_episode.get(s, 2.5), cfg.max_turns) * d
-        calls[(s, "assistant")] = t
-        calls[(s, "simulator")] = t
-        calls[(s, "preference")] = t if prefs else 0
+        t = rates.turns_per_episode.get(s, 2.5)
+        t = (min(t, cfg.max_turns) if live else t) * d
+        calls[(s, "assistant")] = t * live
+        calls[(s, "simulator")] = t * live
+        calls[(s, "preference")] = t * live if prefs else 0
         writes = t + d  # one write per turn and one for each episode's final user message
         w = writes * rates.writer_calls_per_write.get(s, 0.0)
         if w and (p := system_priors(s)):
@@ -437,10 +458,11 @@ def required_calls(results: Path, system: str, user: str, cfg: Config) -> int | 
     if spec is None or (spec.llm_writer and not (p and p.one_item_per_write)):
         return None
     base = results / system / user
-    eps = _load_json(base / "episodes.json")["episodes"]
-    turns = sum(len(e["turns"]) for e in eps)
+    record = _load_json(base / "episodes.json")
+    turns = sum(len(e["turns"]) for e in record["episodes"])
     prefs = cfg.dims_per_category["assistance_preference"]
-    n = 2 * turns + (turns if prefs else 0)
+    # A replayed conversation (episodes.json ``replay``): no reply, simulator or preference call.
+    n = 0 if record.get("replay") else 2 * turns + (turns if prefs else 0)
     if spec.llm_writer and p:
         notes = len(_load_json(base / "memories.json")["memories"])
         n += int(max(p.writer_calls_per_write * notes - p.first_write_saves, 0))
@@ -536,6 +558,60 @@ def chain_calls(cfg: Config, calls: dict[tuple[str, str], float], rates: Rates) 
     return gen + rollout + writes + rounds * (1 + 1 + 2)
 
 
+class Wall(BaseModel):
+    """A run's predicted wall time (seconds), as the largest of its bounds."""
+
+    chain_s: float  # one user's chain of dependent calls
+    streams_s: float  # every call over llm_slots x llm.concurrency streams
+    requests_s: float  # the calls over llm.rate_limit's requests per minute (0: no limit)
+    tokens_s: float  # their tokens over its tokens per minute (0: no limit, or tokens unknown)
+    calls: float
+
+    @property
+    def seconds(self) -> float:
+        return max(self.chain_s, self.streams_s, self.requests_s, self.tokens_s)
+
+    @property
+    def binding(self) -> str:
+        bounds = {
+            "the chain of dependent calls": self.chain_s,
+            "the parallel streams": self.streams_s,
+            "requests per minute": self.requests_s,
+            "tokens per minute": self.tokens_s,
+        }
+        return max(bounds, key=bounds.__getitem__)
+
+
+def wall_time(
+    cfg: Config, rates: Rates, lines: list[Line], latency_s: float, llm_slots: int
+) -> Wall:
+    """max(critical path, calls over the streams, requests / RPM, tokens / TPM), where the
+    rate-limit terms are per endpoint (a role with its own endpoint and limit is its own)."""
+    from memprobe.llm import rate_limit
+
+    calls = sum(x.calls for x in lines)
+    per_endpoint: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    for x in lines:
+        settings = role_settings(cfg, x.role)
+        if x.model != settings["model"] or cfg.llm.backend != "openai":
+            continue  # served elsewhere (Mem-T-4B), or no provider's limit (fake, local)
+        limits = rate_limit.configured(cfg, x.role).scaled(1 / cfg.llm.rate_limit.share)
+        acc = per_endpoint[settings["base_url"] or ""]
+        acc[0] += x.calls
+        acc[1] += (x.prompt_tokens or 0) + (x.completion_tokens or 0)
+        acc[2] = limits.requests or acc[2]
+        acc[3] = limits.tokens or acc[3]
+    requests_s = max((c / rpm * 60 for c, _, rpm, _ in per_endpoint.values() if rpm), default=0)
+    tokens_s = max((t / tpm * 60 for _, t, _, tpm in per_endpoint.values() if tpm), default=0)
+    return Wall(
+        chain_s=chain_calls(cfg, protocol_calls(cfg, rates), rates) * latency_s,
+        streams_s=calls * latency_s / (llm_slots * cfg.llm.concurrency),
+        requests_s=requests_s,
+        tokens_s=tokens_s,
+        calls=calls,
+    )
+
+
 def default_llm_slots(profile: Path = Path("profiles/default/config.yaml")) -> int:
     """``llm_slots`` of the local profile (the one a plain ``snakemake`` run uses)."""
     import yaml
@@ -602,6 +678,11 @@ def report(
         f"max_turns {cfg.max_turns}",
         f"rates: {rates.source}",
     ]
+    if cfg.rollout.replay:
+        out.append(
+            f"conversations: replay of {cfg.rollout.replay} (no simulator, assistant or "
+            "preference call; the recorded run's turns)"
+        )
     if blind := [s for s in cfg.systems if system_priors(s) is None]:
         out.append(
             f"no cost priors: {', '.join(blind)} (turns assumed {UNKNOWN_TURNS_PER_USER:g} per "
@@ -643,16 +724,25 @@ def report(
         out.append(f"  {usd:,.2f} USD for the priced calls")
         out += [f"  not priced: {u}" for u in unpriced]
 
-    calls = protocol_calls(cfg, rates)
+    wall = wall_time(cfg, rates, lines, latency_s, llm_slots)
     streams = llm_slots * cfg.llm.concurrency
-    throughput_h = tot * latency_s / streams / 3600
-    chain_h = chain_calls(cfg, calls, rates) * latency_s / 3600
+    rl = cfg.llm.rate_limit
+    limit = ", ".join(
+        f"{n:,} {what} per minute"
+        for n, what in ((rl.requests_per_minute, "requests"), (rl.tokens_per_minute, "tokens"))
+        if n
+    )
     out += [
         "",
         f"time: at {latency_s:.1f} s per call ({latency_from}), llm_slots {llm_slots} x "
-        f"llm.concurrency {cfg.llm.concurrency} = {streams} calls in flight:",
-        f"  {max(throughput_h, chain_h):.1f} h (all calls over the parallel streams: "
-        f"{throughput_h:.1f} h; one user's chain of dependent calls: {chain_h:.1f} h)",
+        f"llm.concurrency {cfg.llm.concurrency} = {streams} calls in flight"
+        + (f", llm.rate_limit {limit}:" if limit else ":"),
+        f"  {wall.seconds / 3600:.1f} h, bound by {wall.binding} (all calls over the parallel "
+        f"streams: {wall.streams_s / 3600:.1f} h; one user's chain of dependent calls: "
+        f"{wall.chain_s / 3600:.1f} h"
+        + (f"; requests / RPM: {wall.requests_s / 3600:.1f} h" if wall.requests_s else "")
+        + (f"; tokens / TPM: {wall.tokens_s / 3600:.1f} h" if wall.tokens_s else "")
+        + ")",
     ]
 
     out += [
@@ -660,6 +750,8 @@ def report(
         "vs paper Table 5 (M tokens, scaled to 50 users; the paper's are upper bounds; the "
         "users row: Table 6):",
     ]
+    if cfg.rollout.replay:
+        out.append("  (a replay: the paper's rows include the conversation calls it does not make)")
     for row in table5_compare(cfg, lines):
         pred = "unknown" if row["predicted_M"] is None else f"{row['predicted_M']:.2f}"
         paper = "-" if row["paper_M"] is None else f"{row['paper_M']:.2f}"

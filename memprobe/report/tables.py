@@ -32,6 +32,7 @@ TABLE2_COLUMNS = [
     "B_retrieve_std",
     "N_items",
     "chars_per_item",
+    "conversations",  # which conversations the row was built from (``conversations``)
 ]
 
 
@@ -58,6 +59,28 @@ def footprint(mem: Memories) -> tuple[int, float]:
     n = len(mem.memories)
     chars = sum(len(str(m.get("content", ""))) for m in mem.memories) / n if n else 0.0
     return n, chars
+
+
+def replayed(episodes: Iterable[Episodes]) -> dict[str, str]:
+    """System -> the release run whose recorded conversations it was replayed through."""
+    return {e.system: e.replay for e in episodes if e.replay}
+
+
+def conversations(system: str, episodes: list[Episodes], memories: list[Memories]) -> str:
+    """Where a row's conversations come from: ``live`` (this run's simulator and assistant),
+    ``replay: <run>`` (rollout.replay) or ``release: <run>`` (the release's own records,
+    release.import_runs)."""
+    runs = sorted({e.replay for e in episodes if e.system == system and e.replay})
+    if runs:
+        return "; ".join(f"replay: {r}" for r in runs)
+    imported = sorted(
+        {
+            str(m.meta.get("run"))
+            for m in memories
+            if m.system == system and m.meta.get("source") == "release"
+        }
+    )
+    return "; ".join(f"release: {r}" for r in imported) or "live"
 
 
 def _cell(x: float | None) -> Any:
@@ -98,6 +121,7 @@ def table2(
             row[f"B_{mode}_std"] = _cell(b_std)
         row["N_items"] = _cell(n_mean)
         row["chars_per_item"] = _cell(ch_mean)
+        row["conversations"] = conversations(system, eps, mems)
         rows.append(row)
     return pd.DataFrame(rows, columns=TABLE2_COLUMNS)
 
@@ -206,6 +230,46 @@ def table2_flags(df: pd.DataFrame, judges: list[Judge]) -> pd.DataFrame:
         lambda r: [
             f"B_{m}_{s}" for m in MODES if (r["system"], m) in flagged for s in ("mean", "std")
         ],
+    )
+
+
+# What a replayed row's cells rest on (rollout.replay): the recorded run's conversations.
+RECORDED = "the recorded run's ({run}), not this system's conversations"
+REPLAY_TABLE2 = {
+    "A": RECORDED,
+    "C_mean": RECORDED,
+    "C_std": RECORDED,
+    "D_mean": "not applicable: a replay of {run} makes no reply of its own to judge",
+    "D_std": "not applicable: a replay of {run} makes no reply of its own to judge",
+}
+# Table 4: agent and user labels name the recorded assistant and simulator.
+REPLAY_TABLE4 = {
+    "agent": "the recorded run's assistant ({run})",
+    "user": "the recorded run's simulator ({run})",
+}
+
+
+def replay_notes(
+    flags: pd.DataFrame, df: pd.DataFrame, replayed_: dict[str, str], notes: dict[str, str]
+) -> pd.DataFrame:
+    """Add each column's note (``{run}`` filled in) to the rows of a replayed system, empty
+    cells included: a D left empty by a replay says why."""
+
+    def note_for(row: pd.Series, col: str) -> str | None:
+        run = replayed_.get(row["system"])
+        return notes[col].format(run=run) if run and col in notes else None
+
+    return note_each(flags, df, note_for, empty=True)
+
+
+def replay_header(replayed_: dict[str, str]) -> str:
+    """The report's note on rows built from recorded conversations."""
+    rows = ", ".join(f"{s} (replay: {r})" for s, r in replayed_.items())
+    return (
+        f"Replayed: {rows}. These systems wrote their stores from the release's recorded "
+        "conversations: B and E are theirs; A and C are the recorded run's, D is not "
+        "applicable, and Table 4's agent and user labels name the recorded assistant and "
+        "simulator (``table2_flags.csv``, ``table4_flags.csv``)."
     )
 
 
@@ -484,11 +548,12 @@ def note_cells(
     return note_each(flags, df, lambda row, c: note if c in columns else None)
 
 
-def note_each(flags: pd.DataFrame, df: pd.DataFrame, note_for) -> pd.DataFrame:
-    """Add ``note_for(row, column)`` (None: nothing) to each non-empty cell of ``df``."""
+def note_each(flags: pd.DataFrame, df: pd.DataFrame, note_for, empty: bool = False) -> pd.DataFrame:
+    """Add ``note_for(row, column)`` (None: nothing) to each non-empty cell of ``df`` (each
+    cell with ``empty``: a note may say why a cell is empty)."""
     out = flags.copy()
     for c in df.columns:
-        for i in df.index[df[c].notna()]:
+        for i in df.index if empty else df.index[df[c].notna()]:
             note = note_for(df.loc[i], c)
             if note:
                 out.at[i, c] = f"{out.at[i, c]}; {note}" if out.at[i, c] else note

@@ -29,8 +29,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from memprobe.config import Config, LocalModel
+from memprobe.llm.providers import Endpoint, OpenAIBackend, ProviderError
 from memprobe.serving import served_process
 
 BASE_URL_ENV = "MEMPROBE_LOCAL_BASE_URL"  # set by onstart; a user-started server also works
@@ -271,6 +273,52 @@ _run_server: Server | None = None
 
 def state_path(cfg: Config) -> Path:
     return Path(cfg.logs_dir) / STATE_FILE
+
+
+class LocalBackend(OpenAIBackend):
+    """``llm.backend: local``: the run's llama.cpp server, or the one ``memprobe local-server``
+    serves (``MEMPROBE_LOCAL_BASE_URL``). Its port changes every run, so cache keys use the
+    served model's sha256 instead; a role with its own ``base_url`` goes there as with
+    ``openai``."""
+
+    name = "local"
+
+    def endpoint(self, cfg: Config, settings: dict[str, Any]) -> Endpoint:
+        if settings["base_url"]:
+            return super().endpoint(cfg, settings)
+        base_url, identity = _running(cfg)
+        # The run's own key, never an API key.
+        return Endpoint(self.name, base_url, identity, KEY_ENV, cfg.llm.timeout_s)
+
+    def identity(self, cfg: Config, base_url: str | None) -> str:
+        if base_url:
+            return super().identity(cfg, base_url)
+        return f"local-gguf:{served_model_id(cfg.llm.local)}"
+
+
+BACKEND = LocalBackend()
+
+
+def _running(cfg: Config) -> tuple[str, str]:
+    """The running server's URL and cache identity; a server given by URL alone has no
+    identity to key a cache on, so it is refused."""
+    env = os.environ.get(BASE_URL_ENV)
+    if env:
+        model_id = os.environ.get(MODEL_ID_ENV)
+        if not model_id:
+            raise ProviderError(
+                f"{BASE_URL_ENV} is set without {MODEL_ID_ENV}: "
+                "set it to the sha256 of the served GGUF (the cache is keyed on the weights)"
+            )
+        return env, f"local-gguf:{model_id}"
+    try:
+        data = json.loads(state_path(cfg).read_text())
+        return data["base_url"], f"local-gguf:{data['model_sha256']}"
+    except (FileNotFoundError, KeyError, json.JSONDecodeError):
+        raise ProviderError(
+            "llm.backend 'local': no local model server is running "
+            "(start the run with `snakemake`, which launches it, or `memprobe local-server`)"
+        ) from None
 
 
 def check_executor(cfg: Config, non_local_exec: bool) -> None:

@@ -198,6 +198,9 @@ class Episodes(Recovered):
     user_id: str
     system: str
     episodes: list[Episode]
+    # The release run whose recorded conversations these are (``rollout.replay``): the agent
+    # replies and user messages are that run's, not this system's. None: our own rollout.
+    replay: str | None = None
 
 
 class Memories(Record):

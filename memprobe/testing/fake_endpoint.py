@@ -12,7 +12,9 @@ A fault spec (``--faults``, :class:`Faults`) makes the server misbehave at seede
 real endpoints do: 429 with Retry-After, 500, a held connection (client timeout), a body cut
 short, a 200 whose body is not JSON, reply content that is not JSON, JSON that breaks the
 schema, empty content. Whether attempt n of a request is faulted depends only on the seed, the
-request and n, so a run's faults do not depend on thread scheduling.
+request and n, so a run's faults do not depend on thread scheduling. Limits (``--limits``,
+:class:`Limits`) make it a rate-limited provider: requests and tokens per minute, with its
+rate-limit headers and 429s.
 """
 
 from __future__ import annotations
@@ -132,6 +134,78 @@ class Faults:
         return kind
 
 
+class Limits:
+    """A provider's rate limit: requests and tokens per ``window_s``, as buckets that refill
+    continuously (``rpm`` requests, ``tpm`` tokens per window; full at the start), the way
+    OpenAI-compatible APIs describe theirs. Every completion carries ``x-ratelimit-limit-*``,
+    ``x-ratelimit-remaining-*`` and ``x-ratelimit-reset-*`` (seconds until the bucket is full
+    again, e.g. ``1.5s``); a request past either gets a 429 with ``Retry-After`` (seconds until
+    it would fit) and takes nothing. A request's tokens are its usage, counted on arrival.
+    """
+
+    def __init__(self, rpm: int | None = None, tpm: int | None = None, window_s: float = 60.0):
+        if (rpm is not None and rpm < 1) or (tpm is not None and tpm < 1) or window_s <= 0:
+            raise ValueError("limits: rpm and tpm must be >= 1, window_s > 0")
+        self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
+        self.level = {"requests": float(rpm or 0), "tokens": float(tpm or 0)}
+        self.log: list[tuple[float, int]] = []  # (time, tokens) of every admitted request
+        self.rejected = 0
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def parse(cls, spec: str) -> Limits:
+        """``rpm=600,tpm=200000,window_s=60``."""
+        opts: dict[str, Any] = {}
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            name, sep, value = part.partition("=")
+            if not sep or name not in ("rpm", "tpm", "window_s"):
+                raise ValueError(f"limits: {part!r} is not rpm=N, tpm=N or window_s=S")
+            try:
+                opts[name] = float(value) if name == "window_s" else int(value)
+            except ValueError:
+                raise ValueError(f"limits: {name}: expected a number, got {value!r}") from None
+        return cls(**opts)
+
+    def _limits(self) -> dict[str, int]:
+        return {k: n for k, n in (("requests", self.rpm), ("tokens", self.tpm)) if n}
+
+    def admit(self, tokens: int) -> tuple[bool, dict[str, str]]:
+        """Whether a request of ``tokens`` is within the limits now, and the headers to send."""
+        with self._lock:
+            now = time.monotonic()
+            limits = self._limits()
+            for kind, limit in limits.items():  # refill since the last request
+                rate = limit / self.window_s
+                self.level[kind] = min(limit, self.level[kind] + (now - self._last) * rate)
+            self._last = now
+            need = {"requests": 1, "tokens": tokens}
+            short = {k: need[k] - self.level[k] for k in limits if self.level[k] < need[k]}
+            if not short:
+                for kind in limits:
+                    self.level[kind] -= need[kind]
+                self.log.append((time.time(), tokens))
+            else:
+                self.rejected += 1
+            headers: dict[str, str] = {}
+            for kind, limit in limits.items():
+                left = self.level[kind]
+                full_in = (limit - left) * self.window_s / limit
+                headers |= _limit_headers(kind, limit, int(left), full_in)
+            if short:
+                wait = max(n * self.window_s / limits[k] for k, n in short.items())
+                headers["Retry-After"] = f"{max(0.001, wait):.3f}"
+            return not short, headers
+
+
+def _limit_headers(kind: str, limit: int, left: int, reset: float) -> dict[str, str]:
+    return {
+        f"x-ratelimit-limit-{kind}": str(limit),
+        f"x-ratelimit-remaining-{kind}": str(max(0, left)),
+        f"x-ratelimit-reset-{kind}": f"{max(0.0, reset):.3f}s",
+    }
+
+
 class Gate:
     """Answer the first ``after`` completion requests, then hold every later one until
     ``release`` is set, and hang up unanswered: a test's kill point that depends on how many
@@ -187,6 +261,7 @@ def make_server(
     script: str | None = None,
     faults: Faults | None = None,
     latency: float = 0.0,
+    limits: Limits | None = None,
 ):
     pinned = Script(script)
 
@@ -243,6 +318,11 @@ def make_server(
                 self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
             elif self.path.rstrip("/").endswith("/health"):
                 self._send(200, {"status": "ok"})
+            elif self.path.rstrip("/").endswith("/rate-limit-stats"):
+                # What the limits did (benchmarks/rate_limit_bench.py): admitted, answered 429.
+                limits = self.server.limits  # type: ignore[attr-defined]
+                admitted, rejected = (len(limits.log), limits.rejected) if limits else (0, 0)
+                self._send(200, {"admitted": admitted, "rejected": rejected})
             else:
                 self._send(404, {"error": {"message": "not found"}})
 
@@ -269,6 +349,15 @@ def make_server(
             name = (fmt.get("json_schema") or {}).get("name", "")
             # Which bearer tokens arrived: lets a test prove a sentinel key was really sent.
             self.server.auth_seen.add(self.headers.get("Authorization", ""))  # type: ignore[attr-defined]
+            limits: Limits | None = self.server.limits  # type: ignore[attr-defined]
+            limit_headers: dict[str, str] = {}
+            if limits is not None:
+                usage = completion_body(body, fake_content(body))["usage"]
+                ok, limit_headers = limits.admit(usage["total_tokens"])
+                if not ok:
+                    err = {"error": {"message": "rate limit reached", "type": "requests"}}
+                    self._send(429, err, limit_headers)
+                    return
             # A fixed per-call latency, like a hosted model (benchmarks/): each request sleeps
             # in its own handler thread, so concurrency stays unlimited.
             if self.server.latency > 0:  # type: ignore[attr-defined]
@@ -281,12 +370,13 @@ def make_server(
             text = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
             reply = pinned.next(name, text) if name else None
             content = json.dumps(reply) if reply is not None else fake_content(body)
-            self._send(200, completion_body(body, content))
+            self._send(200, completion_body(body, content), limit_headers)
 
     server = ThreadingHTTPServer((host, port), Handler)
     # Attributes the handler reads off its server; tests may swap faults on a live server.
     server.faults = faults  # type: ignore[attr-defined]
     server.latency = latency  # type: ignore[attr-defined]
+    server.limits = limits  # type: ignore[attr-defined]
     server.auth_seen = set()  # type: ignore[attr-defined]
     server.embedding_requests = []  # type: ignore[attr-defined]  # bodies of POST /embeddings
     # A Gate: tests hold requests after N.
@@ -300,5 +390,7 @@ def serve(
     script: str | None = None,
     faults: Faults | None = None,
     latency: float = 0.0,
+    limits: Limits | None = None,
 ) -> None:
-    serve_until_interrupted(make_server(host, port, script, faults, latency), "fake endpoint")
+    server = make_server(host, port, script, faults, latency, limits)
+    serve_until_interrupted(server, "fake endpoint")

@@ -10,8 +10,10 @@ same requests and the cache answers all of them. Snakemake's ``--retries`` compo
 its retry of a failed job is the next attempt.
 
 The counter is one small file per job under ``<llm.cache_dir>/attempts/``, keyed by the job's
-name, the run seed and the results directory: it travels with the cache that holds the
-replies it selects. A kill (SIGKILL, Ctrl-C) does not bump it: a resume replays.
+name, the run seed and its usage ledger's path (the job's own folder: its run's, or the shared
+users' one, docs/runs.md, so one run's failure moves no other run's samples): it travels with
+the cache that holds the replies it selects. A kill (SIGKILL, Ctrl-C) does not bump it: a
+resume replays.
 """
 
 from __future__ import annotations
@@ -23,25 +25,25 @@ from pathlib import Path
 from memprobe.spec.records import write_atomic
 
 
-def _path(cache_dir: str, job: str, seed: int, results_dir: str) -> Path:
-    ident = json.dumps([job, seed, results_dir])
+def _path(cache_dir: str, job: str, seed: int, ledger: str) -> Path:
+    ident = json.dumps([job, seed, ledger])
     return Path(cache_dir) / "attempts" / f"{hashlib.sha256(ident.encode()).hexdigest()}.json"
 
 
-def current(cache_dir: str, job: str, seed: int, results_dir: str) -> int:
+def current(cache_dir: str, job: str, seed: int, ledger: str) -> int:
     """The attempt this run of the job is (0 until it has failed once)."""
     try:
-        data = json.loads(_path(cache_dir, job, seed, results_dir).read_text(encoding="utf-8"))
+        data = json.loads(_path(cache_dir, job, seed, ledger).read_text(encoding="utf-8"))
         return max(int(data["attempt"]), 0)
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return 0  # no record, or a torn/foreign one: the first attempt
 
 
-def bump(cache_dir: str, job: str, seed: int, results_dir: str) -> int:
+def bump(cache_dir: str, job: str, seed: int, ledger: str) -> int:
     """Record a failed attempt; returns the attempt the next run of the job will be."""
-    nxt = current(cache_dir, job, seed, results_dir) + 1
+    nxt = current(cache_dir, job, seed, ledger) + 1
     write_atomic(
-        _path(cache_dir, job, seed, results_dir),
-        {"job": job, "seed": seed, "results_dir": results_dir, "attempt": nxt},
+        _path(cache_dir, job, seed, ledger),
+        {"job": job, "seed": seed, "ledger": ledger, "attempt": nxt},
     )
     return nxt

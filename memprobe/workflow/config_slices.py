@@ -1,36 +1,37 @@
-"""What each rule's jobs read besides their files: config keys, LLM roles, library modules.
+"""What each rule's jobs read besides their files: config keys and LLM roles.
 
-Jobs read the whole run config from a file (memprobe/workflow/shell_job.py), which Snakemake
-cannot see. So each rule also gets, as params, exactly the slice of the config its jobs read
-(the way PyPSA-Eur's ``config_provider`` hands each rule its keys): Snakemake's ``params`` rerun
-trigger then reruns a job whose slice changed, and its reason line prints the old and new
-value of the changed entry. One param per entry, each a one-key dict, so the reason names it.
+Each rule gets, as params, exactly the slice of the config its jobs read (the way PyPSA-Eur's
+``config_provider`` hands each rule its keys): Snakemake's ``params`` rerun trigger then reruns
+a job whose slice changed, and its reason line prints the old and new value of the changed
+entry. One param per entry, each a one-key dict, so the reason names it. A job reads its slice
+and nothing else (``JobConfig``): any other key stops it in one line, so no setting a job reads
+can change without rerunning it.
 
 - ``keys``: dotted config keys; a section (``tasks``) covers every key added to it later.
 - ``roles``: the LLM roles the jobs call. A role's entry is its identity as the response cache
   keys it (backend, endpoint, model, temperature, max_tokens); the seed joins every LLM rule.
 - ``per_mode``: keys read only by the jobs of one access mode.
 - ``system``: the memory system's own settings (rollout, probe): the keys its declaration
-  ``reads`` (agents/registry.py), its ``system_settings.<system>`` block and, for a system that
-  writes with an LLM, the writer role.
-- ``modules``: the memprobe modules holding the rule's logic, declared as inputs (docs/currency.md
-  says why inputs and not a version number).
+  ``reads`` (memprobe/registry/systems.py), its ``system_settings.<system>`` block and, for a
+  system that writes with an LLM, the writer role.
 
 ``RUNTIME_ONLY`` keys are in no slice (changing them reruns nothing); ``SHAPE`` keys change which
-jobs exist or which files they read, which Snakemake sees by itself.
+jobs exist or which files they read, which Snakemake sees by itself. Every job may read both.
 tests/workflow/test_config_slices.py checks that every config key is in exactly one of these places.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from types import FunctionType
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-from memprobe.agents import registry
-from memprobe.config import ROLES, Config, role_settings
+from pydantic import TypeAdapter
+
+from memprobe.config import ROLES, Config, ConfigError, role_settings
+from memprobe.llm.providers import backend
+from memprobe.registry import systems as registry
 
 LLM_RULE_SEED = "seed"  # part of every request (and of its cache key)
 
@@ -41,78 +42,57 @@ class Slice:
     roles: tuple[str, ...] = ()
     per_mode: dict[str, tuple[str, ...]] = field(default_factory=dict)
     system: bool = False
-    modules: tuple[str, ...] = ()
 
 
-# spec.rubric: the judge's scale and unknown policy, attribution's threshold, the figures'
-# axes and the imported scores' levels; editing it reruns the jobs that read it.
 _JUDGE = Slice(
     keys=("compat.judge_unknown_labels", "judge"),
     roles=("judge",),
-    modules=("protocol.recovery", "spec.rubric", "protocol.judges", "protocol.offline_judge"),
 )
 
 SLICES: dict[str, Slice] = {
-    "persona": Slice(keys=("seed",), roles=("generator",), modules=("protocol.users",)),
+    "persona": Slice(keys=("seed",), roles=("generator",)),
     "bank": Slice(
         keys=("dims_per_category", "bank"),
         roles=("generator",),
-        modules=("protocol.users", "spec.taxonomy"),
     ),
     # task_writer: the task generator's own role where the config has one.
     "tasks": Slice(
         keys=("tasks",),
         roles=("generator", "task_writer", "critic", "editor"),
-        modules=("protocol.users", "spec.taxonomy"),
     ),
-    "oracle": Slice(roles=("oracle",), modules=("protocol.attribution",)),
+    "oracle": Slice(roles=("oracle",)),
     "rollout": Slice(
         keys=("max_turns", "simulator"),
         roles=("simulator", "assistant"),
         system=True,
-        modules=("protocol.simulation",),
     ),
-    "preference": Slice(roles=("preference",), modules=("protocol.preference",)),
-    "probe": Slice(
-        roles=("assistant",), system=True, modules=("protocol.recovery", "spec.taxonomy")
-    ),
+    # rollout.replay: the recorded run (its files are inputs); the system's writer only.
+    "replay": Slice(keys=("rollout", "seed"), system=True),
+    "preference": Slice(roles=("preference",)),
+    "probe": Slice(roles=("assistant",), system=True),
     # The slot-fill budget and overflow strategy apply to dump_all only.
     "slotfill": Slice(
         roles=("slotfill",),
         per_mode={"dump_all": ("slotfill",)},
-        modules=("protocol.recovery", "spec.taxonomy"),
     ),
     "judge": _JUDGE,
     "attribution": Slice(
         roles=("disclosure",),
         per_mode={"retrieve": ("compat.retrieve_attribution_empty_transcript",)},
-        modules=("protocol.attribution", "spec.rubric"),
     ),
-    "slotfill_sweep": Slice(roles=("slotfill",), modules=("protocol.recovery", "spec.taxonomy")),
+    "slotfill_sweep": Slice(roles=("slotfill",)),
     "judge_sweep": _JUDGE,
-    "judge_calibration": Slice(
-        keys=("judge",),
-        roles=("judge",),
-        modules=(
-            "protocol.calibration",
-            "spec.rubric",
-            "protocol.recovery",
-            "protocol.judges",
-            "protocol.offline_judge",
-            "release.judge_verdicts",
-        ),
-    ),
-    "tables": Slice(
-        keys=("seed",), modules=("report.tables", "report.figures", "spec.rubric")
-    ),  # seed: bootstrap CIs
-    "import_users": Slice(keys=("dims_per_category",), modules=("release.importer",)),
-    "import_runs": Slice(keys=("slotfill",), modules=("release.importer", "spec.rubric")),
-    "import_retrieved": Slice(modules=("release.importer",)),
-    "inspector": Slice(modules=("report.inspect_site",)),
+    "judge_calibration": Slice(keys=("judge",), roles=("judge",)),
+    # seed: bootstrap CIs; judge.cross_check: the offline judge beside the run's, per B cell
+    "tables": Slice(keys=("seed", "judge.cross_check", "judge.cross_check_margin")),
+    "import_users": Slice(keys=("dims_per_category",)),
+    "import_runs": Slice(keys=("slotfill",)),
+    "import_retrieved": Slice(),
+    "inspector": Slice(),
     # A run's copy of a shared user file: its params are the slices of the rules that made the
     # file (memprobe/workflow/paths.py copy_params).
     "users": Slice(),
-    "audit_agreement": Slice(modules=("report.audit",)),  # its seed is a param of the rule already
+    "audit_agreement": Slice(),  # its seed is a param of the rule already
 }
 
 SYSTEM_SECTION = "system_settings"
@@ -128,6 +108,8 @@ RUNTIME_ONLY: tuple[str, ...] = (
     "llm.concurrency",
     "llm.cache_dir",
     "llm.api_key_env",
+    "llm.rate_limit",  # the pace of the calls, never their replies
+    "progress",  # read by the Snakemake process alone
     "llm.local.threads",
     "llm.local.context_tokens",  # a slot-fill budget derived from it is in the slotfill slice
     "llm.local.parallel",
@@ -145,7 +127,7 @@ SHAPE: tuple[str, ...] = (
     "n_users",
     "systems",
     "modes",
-    "k",
+    "top_k",
     "results_dir",
     "run",
     "users",
@@ -189,31 +171,12 @@ def _strip_runtime(key: str, value: Any) -> Any:
     }
 
 
-def without_credentials(url: str) -> str:
-    """scheme://host[:port]/path: no user:password, no query (a key can hide in either)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def endpoint_identity(cfg: Config, base_url: str | None) -> str:
-    """The endpoint as the response cache keys it (``Endpoint.identity``, made by
-    memprobe/llm/providers.py ``endpoint_for``), without the run's port or a credential."""
-    if cfg.llm.backend == "fake":
-        return "fake"
-    if cfg.llm.backend == "local" and not base_url:
-        from memprobe.serving.local_server import served_model_id
-
-        return f"local-gguf:{served_model_id(cfg.llm.local)}"
-    return without_credentials(base_url or "")
-
-
 def role_identity(cfg: Config, role: str) -> dict[str, Any]:
     s = role_settings(cfg, role)
     return {
         "backend": cfg.llm.backend,
-        "endpoint": endpoint_identity(cfg, s["base_url"]),
+        # The endpoint as the response cache keys it, without the run's port or a credential.
+        "endpoint": backend(cfg.llm.backend).identity(cfg, s["base_url"]),
         "model": s["model"],
         "temperature": s["temperature"],
         "max_tokens": s["max_tokens"],
@@ -222,12 +185,6 @@ def role_identity(cfg: Config, role: str) -> dict[str, Any]:
 
 def _param_name(key: str) -> str:
     return "cfg_" + key.replace(".", "_").replace(" ", "_")
-
-
-@cache
-def module_file(name: str) -> str:
-    """``memprobe/<package>/<name>.py`` (``name`` dotted under memprobe) as a rule input."""
-    return registry.module_file(f"memprobe.{name}")
 
 
 class Slicer:
@@ -284,9 +241,104 @@ class Slicer:
             out["cfg_system"] = lambda wildcards: per_system[wildcards.system]
         return out
 
-    def modules(self, rule: str) -> list[str]:
-        return [module_file(m) for m in SLICES[rule].modules]
-
 
 def _only_in_mode(mode: str, value: dict[str, Any]) -> Callable[[Any], dict[str, Any] | None]:
     return lambda wildcards: value if wildcards.mode == mode else None
+
+
+# -- what one job reads -------------------------------------------------------------------------
+class OutsideSlice(ConfigError, AttributeError):
+    """A job read a config key outside its rule's slice: a change to it would rerun nothing."""
+
+
+def job_keys(rule: str, wildcards: Mapping[str, str]) -> frozenset[str]:
+    """The config keys a job of ``rule`` with these ``wildcards`` may read: its slice (what
+    ``Slicer.params`` gives it) and the keys no slice needs: the shape and runtime-only keys,
+    and all of ``llm`` for a job that calls an LLM (its roles' identities are in its slice)."""
+    s = SLICES[rule]
+    keys = {*s.keys, *s.per_mode.get(wildcards.get("mode", ""), ()), *SHAPE, *RUNTIME_ONLY}
+    if s.system:
+        spec = registry.spec(wildcards["system"])
+        keys |= {*spec.reads, f"{SYSTEM_SECTION}.{spec.name}"}
+    if job_roles(rule, wildcards):
+        keys |= {LLM_RULE_SEED, *ROLE_IDENTITY}
+    return frozenset(keys)
+
+
+def job_roles(rule: str, wildcards: Mapping[str, str]) -> frozenset[str]:
+    """The LLM roles a job of ``rule`` calls: its slice's, and the writer of a system that
+    writes with an LLM."""
+    s = SLICES[rule]
+    writer = s.system and registry.spec(wildcards["system"]).llm_writer
+    return frozenset((*s.roles, "writer") if writer else s.roles)
+
+
+class JobConfig:
+    """The run's config as one job may read it (``job_keys``): a key it may read reads as on
+    ``Config``, any other raises ``OutsideSlice`` naming it. A top-level block is validated by
+    its own model when first read; the whole config never is (``data`` is the run's validated
+    config, dumped at DAG load)."""
+
+    def __init__(
+        self, rule: str, data: dict[str, Any], keys: frozenset[str], path: str = ""
+    ) -> None:
+        self._rule, self._data, self._keys, self._path = rule, data, keys, path
+        self._blocks: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        derived = getattr(Config, name, None) if not self._path else None
+        if isinstance(derived, property) and derived.fget is not None:
+            return derived.fget(self)  # ks, user_ids, ...: from the keys they read, checked
+        if isinstance(derived, FunctionType):
+            return derived.__get__(self)
+        key = f"{self._path}.{name}" if self._path else name
+        if any(key == k or key.startswith(k + ".") for k in self._keys):
+            return self._value(key)
+        if any(k.startswith(key + ".") for k in self._keys):
+            view = JobConfig(self._rule, self._data, self._keys, key)
+            view._blocks = self._blocks
+            return view
+        raise OutsideSlice(
+            f"rule {self._rule} reads the config key {key}, which is not in its slice: add it "
+            f"to SLICES[{self._rule!r}] in memprobe/workflow/config_slices.py (a change to it "
+            "must rerun the rule's jobs)"
+        )
+
+    def _value(self, key: str) -> Any:
+        top, *rest = key.split(".")
+        if top not in self._blocks:
+            self._blocks[top] = self._block(top)
+        value = self._blocks[top]
+        for part in rest:
+            value = value[part] if isinstance(value, dict) else getattr(value, part)
+        return value
+
+    def _block(self, top: str) -> Any:
+        raw = self._data.get(top)
+        if top == SYSTEM_SECTION:
+            return _SystemSettings(raw or {})
+        field = Config.model_fields[top]
+        if top not in self._data:  # a config file written without its defaults
+            if field.is_required():
+                raise ConfigError(f"{top}: required key is missing")
+            raw = field.get_default(call_default_factory=True)
+        annotation: Any = field.annotation  # every field has one
+        try:
+            return TypeAdapter(annotation).validate_python(raw)
+        except ValueError as err:
+            raise ConfigError(f"{top}: {err}".splitlines()[0]) from None
+
+
+class _SystemSettings:
+    """``system_settings``, each system's block validated by its own settings model on use."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self._raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        model = registry.specs()[name].settings if name in registry.specs() else None
+        if model is None:
+            raise AttributeError(name)  # a system without settings
+        return model.model_validate(self._raw.get(name) or {})

@@ -37,8 +37,16 @@ def parse_wildcards(pairs: list[str]) -> dict[str, str]:
 def build(
     rule: str, wildcards: dict[str, str], configfiles: list[str], snakefile: str = "Snakefile"
 ) -> Any:
-    """The Snakemake job of ``rule`` with these wildcards, from a DAG built as a run would."""
+    """The Snakemake job of ``rule`` with these wildcards, from the DAG a run builds.
+
+    The job must be one of the run's own jobs (the default target's DAG, from the same
+    config files): a job the run never makes (nomem has no retrieve mode), or one looked for
+    under another config (the run's ``--configfile`` left out), is a one-line error naming
+    what the run has instead. A rule outside the default target (audit_agreement) is built
+    for its own output, as ``snakemake <rule>`` would.
+    """
     from snakemake.api import SnakemakeApi
+    from snakemake.exceptions import RuleException, WorkflowError
     from snakemake.io import apply_wildcards
     from snakemake.settings.types import (
         ConfigSettings,
@@ -50,38 +58,71 @@ def build(
     )
 
     with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
-        workflow_api = api.workflow(
-            resource_settings=ResourceSettings(cores=1),
-            config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles]),
-            storage_settings=StorageSettings(),
-            snakefile=Path(snakefile),
-        )
-        workflow = workflow_api._workflow
-        names = sorted(r.name for r in workflow.rules)
-        if rule not in names:
-            raise JobError(f"rule {rule!r}: no such rule (rules: {', '.join(names)})")
-        declared = workflow.get_rule(rule).wildcard_names
-        if set(wildcards) != declared:
-            want = " ".join(f"{w}=..." for w in sorted(declared)) or "no wildcards"
-            raise JobError(f"rule {rule}: expected {want}, got {sorted(wildcards) or 'none'}")
-        target = apply_wildcards(workflow.get_rule(rule).output[0], wildcards)
-        workflow_api.dag(DAGSettings(targets={target}, forcetargets=True))
-        workflow._prepare_dag(
-            forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True
-        )
-        workflow._build_dag()
-        for job in workflow.dag.jobs:
-            if job.rule.name == rule and dict(job.wildcards) == wildcards:
+        try:
+            workflow_api = api.workflow(
+                resource_settings=ResourceSettings(cores=1),
+                config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles]),
+                storage_settings=StorageSettings(),
+                snakefile=Path(snakefile),
+            )
+            workflow = workflow_api._workflow
+            names = sorted(r.name for r in workflow.rules)
+            if rule not in names:
+                raise JobError(f"rule {rule!r}: no such rule (rules: {', '.join(names)})")
+            declared = workflow.get_rule(rule).wildcard_names
+            if set(wildcards) != declared:
+                want = " ".join(f"{w}=..." for w in sorted(declared)) or "no wildcards"
+                raise JobError(f"rule {rule}: expected {want}, got {sorted(wildcards) or 'none'}")
+            jobs = _dag_jobs(workflow_api, workflow, DAGSettings())
+            if not any(j.rule.name == rule for j in jobs):  # outside the default target
+                target = apply_wildcards(workflow.get_rule(rule).output[0], wildcards)
+                jobs = _dag_jobs(workflow_api, workflow, DAGSettings(targets={target}))
+        except (WorkflowError, RuleException) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise JobError(f"snakemake could not build the run's jobs: {first}") from None
+        given = " + ".join(map(str, workflow.configfiles))
+        ours = [j for j in jobs if j.rule.name == rule]
+        for job in ours:
+            if dict(job.wildcards) == wildcards:
+                _same_settings(workflow, job, given)
                 job.smk_config = workflow.config
                 return job
-    raise JobError(f"rule {rule} {wildcards}: Snakemake built no such job")
+        like = " ".join(f"{k}={v}" for k, v in dict(ours[0].wildcards).items()) if ours else ""
+        raise JobError(
+            f"{rule} {' '.join(f'{k}={v}' for k, v in wildcards.items())}: not a job of the "
+            f"run configured by {given} (its {rule} jobs are like {like}); give the run's "
+            "--configfile, or wildcards of one of its jobs"
+        )
+
+
+def _same_settings(workflow: Any, job: Any, given: str) -> None:
+    """The job's output and inputs were made with the settings these config files give (the
+    run's own config): a file made under other settings means the wrong --configfile."""
+    for made in (job, *workflow.dag.dependencies[job]):
+        exists = [f for f in made.output if os.path.exists(f)]
+        if exists and workflow.persistence.params_changed(made, file=exists[0]):
+            raise JobError(
+                f"{made.output[0]} was made with other settings than {given} give: give the "
+                "run's --configfile (or rebuild it with snakemake)"
+            )
+
+
+def _dag_jobs(workflow_api: Any, workflow: Any, settings: Any) -> list[Any]:
+    """The jobs of the DAG Snakemake builds for ``settings``' targets (nothing is run)."""
+    workflow_api.dag(settings)
+    workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True)
+    workflow._build_dag()
+    return list(workflow.dag.jobs)
 
 
 def run(job: Any) -> None:
     """Run the job's script in this process, as Snakemake would have run it."""
     missing = [str(f) for f in job.input if not os.path.exists(f)]
     if missing:
-        raise JobError(f"job {job}: input {missing[0]} is missing (build it with snakemake)")
+        raise JobError(
+            f"job {job}: input {missing[0]} is missing: build it first (`snakemake {missing[0]}`"
+            " with the run's --configfile)"
+        )
     rule = job.rule
     if rule.shellcmd:
         argv = shlex.split(job.shellcmd)

@@ -5,7 +5,8 @@ A run that only builds the inspector, the tables or the audit table makes no LLM
 embeds nothing, so it starts neither the local llama.cpp server nor the embedding server, and
 checks no endpoint. What a rule's jobs call is read from the one place that declares it: the
 LLM roles of its config slice (memprobe/workflow/config_slices.py) and, for the rules that run
-a memory system, that system's declaration (agents/registry.py: an LLM write path, embedding).
+a memory system, that system's declaration (memprobe/registry/systems.py: an LLM write path,
+embedding).
 The judge role is called only by an LLM judge (``judge.form: llm``); the offline judge
 (``form: scorer``, or beside the LLM with ``judge.cross_check``) embeds instead.
 """
@@ -15,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from memprobe.agents import registry
 from memprobe.config import Config
+from memprobe.registry import systems as registry
 from memprobe.workflow.config_slices import SLICES
 
 
@@ -40,7 +41,7 @@ def needs(cfg: Config, jobs: Iterable[tuple[str, Mapping[str, str]]]) -> Needs:
     systems: set[str] = set()
     for rule, wildcards in jobs:
         piece = SLICES.get(rule)
-        if piece is None:  # a rule that reads no config slice (the users copy) calls nothing
+        if piece is None:  # a rule that reads no config slice calls nothing
             continue
         roles.update(piece.roles)
         if piece.system:

@@ -7,11 +7,12 @@ A ``shell:`` job costs neither. The rule hands the script what ``script:`` would
 
 - ``params: job=script_job(...)`` (rules/common.smk) renders the named inputs, outputs,
   wildcards and the rule's own params as compact JSON;
-- the config is the run's Snakemake config, written once per distinct config to
+- the config is the run's validated config, written once per distinct config to
   ``.snakemake/memprobe/config-<sha>.json`` at DAG load and named by ``MEMPROBE_CONFIG_FILE``
   in the environment that jobs inherit: not a param, so a config edit (say
-  ``llm.concurrency``) does not make every job look stale. What a rule's jobs read of it is
-  a param of the rule instead (memprobe/workflow/config_slices.py), so they rerun when that changes;
+  ``llm.concurrency``) does not make every job look stale. A job reads only its rule's slice
+  of it, which is a param of the rule (memprobe/workflow/config_slices.py), so it reruns when
+  that changes;
 - the command line (``run_script`` in rules/common.smk) is ``PYTHON scripts/<rule>.py RULE LOG
   USAGE JOB_JSON``: the job's log and its usage ledger, run by the interpreter that runs
   Snakemake (no venv to activate), or the rule's conda environment's under ``--sdm conda``.
@@ -30,7 +31,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memprobe.config import Config
 
 CONFIG_ENV = "MEMPROBE_CONFIG_FILE"
 CONFIG_DIR = Path(".snakemake") / "memprobe"
@@ -78,9 +82,9 @@ def render(wildcards, input, output, params: dict[str, Any]) -> str:
     )
 
 
-def export_config(config: dict[str, Any]) -> Path:
-    """Write the run's config where jobs will read it; set ``MEMPROBE_CONFIG_FILE``."""
-    blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+def export_config(cfg: Config) -> Path:
+    """Write the run's validated config where jobs will read it; set ``MEMPROBE_CONFIG_FILE``."""
+    blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     path = CONFIG_DIR / f"config-{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json"
     if not path.exists():
         from memprobe.spec.records import write_atomic
@@ -101,7 +105,13 @@ class SpecJob:
         self.output = Named(data["output"]["all"], data["output"]["names"])
         self.wildcards = Named(list(data["wildcards"].values()), data["wildcards"])
         self.params = Named(list(data["params"].values()), data["params"])
-        path = os.environ.get(CONFIG_ENV)
-        if not path:
-            raise RuntimeError(f"{CONFIG_ENV} is not set: run this script through snakemake")
-        self.config = json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def run_config() -> dict[str, Any]:
+    """The run's validated config as ``export_config`` wrote it (each job reads its slice)."""
+    path = os.environ.get(CONFIG_ENV)
+    if not path:
+        raise RuntimeError(
+            f"{CONFIG_ENV} is not set: run this script through snakemake (or `memprobe job`)"
+        )
+    return json.loads(Path(path).read_text(encoding="utf-8"))

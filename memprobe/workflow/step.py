@@ -19,15 +19,17 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from memprobe.config import Config, ConfigError, load_config
+from memprobe.config import Config, ConfigError
 from memprobe.llm.client import ATTEMPT_STRIDE, LLM, LLMError, client_for
 from memprobe.spec import recovery_log
 from memprobe.spec.prompts import PromptError
 from memprobe.spec.records import RecordError, Recovery
 from memprobe.spec.taxonomy import TaxonomyError
 from memprobe.workflow import attempts
+from memprobe.workflow.config_slices import JobConfig, job_keys, job_roles
+from memprobe.workflow.shell_job import run_config
 
 if TYPE_CHECKING:
     from memprobe.agents.base import MemorySystem
@@ -43,11 +45,17 @@ class Job:
 
     def __init__(self, smk: Any) -> None:
         self.smk = smk
-        self.cfg: Config = load_config(dict(smk.config))
         self.input = smk.input
         self.output = smk.output
         self.wildcards = smk.wildcards
         self.rule = smk.rule
+        # The run's config as this job may read it: its rule's slice, which is its params, and
+        # the keys no slice needs (config_slices.JobConfig); any other key is an error.
+        wildcards = dict(smk.wildcards.items())
+        self.roles = job_roles(smk.rule, wildcards)
+        self.cfg: Config = cast(
+            Config, JobConfig(smk.rule, run_config(), job_keys(smk.rule, wildcards))
+        )
         tag = "_".join(f"{v}" for v in dict(smk.wildcards).values()) or "all"
         self.name = f"{smk.rule}/{tag}"
         # The usage ledger is the job's `usage` log (rules/common.smk: usage_log). Snakemake
@@ -56,13 +64,16 @@ class Job:
         # paid (and the next attempt replays from the cache) stays on the bill.
         usage = getattr(smk.log, "usage", None)
         self.ledger_path = Path(usage) if usage else None
-        self.attempt = attempts.current(*self._attempt_key)
+        # Attempts count for a job that calls an LLM (whose slice holds the seed) only.
+        self.attempt = attempts.current(*self._attempt_key) if self.roles else 0
         # Recovered replies that no JSON output lists (a script whose outputs are tables).
         self.recovered: list[Recovery] = []
 
     @property
     def _attempt_key(self) -> tuple[str, str, int, str]:
-        return (self.cfg.llm.cache_dir, self.name, self.cfg.seed, self.cfg.results_dir)
+        # The ledger's path names the job's own folder: the run's, or the shared users' one
+        # (docs/runs.md), so one run's failed job moves no other run's samples.
+        return (self.cfg.llm.cache_dir, self.name, self.cfg.seed, str(self.ledger_path))
 
     def next_attempt(self) -> int:
         """This attempt failed on an LLM call: the next run of the job draws new samples."""
@@ -78,6 +89,11 @@ class Job:
         return path.with_name(path.name + ".partial") if path else None
 
     def llm(self, role: str) -> LLM:
+        if role not in self.roles:
+            raise ConfigError(
+                f"rule {self.rule} calls role {role}, which is not in its slice: add it to "
+                f"SLICES[{self.rule!r}] in memprobe/workflow/config_slices.py"
+            )
         if self.pending_ledger is None:
             raise ConfigError(f"rule {self.rule}: calls an LLM but declares no `usage` log")
         return client_for(
@@ -86,13 +102,14 @@ class Job:
 
     def memory_system(self, workdir: Path) -> MemorySystem:
         """The job's memory system (its ``system`` wildcard), its LLM roles and prompt files."""
-        from memprobe.agents import registry
+        from memprobe.registry import systems as registry
 
         name = self.wildcards.system
         return registry.create(
             name,
             config=self.cfg,
-            assistant=self.llm("assistant"),
+            # A replay's replies are recorded: its system is never asked to reply.
+            assistant=self.llm("assistant") if "assistant" in self.roles else None,
             writer=self.llm("writer") if registry.spec(name).llm_writer else None,
             prompts=prompt_inputs(self),
             workdir=workdir,

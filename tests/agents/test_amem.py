@@ -17,7 +17,7 @@ from memprobe.spec.prompts import prompt_path
 from memprobe.spec.taxonomy import load_guides
 from tests.helpers.agents import writer_system
 from tests.helpers.endpoint import Endpoint, record_requests
-from tests.helpers.paper import paper_config
+from tests.helpers.paper import paper_config, text_vectors
 from tests.helpers.protocol import TWO_ENTRY_BANK, user_text
 from tests.helpers.workflow import tiny_config
 
@@ -213,18 +213,6 @@ def test_amem_writes_at_its_own_temperature(endpoint, tmp_path):
     system.end_turn(1, "Help me plan a balcony garden.", [])
     assert seen["writer"] and {b["temperature"] for b in seen["writer"]} == {1.0}
     assert client_for("writer", cfg).temperature == 0.0  # only amem's writer changed
-
-
-def text_vectors(texts: list[str]) -> np.ndarray:
-    """A fixed unit vector per text: a note's score tells which of its texts was indexed."""
-    import hashlib
-
-    rows = []
-    for t in texts:
-        rng = np.random.default_rng(int(hashlib.sha256(t.encode()).hexdigest()[:8], 16))
-        v = rng.normal(size=8)
-        rows.append(v / np.linalg.norm(v))
-    return np.asarray(rows, dtype=np.float32)
 
 
 def test_compat_stale_index_searches_each_note_as_it_was_filed(scripted, tmp_path, monkeypatch):

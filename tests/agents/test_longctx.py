@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from memprobe.agents.longctx import LongContext
 
 from memprobe.config import load_config
 from memprobe.llm.client import client_for
+from memprobe.spec.records import Episodes
 from tests.helpers.endpoint import record_requests
 from tests.helpers.paper import paper_config
+from tests.helpers.release_fixture import longctx_items, release_users_config
 from tests.helpers.workflow import tiny_config
 
 HISTORY = [
@@ -95,3 +98,27 @@ def test_paper_longctx_reply_has_no_tailoring_line(endpoint, tmp_path):
         assert ("Tailor your help to this person" in seen[""][-1]["messages"][0]["content"]) is (
             tailored
         )
+
+
+@pytest.mark.parametrize("drop_final_reply", [False, True])
+def test_a_replayed_run_is_stored_turn_for_turn(drop_final_reply):
+    # The fixture's recorded longctx conversation of user_002, through the replay's hooks.
+    from memprobe.protocol import simulation
+    from memprobe.release import importer
+
+    run = "longctx_full_pooled_50"
+    cfg = load_config(
+        release_users_config(
+            "http://127.0.0.1:9/v1",
+            systems=["longctx_full"],
+            rollout={"replay": run},
+            compat={"longctx_drop_final_reply": drop_final_reply},
+        )
+    )
+    lay = importer.Layout(cfg)
+    bank = importer.bank(lay, "user_002", cfg.dims_per_category)
+    tasks = importer.tasks(lay, "user_002", bank)
+    eps = [importer.replayable(lay, lay.recorded(run, "user_002", t.index), t) for t in tasks.tasks]
+    s = LongContext(config=cfg, assistant=None)  # type: ignore[arg-type]
+    simulation.replay(s, Episodes(user_id="user_002", system=run, episodes=eps), run)
+    assert s.get_all_memories() == longctx_items(run, "user_002", drop_final_reply)

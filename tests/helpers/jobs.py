@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memprobe.config import load_config
 from memprobe.spec import records, recovery_log
 from memprobe.workflow import shell_job
 from tests.helpers.workflow import ROOT, tiny_config
@@ -29,8 +30,9 @@ class ScriptJob:
         raw["results_dir"] = str(tmp_path / "results")
         raw["llm"].update(cache_dir=str(tmp_path / "cache"), **llm)
         self.config = raw
+        # As the Snakefile exports it: the run's validated config (shell_job.export_config).
         config_file = tmp_path / "config.json"
-        config_file.write_text(json.dumps(raw))
+        config_file.write_text(json.dumps(load_config(raw).model_dump(mode="json")))
         monkeypatch.setenv(shell_job.CONFIG_ENV, str(config_file))
         monkeypatch.setenv("MEMPROBE_TEST_KEY", "test-key")
 

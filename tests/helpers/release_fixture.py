@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -88,3 +89,38 @@ EXPECTED_ORDER = [
     "prudence_self_view",
     "verbosity_preference",
 ]
+
+
+def recorded(run: str, user: str, root: Path = FIXTURE) -> list[dict]:
+    """A run's recorded episodes of one user, the release's files as they are."""
+    folder = root / "history" / run / user
+    n = len(list(folder.glob("episode_*.json")))
+    return [json.loads((folder / f"episode_{i}.json").read_text()) for i in range(1, n + 1)]
+
+
+def longctx_items(run: str, user: str, drop_final_reply: bool, root: Path = FIXTURE) -> list[dict]:
+    """What longctx_full stores of a recorded conversation (docs/release-format.md §2.7): the
+    task, then each turn's agent reply and user message; the release dropped the last reply of
+    each task (compat.longctx_drop_final_reply)."""
+    items: list[dict] = []
+    for i, ep in enumerate(recorded(run, user, root), 1):
+        items.append({"content": f"[Task {i}] {ep['task']}", "category": "task", "task_index": i})
+        for t in ep["turns"]:
+            if not (drop_final_reply and t["turn"] == len(ep["turns"])):
+                items.append(
+                    {
+                        "content": f"Agent: {t['agent_response']}",
+                        "category": "agent_reply",
+                        "task_index": i,
+                        "turn": t["turn"],
+                    }
+                )
+            items.append(
+                {
+                    "content": f"User: {t['user_simulator']['text']}",
+                    "category": "user_reply",
+                    "task_index": i,
+                    "turn": t["turn"],
+                }
+            )
+    return items

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from memprobe.config import load_config
 from memprobe.spec import records
 from memprobe.workflow import step
+from memprobe.workflow.config_slices import JobConfig, job_keys
 from tests.helpers.recording_llm import RecordingLLM
 from tests.helpers.workflow import ROOT, tiny_config
 
@@ -24,7 +25,15 @@ def script_main(name: str, monkeypatch):
     return seen[0]
 
 
-def job(tmp_path: Path, compat: dict, inputs: dict, llm: RecordingLLM, mode: str = "dump_all"):
+def job(
+    rule: str,
+    tmp_path: Path,
+    compat: dict,
+    inputs: dict,
+    llm: RecordingLLM,
+    mode: str = "dump_all",
+):
+    """The job of ``rule``: its config is what a job of that rule may read (its slice)."""
     raw = tiny_config("http://127.0.0.1:9/v1")
     raw["compat"] = compat
     files = {}
@@ -36,7 +45,9 @@ def job(tmp_path: Path, compat: dict, inputs: dict, llm: RecordingLLM, mode: str
             records.write_atomic(files[key], value)
     return SimpleNamespace(
         input=Input(files),
-        cfg=load_config(raw),
+        cfg=JobConfig(
+            rule, load_config(raw).model_dump(mode="json"), job_keys(rule, {"mode": mode})
+        ),
         llm=lambda role: llm,
         output=[str(tmp_path / "out.json")],
         wildcards=SimpleNamespace(mode=mode),

@@ -138,6 +138,108 @@ def test_paper_simulator_studies_its_bank_and_may_write_past_1500_chars(scripted
         )
 
 
+# -- replay (rollout.replay) ---------------------------------------------------------------
+def hook_log_system(name: str, recall_changes_store: bool):
+    """A memory system that logs each hook call with what it was shown."""
+    from typing import Any
+
+    from memprobe.agents.base import MemorySystem
+
+    from memprobe.registry.systems import declare
+
+    @declare(name, searchable=False, recall_changes_store=recall_changes_store)
+    class HookLog(MemorySystem):
+        def reset(self, user_id: str) -> None:
+            super().reset(user_id)
+            self.log: list[tuple[Any, ...]] = []
+
+        def recall(self, task, history):
+            self.log.append(("recall", task, [dict(h) for h in history]))
+            return [f"seen {len(self.log)}"]
+
+        def end_turn(self, task_index, task, history):
+            self.log.append(("end_turn", task_index, task, [dict(h) for h in history]))
+
+        def end_episode(self, task_index, task, history):
+            self.log.append(("end_episode", task_index, task, [dict(h) for h in history]))
+
+        def get_all_memories(self):
+            return [{"content": repr(x)} for x in self.log if x[0] != "recall"]
+
+    return HookLog
+
+
+def two_tasks():
+    from memprobe.spec.records import Task, Tasks
+
+    return Tasks(
+        user_id="user_001",
+        tasks=[
+            Task(index=i, task=f"Task {i}.", target_category=e.category,
+                 target_dimension=e.dimension, target_short=e.short)
+            for i, e in enumerate(TWO_ENTRY_BANK.entries, 1)
+        ],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("recall_changes_store", [True, False])
+def test_a_replay_calls_the_live_rollouts_hooks_in_its_order(
+    scripted, tmp_path, recall_changes_store
+):
+    followup = {"feedback_type": "followup", "text": "Not quite, I grew up with boats."}
+    done = {"feedback_type": "satisfied", "text": "That works."}
+    ep, seen = scripted({"simulator": [followup, done, done]})
+    cfg, llm = clients(ep.base_url, tmp_path, "simulator", "assistant")
+    cls = hook_log_system(f"hooklog_{recall_changes_store}", recall_changes_store)
+    live = cls(config=cfg, assistant=llm["assistant"])
+    prompt = str(prompt_path("user_simulator"))
+    episodes = simulation.rollout(
+        live, llm["simulator"], prompt, persona(), TWO_ENTRY_BANK, two_tasks(), max_turns=3
+    )
+    assert [len(e.turns) for e in episodes.episodes] == [2, 1]
+    asked = sum(len(v) for v in seen.values())
+
+    # The replay's assistant points at a closed port: a reply call would fail the test.
+    off, closed = clients("http://127.0.0.1:9/v1", tmp_path / "off", "assistant")
+    replayed = cls(config=off, assistant=closed["assistant"])
+    got = simulation.replay(replayed, episodes, "some_run_pooled_50")
+    assert sum(len(v) for v in seen.values()) == asked  # no simulator call either
+    # Every write hook, in the live order, with the same transcript; recall only where it
+    # can change the store (its lines then recorded as live).
+    want = [x for x in live.log if recall_changes_store or x[0] != "recall"]
+    assert replayed.log == want
+    assert got.replay == "some_run_pooled_50" and episodes.replay is None
+    turns = [
+        (t.agent_response, t.user_text, t.feedback_type) for e in got.episodes for t in e.turns
+    ]
+    assert turns == [
+        (t.agent_response, t.user_text, t.feedback_type) for e in episodes.episodes for t in e.turns
+    ]
+    recalled = [t.recalled for e in got.episodes for t in e.turns]
+    if recall_changes_store:
+        assert recalled == [t.recalled for e in episodes.episodes for t in e.turns]
+    else:
+        assert recalled == [[], [], []]
+
+
+def test_a_system_that_sequences_its_own_turn_is_not_replayed(tmp_path):
+    cls = hook_log_system("hooklog_respond", True)
+
+    class OwnTurn(cls):  # type: ignore[misc, valid-type]
+        def respond(self, task_index, task, history):
+            return "mine"
+
+    cfg, llm = clients("http://127.0.0.1:9/v1", tmp_path, "assistant")
+    from memprobe.spec.records import Episodes
+
+    with pytest.raises(ValueError, match="overrides MemorySystem.respond"):
+        simulation.replay(
+            OwnTurn(config=cfg, assistant=llm["assistant"]),
+            Episodes(user_id="user_001", system="x", episodes=[]),
+            "run",
+        )
+
+
 def test_without_a_cap_the_simulator_stand_in_cuts_nothing():
     long = "I had a bay like this once and it was a mess. " * 50  # ~2,350 characters
     spent = Exhausted(

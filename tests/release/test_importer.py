@@ -230,20 +230,20 @@ def test_release_users_with_our_systems(endpoint, workflow_factory):
 
 
 def test_a_topk_sweep_over_imported_runs_is_one_config_error():
-    with pytest.raises(ConfigError, match=r"k: a top-k sweep \(k: \[5, 3\]\).*set one k"):
-        cfg_model(k=[5, 3])
-    assert cfg_model(k=5).ks == [5]
+    with pytest.raises(ConfigError, match=r"top_k: a sweep \(top_k: \[5, 3\]\).*set one top_k"):
+        cfg_model(top_k=[5, 3])
+    assert cfg_model(top_k=5).ks == [5]
 
 
 @pytest.mark.workflow
 def test_a_topk_sweep_over_imported_runs_stops_the_dag_in_one_line(workflow_factory):
     # Before the check, the DAG build stopped on the missing retrieve_k3 judge files.
-    wf = workflow_factory(release_config(k=[5, 3]))
+    wf = workflow_factory(release_config(top_k=[5, 3]))
     proc = wf.run("tables", "-n", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "MissingInputException" not in out
     lines = [line for line in out.splitlines() if line.startswith("memprobe:")]
-    assert len(lines) == 1 and "set one k" in lines[0], lines
+    assert len(lines) == 1 and "set one top_k" in lines[0], lines
 
 
 def test_import_retrieved_keeps_the_recorded_items_under_our_queries(tmp_path):
@@ -612,3 +612,71 @@ def test_tasks_out_of_bank_order_are_rejected(tmp_path):
     bank = release.bank(lay, "user_007", COUNTS)
     with pytest.raises(RecordError, match=r"tasks\[0\]\.target_dimension"):
         release.tasks(lay, "user_007", bank)
+
+
+# -- rollout.replay: the recorded runs a replay reads --------------------------------------
+REPLAY_RUN = "longctx_full_pooled_50"
+
+
+def replay_cfg(root: Path = FIXTURE, run: str = REPLAY_RUN):
+    raw = release_users_config("http://127.0.0.1:9/v1", n_users=3, rollout={"replay": run})
+    raw["release_dir"] = str(root)
+    return load_config(raw)
+
+
+def test_a_replay_source_is_checked_when_the_dag_loads(tmp_path):
+    release.check_layout(replay_cfg())  # the fixture holds the run for every user
+    with pytest.raises(RecordError) as err:
+        release.check_layout(replay_cfg(run="nosuch_pooled_50"))
+    assert str(err.value).startswith("rollout.replay: no recorded run 'nosuch_pooled_50' in ")
+    assert f"found: amem_pooled_50, {REPLAY_RUN}, mem0_pooled_50" in str(err.value)
+    copy = tmp_path / "release"
+    shutil.copytree(FIXTURE, copy)
+    (copy / "history" / REPLAY_RUN / "user_003" / "episode_8.json").unlink()
+    with pytest.raises(RecordError, match=r"rollout.replay: missing .*user_003/episode_8.json"):
+        release.check_layout(replay_cfg(copy))
+    shutil.rmtree(copy / "history" / REPLAY_RUN / "user_003")
+    with pytest.raises(RecordError, match=f"rollout.replay: run '{REPLAY_RUN}' has no user_003"):
+        release.check_layout(replay_cfg(copy))
+
+
+def _broken(tmp_path: Path, edit) -> tuple[object, Path, object]:
+    """A copy of the fixture whose user_001 episode 2 of the replayed run is ``edit``ed."""
+    root = tmp_path / "release"
+    if not root.exists():
+        shutil.copytree(FIXTURE, root)
+    cfg = replay_cfg(root)
+    lay = release.Layout(cfg)
+    bank = release.bank(lay, "user_001", cfg.dims_per_category)
+    task = release.tasks(lay, "user_001", bank).tasks[1]
+    path = lay.recorded(REPLAY_RUN, "user_001", 2)
+    raw = json.loads((FIXTURE / path.relative_to(root)).read_text())
+    edit(raw)
+    path.write_text(json.dumps(raw))
+    return lay, path, task
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda r: r["turns"][0].pop("agent_response"), r"turns\.0\.agent_response"),
+        (
+            lambda r: r["turns"][0]["user_simulator"].update(feedback_type="pleased"),
+            r"turns\.0\.feedback_type",
+        ),
+        (lambda r: r.update(task="Another task."), "task: not the task file's task 2"),
+        (lambda r: r["turns"][1].update(turn=5), r"turns: numbered \[1, 5\], expected 1\.\.2"),
+        (lambda r: r.update(turns=[]), "end_reason: 'satisfied' after 'no turn'"),
+        (lambda r: r.update(end_reason="max_turns"), "end_reason: 'max_turns' after 'satisfied'"),
+    ],
+    ids=["no-reply", "bad-feedback", "other-task", "turn-numbers", "no-turns", "end-reason"],
+)
+def test_a_malformed_recorded_episode_is_one_line(tmp_path, edit, expected):
+    lay, path, task = _broken(tmp_path, edit)
+    with pytest.raises(RecordError) as err:
+        release.replayable(lay, path, task)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{path}: "), message
+    assert re.search(expected, message), message
+    # the untouched file replays
+    assert len(release.replayable(*_broken(tmp_path, lambda r: None)).turns) == 2

@@ -80,7 +80,7 @@ CASES = {
     "unknown config key": (_cfg(lambda c: c.update(n_user=2)), TARGET, ["n_user: unknown key"]),
     "unknown system": (_cfg(lambda c: c.update(systems=["nosuch"])), TARGET, ["systems", "nosuch"]),
     "unknown backend": (_cfg(lambda c: c["llm"].update(backend="gpt")), TARGET, ["llm.backend"]),
-    "k zero": (_cfg(lambda c: c.update(k=0)), TARGET, ["k: every k must be >= 1 (got 0)"]),
+    "k zero": (_cfg(lambda c: c.update(top_k=0)), TARGET, ["top_k: every k must be >= 1 (got 0)"]),
     "max_attempts not a number": (
         _cfg(lambda c: c["llm"].update(max_attempts="many")),
         TARGET,

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from memprobe.llm.cache import ResponseCache
 from memprobe.llm.client import LLM, LLMError
 from memprobe.llm.ledger import Ledger
+from memprobe.llm.providers import OpenAICompatible
 from memprobe.testing.fake_endpoint import FAULT_KINDS, Faults
 from tests.helpers.endpoint import Endpoint
 
@@ -170,12 +171,15 @@ def test_the_api_key_never_reaches_an_error_message(code, monkeypatch, tmp_path)
         return httpx.Response(code, json={"error": {"message": f"bad key {auth}; key={SECRET}"}})
 
     llm = make_llm("http://echo.invalid/v1", tmp_path, max_attempts=2)
-    llm._client = openai.OpenAI(
-        base_url=llm.base_url,
-        api_key=os.environ["MEMPROBE_TEST_KEY"],
-        max_retries=0,
-        http_client=httpx.Client(transport=httpx.MockTransport(echo)),
-    )
+    llm.provider = OpenAICompatible(
+        llm.endpoint,
+        openai.OpenAI(
+            base_url=llm.base_url,
+            api_key=os.environ["MEMPROBE_TEST_KEY"],
+            max_retries=0,
+            http_client=httpx.Client(transport=httpx.MockTransport(echo)),
+        ),
+    )  # a client given by hand serves this role alone
     with pytest.raises(LLMError) as err:
         llm.text(MESSAGES, where="user user_001, episode 1")
     assert "bad key" in str(err.value)  # the endpoint's message is kept...

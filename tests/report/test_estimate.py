@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from memprobe.agents import registry
 
 from memprobe.config import load_config
 from memprobe.llm.ledger import COLUMNS
+from memprobe.registry import systems as registry
 from memprobe.report import estimate
 from tests.helpers.workflow import ROOT
 
@@ -339,6 +339,128 @@ def test_the_documented_paper_estimate_is_what_the_command_prints(tmp_path):
     printed = {" ".join(x.split()) for x in proc.stdout.splitlines()}
     assert len(shown) >= 8
     assert [x for x in shown if " ".join(x.split()) not in printed] == []
+
+
+def test_the_wall_time_under_a_rate_limit_is_its_largest_bound():
+    """requests / RPM and tokens / TPM join the chain and the streams; the largest binds."""
+    raw = paper_like()
+    raw["llm"] = {**raw["llm"], "rate_limit": {"requests_per_minute": 600, "share": 0.25}}
+    cfg = load_config(raw)
+    rates = estimate.priors(cfg)
+    lines = estimate.predict(cfg, rates)
+    limited = estimate.wall_time(cfg, rates, lines, latency_s=1.0, llm_slots=16)
+    mini = sum(x.calls for x in lines if x.model == cfg.llm.model)  # Mem-T-4B is not limited
+    # The whole run's limit, not this machine's share of it.
+    assert limited.requests_s == pytest.approx(mini / 600 * 60)
+    assert limited.binding == "requests per minute" and limited.seconds == limited.requests_s
+    raw["llm"]["rate_limit"] = {"tokens_per_minute": 100_000}
+    cfg = load_config(raw)
+    tpm = estimate.wall_time(cfg, rates, lines, latency_s=1.0, llm_slots=16)
+    tokens = sum(
+        (x.prompt_tokens or 0) + (x.completion_tokens or 0)
+        for x in lines
+        if x.model == cfg.llm.model
+    )
+    assert tpm.tokens_s == pytest.approx(tokens / 100_000 * 60) and tpm.requests_s == 0
+    assert tpm.binding == "tokens per minute"
+    raw["llm"].pop("rate_limit")
+    free = estimate.wall_time(load_config(raw), rates, lines, latency_s=1.0, llm_slots=16)
+    assert free.requests_s == free.tokens_s == 0
+    assert free.seconds == max(free.chain_s, free.streams_s)
+
+
+# -- rollout.replay: the recorded run's conversations, no conversation calls ------------------
+def test_a_replay_pays_no_conversation_and_takes_the_recorded_turns():
+    from memprobe.release import importer
+    from tests.helpers.release_fixture import FIXTURE
+
+    live = load_config(paper_like(users={"source": "release"}, release_dir=str(FIXTURE)))
+    cfg = load_config(
+        paper_like(
+            users={"source": "release"},
+            release_dir=str(FIXTURE),
+            rollout={"replay": "longctx_full_pooled_50"},
+        )
+    )
+    d = cfg.n_dims
+    # every system replays longctx_full's conversations: its turns, whatever the system (the
+    # prior where the files are not at hand)
+    rates = estimate.replayed_turns(cfg, estimate.priors(cfg), "longctx_full", None)
+    assert set(rates.turns_per_episode.values()) == {77.7 / 31}
+    assert "turns: longctx_full's prior" in rates.source
+    calls = estimate.protocol_calls(cfg, rates)
+    before = estimate.protocol_calls(live, estimate.priors(live))
+    for s in cfg.systems:
+        for role in ("assistant", "simulator", "preference"):
+            assert calls[(s, role)] == 0 and before[(s, role)] > 0
+        for role in ("slotfill", "judge", "disclosure"):
+            assert calls[(s, role)] == before[(s, role)]
+    t = 77.7 / 31 * d
+    assert calls[("amem", "writer")] == pytest.approx(2 * (t + d) - 1)  # its own writes
+    # the release's users are imported, not generated (a live run on them neither)
+    for role in ("generator", "task_writer", "critic", "editor"):
+        assert calls[("(per user)", role)] == 0 == before[("(per user)", role)]
+    assert calls[("(per user)", "oracle")] == d
+
+    # With the release at hand, the turns are counted in the recorded files: the fixture's
+    # longctx run has 12 + 16 + 8 turns over its 3 users' 8 episodes.
+    small = load_config(
+        paper_like(
+            n_users=3,
+            users={"source": "release"},
+            release_dir=str(FIXTURE),
+            dims_per_category={"skill_memory": 2, "knowledge_memory": 2, "episodic_memory": 2,
+                               "self_model": 1, "assistance_preference": 1},
+            rollout={"replay": "longctx_full_pooled_50"},
+        )
+    )  # fmt: skip
+    assert importer.recorded_turns(small) == 36 / 24
+    counted = estimate.replayed_turns(small, estimate.priors(small), "longctx_full", 36 / 24)
+    assert set(counted.turns_per_episode.values()) == {36 / 24}
+    assert "counted in longctx_full_pooled_50's recorded episodes" in counted.source
+    # files not all at hand (more users than the fixture holds): the prior
+    assert importer.recorded_turns(cfg) is None
+    assert importer.recorded_system("memt_memonly_pooled_50") == "memt"
+    assert importer.recorded_system("longctx_full_pooled_50") == "longctx_full"
+    # a live run is left alone
+    assert estimate.replayed_turns(live, estimate.priors(live), "x", 1.0).turns_per_episode == (
+        estimate.priors(live).turns_per_episode
+    )
+
+
+def test_cli_prices_a_replayed_50_user_run_next_to_the_full_run(tmp_path):
+    from tests.helpers.release_fixture import FIXTURE
+
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("gpt-5.4-mini: {input: 0.25, output: 2.0}\n")
+    common = ["--no-ledger", "--prices", str(prices), "--latency", "4", "--llm-slots", "16"]
+    full = _estimate("--configfile", "config/paper.yaml", *common)
+    replay = _estimate(
+        "--configfile", "config/paper.yaml", "config/replay.yaml",
+        "--config", f"release_dir={FIXTURE}", *common,
+    )  # fmt: skip
+    assert full.returncode == 0 and replay.returncode == 0, replay.stderr
+
+    def summary(out: str) -> tuple[int, float, dict[tuple[str, str], int]]:
+        lines = out.splitlines()
+        total = int(next(x for x in lines if x.startswith("total")).split()[1])
+        usd = float(next(x for x in lines if "USD for the priced" in x).split()[0].replace(",", ""))
+        calls = {}
+        for x in lines:
+            parts = x.split()
+            if len(parts) > 3 and parts[1] in ("assistant", "simulator", "preference", "writer"):
+                calls[(parts[0], parts[1])] = int(parts[3])
+        return total, usd, calls
+
+    f_total, f_usd, f_calls = summary(full.stdout)
+    r_total, r_usd, r_calls = summary(replay.stdout)
+    assert "conversations: replay of longctx_full_pooled_50" in replay.stdout
+    assert "(a replay: the paper's rows include the conversation calls" in replay.stdout
+    assert "(a replay:" not in full.stdout
+    assert all(n == 0 for (s, role), n in r_calls.items() if role != "writer")
+    assert all(f_calls[(s, "assistant")] > 0 for s in ("nomem", "amem", "memt"))
+    assert r_calls[("amem", "writer")] == pytest.approx(f_calls[("amem", "writer")], rel=0.01)
+    assert r_total < 0.6 * f_total and r_usd < 0.5 * f_usd
 
 
 def test_the_judge_form_and_calibration_source_set_the_judges_calls():

@@ -617,6 +617,42 @@ def test_bootstrap_ci_uses_the_seed_and_n_boot_it_is_given():
     )
 
 
+def test_table2_says_which_conversations_each_row_was_built_from(imported):
+    eps, prefs, mems, js = (imported[k] for k in ("episodes", "prefs", "mems", "judges"))
+    t2 = tables.table2(SYSTEMS, eps, prefs, mems, js)
+    # imported runs: the release's own conversations of each system's run
+    assert row(t2, system="memt")["conversations"] == "release: memt_memonly_pooled_50"
+    # longctx_full replayed through longctx_full_pooled_50's recordings, without preference
+    run = "longctx_full_pooled_50"
+    replayed = [
+        e.model_copy(update={"replay": run}) if e.system == "longctx_full" else e for e in eps
+    ]
+    ours = [m.model_copy(update={"meta": {}}) for m in mems]
+    prefs = [p for p in prefs if p.system != "longctx_full"]
+    t2 = tables.table2(SYSTEMS, replayed, prefs, ours, js)
+    lc, nm = row(t2, system="longctx_full"), row(t2, system="nomem")
+    assert lc["conversations"] == f"replay: {run}" and nm["conversations"] == "live"
+    assert pd.isna(lc["D_mean"]) and close(lc["C_mean"], 1.5)  # C: the recordings' turns
+    assert tables.replayed(replayed) == {"longctx_full": run}
+    flags = tables.replay_notes(tables.table2_flags(t2, js), t2, {"longctx_full": run},
+                                tables.REPLAY_TABLE2)  # fmt: skip
+    f_lc, f_nm = row(flags, system="longctx_full"), row(flags, system="nomem")
+    assert f_lc["D_mean"].startswith("not applicable: a replay of longctx_full_pooled_50")
+    assert (
+        f_lc["A"]
+        == f_lc["C_mean"]
+        == f"the recorded run's ({run}), not this system's conversations"
+    )
+    assert f_lc["B_dump_all_mean"] == "" and f_nm["A"] == "" and f_nm["D_mean"] == ""
+    # a note joins a flag already there (memt's dagger)
+    both = tables.replay_notes(tables.table2_flags(t2, js), t2, {"memt": run},
+                               {"B_dump_all_mean": "x {run}"})  # fmt: skip
+    assert row(both, system="memt")["B_dump_all_mean"] == f"{tables.DAGGER}; x {run}"
+    assert "longctx_full (replay: longctx_full_pooled_50)" in tables.replay_header(
+        {"longctx_full": run}
+    )
+
+
 def test_cross_check_flags_the_cells_where_the_offline_judge_disagrees():
     """judge.cross_check: B and each category's mean by both judges; flagged past the margin."""
     from memprobe.protocol.recovery import category_means

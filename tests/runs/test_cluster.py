@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from memprobe.agents import registry
 
+from memprobe.registry import systems as registry
 from memprobe.testing.memt_standin import StandIn
+from memprobe.workflow import shell_job
 from tests.helpers.fake_slurm import _opt
 from tests.helpers.workflow import ROOT, SNAKEMAKE, tiny_config
 
@@ -185,6 +186,18 @@ def test_slurm_submits_gpu_flags_for_memt_only_and_caps_llm_jobs(
     observed = max_overlap(llm)
     print(f"\nsubmissions={len(subs)} llm_jobs={len(llm)} max_concurrent_llm={observed} cap={cap}")
     assert 1 <= observed <= cap
+    # Each node's limiter takes 1/llm_slots of llm.rate_limit, in node-local files: the job
+    # steps' configs say so (Snakemake's own was written before it knew the executor).
+    limits = [
+        json.loads(p.read_text())["llm"].get("rate_limit")
+        for p in (wf.root / shell_job.CONFIG_DIR).glob("config-*.json")
+    ]
+    # (A --config value arrives as text: the config model reads "0.5" as the number.) The
+    # head's own export, written at DAG load before the executor is known, keeps the whole
+    # limit: it serves only the localrules (tables, inspector), which call no LLM.
+    steps = [x for x in limits if x is not None and x["state_dir"] == "/tmp/memprobe-rate-limit"]
+    assert steps and all(float(x["share"]) == 1 / cap for x in steps), limits
+    assert all(float(x["share"]) == 1.0 for x in limits if x is not None and x not in steps)
 
 
 @pytest.mark.workflow

@@ -90,9 +90,12 @@ def test_a_judge_that_always_says_one_flags_every_b_cell(run_with):
     for figure in ("category_b", "dump_vs_retrieve", "attribution"):
         band, described = flag_band(results / "figures" / f"{figure}.png")
         assert band > 2000 and described.startswith(FLAG), (figure, band, described)
-    wf.run("tables", "--report", "report.html")
+    report = wf.run("tables", "--report", "report.html")
     html = (wf.root / "report.html").read_text()
     assert "the judge failed calibration" in html
+    # The header is reStructuredText read by docutils: no error in the log, none in the page.
+    assert "Undefined substitution" not in report.stdout + report.stderr, report.stderr[-2000:]
+    assert "System Message" not in html and "system-message" not in html
     warnings = [line for line in proc.stderr.splitlines() if "memprobe: warning:" in line]
     assert len(warnings) == 1 and wf.target("judge_calibration.csv") in warnings[0]
     assert (results / "degenerate_labels.csv").exists()

@@ -87,7 +87,7 @@ def outputs(tmp_path_factory) -> dict:
     ep = Endpoint(str(path))
     try:
         cfg = release_users_config(
-            ep.base_url, n_users=1, systems=["amem", "mem0"], modes=["retrieve"], k=K
+            ep.base_url, n_users=1, systems=["amem", "mem0"], modes=["retrieve"], top_k=K
         )
         (root / "wf").mkdir()
         wf = Workflow(root / "wf", cfg)

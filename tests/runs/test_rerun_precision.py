@@ -141,7 +141,7 @@ CASES = [
     ),
     ("tasks.max_edits", set_key("tasks.max_edits", 1), lambda d: readers(d, rules("tasks"))),
     ("bank.pool_sample", set_key("bank.pool_sample", 3), lambda d: readers(d, rules("bank"))),
-    ("k", set_key("k", 3), new_k),
+    ("top_k", set_key("top_k", 3), new_k),
 ]
 # Runtime only: how a job runs, never what it writes.
 RUNTIME = {"llm.concurrency": 1, "llm.timeout_s": 33.0, "llm.max_attempts": 7,
@@ -278,7 +278,7 @@ def test_table5_counts_only_the_calls_behind_the_current_artifacts(finished, tmp
     shutil.copytree(finished.wf.root, root, symlinks=True)
     cfg = copy.deepcopy(finished.config)
     cfg["n_users"] = 1  # user_002's jobs leave the DAG; their ledgers stay on disk
-    cfg["k"] = [5, 3]  # new sweep jobs
+    cfg["top_k"] = [5, 3]  # new sweep jobs
     cfg["llm"]["roles"] = {"judge": {"temperature": 0.3}}  # the judge jobs rerun
     wf = Workflow(root, cfg)
     wf.run(TARGET)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -49,9 +50,20 @@ def expected_artifacts(results: Path) -> list[Path]:
 
 
 def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_factory):
-    wf = workflow_factory(tiny_config(endpoint.base_url))
-    wf.run(wf.target("table2.csv"))
+    wf = workflow_factory(tiny_config(endpoint.base_url, progress={"interval_s": 1.0}))
+    proc = wf.run(wf.target("table2.csv"))
     results = wf.results
+
+    # The progress line while it ran, and its summary at the end: the ledgers' own figures.
+    assert "memprobe progress: " in proc.stderr
+    summary = next(x for x in proc.stderr.splitlines() if x.startswith("memprobe summary: "))
+    rows = ledger.read_rows(ledger.run_files(results))
+    paid = [r for r in rows if r["cached"] == "false"]
+    tokens = sum(int(r["prompt_tokens"]) + int(r["completion_tokens"]) for r in paid)
+    jobs = re.match(r"memprobe summary: (\d+)/(\d+) jobs, ", summary)
+    assert jobs and jobs[1] == jobs[2] and int(jobs[1]) > 10, summary
+    assert f" {len(paid):,} calls paid ({len(rows) - len(paid):,} replayed), " in summary
+    assert f" {tokens / 1e6:.2f}M tokens " in summary
 
     # The one target leaves nothing out: every other table and figure is built too.
     others = ["table3.csv", "table4.csv", "table13.csv", "table14.csv", "gap.csv", "table5.csv",

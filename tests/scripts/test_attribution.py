@@ -28,7 +28,16 @@ def test_retrieve_attribution_empty_transcript_only_in_retrieve_mode(
         "oracle": ORACLE,
         **PROMPTS,
     }
-    main(job(tmp_path, {"retrieve_attribution_empty_transcript": on}, inputs, llm, mode))
+    main(
+        job(
+            "attribution",
+            tmp_path,
+            {"retrieve_attribution_empty_transcript": on},
+            inputs,
+            llm,
+            mode,
+        )
+    )
     stage1 = llm.prompt_text(0)
     assert ("USER-REVEALED-1" not in stage1) is empty
     assert records.load(tmp_path / "out.json", records.Attribution).mode == mode

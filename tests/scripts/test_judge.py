@@ -9,8 +9,8 @@ from memprobe.spec import records
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import SlotFill, SlotFillEntry
 from tests.helpers.recording_llm import RecordingLLM
+from tests.helpers.recovery_case import BANK
 from tests.helpers.scripts import job, script_main
-from tests.protocol.test_recovery import BANK
 
 
 @pytest.mark.parametrize("on", [False, True])
@@ -29,7 +29,7 @@ def test_judge_unknown_labels_reaches_the_judge(on, tmp_path, monkeypatch):
     )
     llm = RecordingLLM(lambda m, s: {"score": 0.25, "reason": "r"})
     inputs = {"slotfill": slotfill, "bank": BANK, "prompt": str(prompt_path("recovery_judge"))}
-    main(job(tmp_path, {"judge_unknown_labels": on}, inputs, llm))
+    main(job("judge", tmp_path, {"judge_unknown_labels": on}, inputs, llm))
     out = records.load(tmp_path / "out.json", records.Judge)
     assert len(llm.requests) == (2 if on else 0)
     assert out.overall == (0.25 if on else 0.0)

@@ -9,9 +9,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from memprobe.agents.memt import policy_client
 
 from memprobe.config import load_config
-from memprobe.llm.client import memt_client
 from memprobe.serving import served_process, vllm_server
 from tests.helpers.memt import SERVE_STANDIN, fake_vllm, serve_settings
 from tests.helpers.squatters import Squatter
@@ -44,7 +44,7 @@ def test_a_squatter_on_the_port_gets_no_key_and_the_job_uses_its_own_server(tmp_
     monkeypatch.setattr(served_process, "free_port", lambda: squatter.port, raising=False)
     reply, uds = "", None
     try:
-        llm = memt_client(served_config(tmp_path), None)
+        llm = policy_client(served_config(tmp_path), None)
         reply, uds = llm.text(FORMATION), llm.endpoint.uds
         assert uds == vllm_server._server.uds  # type: ignore[union-attr]
     finally:

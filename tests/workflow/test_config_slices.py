@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from memprobe.agents import registry
 from pydantic import BaseModel
 
 from memprobe.config import Config, load_config
+from memprobe.registry import systems as registry
 from memprobe.serving import local_server
 from memprobe.spec.records import RecordError
 from memprobe.workflow import config_slices as cs
@@ -101,6 +101,8 @@ RUNTIME_VALUES = {
     "llm.concurrency": 2,
     "llm.cache_dir": "elsewhere",
     "llm.api_key_env": "OTHER_KEY",
+    "llm.rate_limit": {"requests_per_minute": 60, "tokens_per_minute": 9000, "share": 0.5},
+    "progress": {"interval_s": 5.0, "prices": {"m": {"input": 1.0, "output": 2.0}}},
     "llm.local.threads": 3,
     "llm.local.context_tokens": 8192,
     "llm.local.parallel": 3,
@@ -128,7 +130,7 @@ def test_runtime_only_keys_are_in_no_slice():
     raw = full_config()
     raw["memt"]["search_topk"] = 9
     changed = {k[0] for k, v in evaluated(raw).items() if v != before[k]}
-    assert changed == {"rollout", "probe"}
+    assert changed == {"rollout", "replay", "probe"}
 
 
 def test_a_role_identity_holds_no_secret(monkeypatch):
@@ -179,7 +181,9 @@ def test_a_failed_attempts_calls_stay_on_the_ledger_of_the_attempt_that_succeeds
 ):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)
-    shell_job.export_config({"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}})
+    shell_job.export_config(
+        load_config({"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}})
+    )
     ledger = Path("results/usage/judge/user_001.csv")
 
     def ask(job: step.Job) -> None:
@@ -222,13 +226,60 @@ def test_a_running_jobs_ledger_is_the_documented_partial_file(tmp_path, monkeypa
 
 def test_a_job_that_calls_an_llm_declares_its_ledger(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    smk = SimpleNamespace(
-        config={"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}},
-        input=[], output=[], wildcards={}, rule="tables", log=[],
-    )  # fmt: skip
+    monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)
+    shell_job.export_config(
+        load_config({"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}})
+    )
+    smk = SimpleNamespace(input=[], output=[], wildcards={}, rule="judge_calibration", log=[])
     job = step.Job(smk)
     with pytest.raises(step.ConfigError, match="declares no `usage` log"):
         job.llm("judge")
+
+
+def job_config(rule: str, **wildcards: str) -> cs.JobConfig:
+    cfg = load_config(full_config())
+    return cs.JobConfig(rule, cfg.model_dump(mode="json"), cs.job_keys(rule, wildcards))
+
+
+def test_a_job_reads_its_slice_and_nothing_else():
+    judge = job_config("judge", system="longctx_full", user="user_001", mode="dump_all")
+    assert judge.compat.judge_unknown_labels is False and judge.judge.min_kappa == 0.6
+    assert judge.llm.timeout_s == 120.0 and judge.seed == 7  # an LLM rule's llm and seed
+    assert judge.systems == SYSTEMS and judge.ks == [5]  # shape keys, and what derives from them
+    with pytest.raises(cs.OutsideSlice, match=r"rule judge reads the config key max_turns, "):
+        judge.max_turns  # noqa: B018
+    with pytest.raises(cs.OutsideSlice, match="compat.longctx_drop_final_reply"):
+        judge.compat.longctx_drop_final_reply  # noqa: B018  a sibling of a key it may read
+    # a key of one mode, in that mode's jobs only
+    att = job_config("attribution", system="amem", user="user_001", mode="retrieve")
+    assert att.compat.retrieve_attribution_empty_transcript is False
+    att = job_config("attribution", system="amem", user="user_001", mode="dump_all")
+    with pytest.raises(cs.OutsideSlice):
+        att.compat.retrieve_attribution_empty_transcript  # noqa: B018
+    # a system's own keys, in its own jobs; no LLM settings for a job that calls none
+    rollout = job_config("rollout", system="memt", user="user_001")
+    assert rollout.memt.endpoint == "http://127.0.0.1:9/v1" and rollout.max_turns == 3
+    assert getattr(rollout.system_settings, "memt", None) is None  # memt has no settings model
+    with pytest.raises(cs.OutsideSlice):
+        rollout.system_settings.mem0  # noqa: B018
+    tables = job_config("tables")
+    assert tables.seed == 7 and tables.llm.cache_dir == ".cache/llm"  # runtime-only
+    with pytest.raises(cs.OutsideSlice, match="llm.model"):
+        tables.llm.model  # noqa: B018
+
+
+def test_a_job_calls_the_roles_of_its_slice_only(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)
+    shell_job.export_config(load_config(full_config()))
+    log = SimpleNamespace(usage="results/usage/judge/x.csv")
+    smk = SimpleNamespace(
+        input=[], output=[], wildcards={"mode": "dump_all"}, rule="judge", log=log
+    )
+    job = step.Job(smk)
+    job.llm("judge")
+    with pytest.raises(step.ConfigError, match="rule judge calls role writer, which is not in"):
+        job.llm("writer")
 
 
 def test_slices_are_built_from_the_validated_config():
@@ -252,3 +303,15 @@ def test_the_paper_config_gives_the_default_runs_banks_another_slice():
     after = cs.Slicer(load_config(paper)).params("bank")
     assert sum(after["cfg_dims_per_category"]["dims_per_category"].values()) == 31
     assert before["cfg_dims_per_category"] != after["cfg_dims_per_category"]
+
+
+def test_a_block_the_config_file_leaves_out_reads_as_its_default():
+    """A job reads its slice from the exported config; one written without the defaults (a
+    hand-made file, a test's) reads a missing block as the model's default."""
+    raw = {"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}}
+    rollout = cs.JobConfig("rollout", raw, cs.job_keys("rollout", {"system": "nomem"}))
+    assert rollout.simulator.max_reply_chars == 1500 and rollout.max_turns == 25
+    assert rollout.seed == 0  # an LLM rule's seed
+    bare = cs.JobConfig("rollout", {}, cs.job_keys("rollout", {"system": "nomem"}))
+    with pytest.raises(step.ConfigError, match="^n_users: required key is missing$"):
+        bare.n_users  # noqa: B018

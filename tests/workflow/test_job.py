@@ -65,3 +65,25 @@ def test_a_judge_job_run_by_hand_writes_the_file_snakemake_wrote(endpoint, workf
     assert proc.stderr.strip().splitlines()[-1].startswith("memprobe job: job judge")
     assert "is missing" in proc.stderr
     assert not (wf.results / "longctx_full/user_002/retrieve/judge.json").exists()
+
+    def mistake(*args: str) -> str:
+        """The one line a mistaken `memprobe job` ends with (nothing else on stderr)."""
+        p = subprocess.run(
+            [*cmd[:-3], *args], cwd=wf.root, capture_output=True, text=True, timeout=300
+        )
+        assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1, p.stderr
+        return lines[0]
+
+    # A job the run never makes: nomem has no search, so no retrieve-mode judge.
+    line = mistake(
+        "user=user_001", "system=nomem", "mode=retrieve", "--configfile", str(wf.config_path)
+    )
+    assert "judge user=user_001 system=nomem mode=retrieve: not a job of the run" in line, line
+    assert "its judge jobs are like" in line and "--configfile" in line
+    # The run's --configfile left out: its files were made under other settings.
+    line = mistake(*wildcards)
+    assert "was made with other settings than config/config.yaml give" in line, line
+    assert "give the run's --configfile" in line
+    assert out.read_bytes() == by_snakemake  # neither wrote anything

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from memprobe.config import load_config
 from memprobe.workflow import shell_job
+
+BASE = {"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}}
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +35,7 @@ class FakeNamedlist(list):
 def test_render_and_spec_job_round_trip(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)  # restored (unset) afterwards
-    shell_job.export_config({"seed": 3, "llm": {"model": "m"}})
+    shell_job.export_config(load_config({**BASE, "seed": 3}))
     spec = shell_job.render(
         FakeNamedlist({"user": "user_001", "system": "amem"}),
         FakeNamedlist({"bank": "b.json", "judge": ["j1.json", "j2.json"], "prompt": "p.md"}),
@@ -50,7 +53,7 @@ def test_render_and_spec_job_round_trip(tmp_path, monkeypatch):
     assert list(job.wildcards) == ["user_001", "amem"]  # the rule's order, not sorted
     assert job.wildcards.user == "user_001"
     assert job.params.ks == [5, 10]
-    assert job.config == {"seed": 3, "llm": {"model": "m"}}
+    assert shell_job.run_config()["seed"] == 3  # the run's validated config, not a param
     with pytest.raises(AttributeError):
         job.input.missing  # noqa: B018
 
@@ -58,11 +61,11 @@ def test_render_and_spec_job_round_trip(tmp_path, monkeypatch):
 def test_the_config_file_is_content_addressed_and_outside_the_params(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)  # restored (unset) afterwards
-    a = shell_job.export_config({"llm": {"concurrency": 1}})
-    b = shell_job.export_config({"llm": {"concurrency": 8}})
+    a = shell_job.export_config(load_config({**BASE, "llm": {"backend": "fake", "concurrency": 1}}))
+    b = shell_job.export_config(load_config({**BASE, "llm": {"backend": "fake", "concurrency": 8}}))
     assert a != b and a.exists() and b.exists()
     assert os.environ[shell_job.CONFIG_ENV] == str(b.resolve())
-    assert json.loads(a.read_text()) == {"llm": {"concurrency": 1}}  # a running job's file stays
+    assert json.loads(a.read_text())["llm"]["concurrency"] == 1  # a running job's file stays
 
 
 def test_a_script_run_by_hand_says_how_it_is_run(tmp_path):

@@ -61,7 +61,8 @@ def test_a_failure_that_is_not_about_the_llm_is_one_line_and_keeps_the_attempt(
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].endswith(f"memprobe: persona: {missing['prompt']}: prompt file not found")
     cfg = job.config
-    assert attempts.current(cfg["llm"]["cache_dir"], "persona/user_001", 7, cfg["results_dir"]) == 0
+    ledger = str(job.usage(USER))
+    assert attempts.current(cfg["llm"]["cache_dir"], "persona/user_001", 7, ledger) == 0
     assert rec.bodies == [] and not job.out("persona.json").exists()
 
 
@@ -75,14 +76,14 @@ def test_a_rejected_request_stops_the_job_in_one_line(
     assert "endpoint rejected the request" in err[-1] and len(rec.bodies) == 1
 
 
-def test_attempt_counter_is_per_job_seed_and_results_dir(tmp_path):
+def test_attempt_counter_is_per_job_seed_and_ledger(tmp_path):
     cache = str(tmp_path)
-    assert attempts.current(cache, "bank/user_001", 0, "results") == 0
-    assert attempts.bump(cache, "bank/user_001", 0, "results") == 1
-    assert attempts.bump(cache, "bank/user_001", 0, "results") == 2
-    assert attempts.current(cache, "bank/user_001", 1, "results") == 0
-    assert attempts.current(cache, "bank/user_002", 0, "results") == 0
-    assert attempts.current(cache, "bank/user_001", 0, "elsewhere") == 0
+    assert attempts.current(cache, "bank/user_001", 0, "results/a/usage/bank/user_001.csv") == 0
+    assert attempts.bump(cache, "bank/user_001", 0, "results/a/usage/bank/user_001.csv") == 1
+    assert attempts.bump(cache, "bank/user_001", 0, "results/a/usage/bank/user_001.csv") == 2
+    assert attempts.current(cache, "bank/user_001", 1, "results/a/usage/bank/user_001.csv") == 0
+    assert attempts.current(cache, "bank/user_002", 0, "results/a/usage/bank/user_001.csv") == 0
+    assert attempts.current(cache, "bank/user_001", 0, "results/b/usage/bank/user_001.csv") == 0
 
 
 def test_http_request_lines_go_to_the_log_file_not_the_terminal(tmp_path, capsys):

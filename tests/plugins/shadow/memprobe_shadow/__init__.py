@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from memprobe.agents.base import MemorySystem
-from memprobe.agents.registry import declare
+
+from memprobe.registry.systems import declare
 
 
 @declare("longctx_full", searchable=False)

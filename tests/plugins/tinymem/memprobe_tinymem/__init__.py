@@ -1,32 +1,41 @@
-"""tinymem: keeps a writer-made note of each user message, at most ``max_notes`` of them.
+"""tinymem: keeps a writer-made note of each user message, at most ``max_notes`` of them, and
+finds notes by the words they share with a query.
 
-Declared once on its class; its prompt file ships in this package (prompts/tinymem_note.md)
-and its settings are ``system_settings.tinymem`` (:class:`TinyMemSettings`).
+The example of docs/plugins.md. Declared once on its class; its prompt file ships in this
+package (prompts/tinymem_note.md) and its settings are ``system_settings.tinymem``
+(:class:`TinyMemSettings`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from memprobe.agents.base import HistoryTurn, MemorySystem
-from memprobe.agents.registry import Settings, declare
 from pydantic import Field
 
+from memprobe.registry.systems import Settings, declare
 from memprobe.spec.prompts import render
 
 STORE_FILE = "tinymem.json"
 
 
 class TinyMemSettings(Settings):
-    max_notes: int = Field(default=50, ge=1, description="notes kept (the oldest go first)")
+    max_notes: int = Field(default=50, ge=1)
+    """notes kept (the oldest go first)"""
     prefix: str = "note"
+    """what each note starts with"""
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
 
 
 @declare(
     "tinymem",
-    searchable=False,
+    searchable=True,
     llm_writer=True,
     prompts=("tinymem_note",),
     prompt_dir="prompts",
@@ -52,6 +61,17 @@ class TinyMem(MemorySystem):
 
     def end_turn(self, task_index: int, task: str, history: list[HistoryTurn]) -> None:
         self._write(history[-1]["user"] if history else task, task_index)
+
+    def search(self, query: str, k: int) -> list[dict[str, Any]]:
+        """At most ``k`` notes, best first: ``score`` is the share of the query's words a note
+        holds; ties go to the newer note. A note sharing no word is not a hit."""
+        asked = words(query)
+        scored = [
+            (len(asked & words(n["content"])) / max(len(asked), 1), i)
+            for i, n in enumerate(self.notes)
+        ]
+        best = sorted((s for s in scored if s[0] > 0), reverse=True)[:k]
+        return [{**self.notes[i], "score": round(score, 4)} for score, i in best]
 
     def get_all_memories(self) -> list[dict[str, Any]]:
         return [dict(n) for n in self.notes]

@@ -16,11 +16,12 @@ import importlib.util
 import os
 from collections.abc import Callable
 from functools import cache
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from memprobe.registry import RegistryError, plugins, resolve, searched
 
 ENTRY_POINT_GROUP = "memprobe.systems"
 # The built-in systems, "module:Class"; each class carries its own declaration. (In the order
@@ -42,9 +43,10 @@ class _Frozen(BaseModel):
 
 
 class Settings(BaseModel):
-    """Base of a system's settings model: unknown keys and non-finite numbers are errors."""
+    """Base of a system's settings model: unknown keys and non-finite numbers are errors; a
+    field's docstring is its description (docs/configuration.md)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
 
 class Resources(_Frozen):
@@ -93,6 +95,11 @@ class SystemSpec(_Frozen):
     prompt_dir: str | None = None
     settings: type[BaseModel] | None = None  # validated under system_settings.<name>
     reads: tuple[str, ...] = ()  # other config keys its code reads (its jobs rerun on them)
+    # Whether its recall can change what it later stores. A replay (rollout.replay) runs a
+    # recall that can, and skips one that only reads: the reply it would feed is the
+    # recording's, so its calls would be paid for nothing. Unknown (a plugin that does not
+    # say) counts as "can": a skipped write would make the store wrong, a kept read only costs.
+    recall_changes_store: bool = True
     resources: Resources = Field(default_factory=Resources)
     priors: CostPriors | None = None  # None: the estimate reports its calls as unknown
 
@@ -147,17 +154,8 @@ def declare(name: str, **fields: Any) -> Callable[[C], C]:
     return wrap
 
 
-class RegistryError(ValueError):
-    """A plugin that cannot be registered (one line)."""
-
-
 def _load(target: str, where: str) -> SystemSpec:
-    module, _, attr = target.partition(":")
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as err:
-        raise RegistryError(f"{where}: cannot import {module} ({err})") from None
-    found = getattr(getattr(mod, attr, None) if attr else mod, "spec", None)
+    found = getattr(resolve(target, where), "spec", None)
     if not isinstance(found, SystemSpec):
         raise RegistryError(f"{where}: {target} carries no declaration (decorate it with declare)")
     return found
@@ -170,12 +168,11 @@ def specs() -> dict[str, SystemSpec]:
     for target in BUILTIN:
         s = _load(target, "built-in system")
         out[s.name] = s
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        where = f"entry point {ep.name!r} ({ENTRY_POINT_GROUP}, {ep.value})"
-        if ep.name in out:
-            raise RegistryError(f"{where}: {ep.name!r} is a built-in system's name; rename it")
-        s = _load(ep.value, where)
-        if s.name != ep.name:
+    for name, target, where in plugins(ENTRY_POINT_GROUP):
+        if name in out:
+            raise RegistryError(f"{where}: {name!r} is a built-in system's name; rename it")
+        s = _load(target, where)
+        if s.name != name:
             raise RegistryError(f"{where}: its class declares the name {s.name!r}")
         out[s.name] = s
     return out
@@ -191,13 +188,20 @@ def builtin(name: str) -> bool:
     return s is not None and s.target in BUILTIN
 
 
+def unknown(name: str) -> str:
+    """Why ``name`` is not a system: what was found, and where a plugin must be installed."""
+    return (
+        f"unknown system {name!r}; expected one of {', '.join(system_names())} "
+        f"({searched(ENTRY_POINT_GROUP)}: a plugin must be installed into the interpreter that "
+        "runs snakemake, docs/plugins.md)"
+    )
+
+
 def spec(name: str) -> SystemSpec:
     try:
         return specs()[name]
     except KeyError:
-        raise ValueError(
-            f"unknown system {name!r}; expected one of {', '.join(system_names())}"
-        ) from None
+        raise ValueError(unknown(name)) from None
 
 
 def create(name: str, **kwargs: Any) -> Any:

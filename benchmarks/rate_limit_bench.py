@@ -1,0 +1,280 @@
+"""A run inside an API's rate limit: wall time against its bound, 429s, calls lost, memory, CPU.
+
+    python benchmarks/rate_limit_bench.py --users 2 --systems nomem longctx_full
+
+Paper scale (50 users x the five systems, memt through its stand-in
+(memprobe/testing/memt_standin.py, started here), 31 targets, 25 turns; many
+hours at limits that bind; not run on the shared 2-core machine):
+
+    python benchmarks/rate_limit_bench.py --users 50 --dims 7/7/7/5/5 \\
+        --systems nomem longctx_full amem mem0 memt --rpm 3000 --tpm 6000000 --latency 1
+
+In a temp copy of the workflow (benchmarks/run_bench.py's helpers), against
+``memprobe fake-endpoint --limits rpm=R,tpm=T --latency L`` (a provider that answers 429 with
+Retry-After past its limits and sends x-ratelimit-* headers), two passes on a fresh cache each:
+
+1. **limited**: ``llm.rate_limit`` set to the provider's limits (every job of the run shares
+   them, memprobe/llm/rate_limit.py), provider signals on;
+2. **unlimited**: no ``llm.rate_limit``, provider signals off: only ``llm_slots`` (the brake
+   before issue 29).
+
+For each: wall time against the bound max(critical path, paid requests / RPM, their tokens /
+TPM) (critical path: run_bench's, from the same run's DAG and ledger), the share of requests
+the endpoint answered 429, calls lost (calls that got no reply after every retry: a failed
+job's ``no reply ... after N attempt(s)``), peak memory (the summed RSS of the run's process
+tree, sampled every 0.5 s), disk used (results/ and the cache), CPU ms per paid call (every
+process of the run over the paid calls) and Snakemake's own CPU; ``memprobe estimate``'s
+prediction for the limited pass (before the run, from the priors, and after, from its rates);
+and the DAG build of the paper-scale config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_bench as rb  # noqa: E402
+
+from memprobe.config import load_config  # noqa: E402
+from memprobe.report import estimate  # noqa: E402
+from memprobe.report.jobdag import Dag, critical_path  # noqa: E402
+from memprobe.testing.memt_standin import StandIn  # noqa: E402
+
+LOST = re.compile(r"no reply from .* after \d+ attempt\(s\)")
+
+
+class Sampler(threading.Thread):
+    """Peak summed RSS (bytes) of a process tree, and its root's CPU, every 0.5 s."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root, self.peak, self.root_cpu = root, 0, 0.0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.5):
+            pids = [self.root, *rb._descendants(self.root)]
+            self.peak = max(self.peak, sum(rss(p) for p in pids))
+            self.root_cpu = max(self.root_cpu, rb.proc_cpu(self.root) or 0.0)
+
+
+def rss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def du(*paths: Path) -> int:
+    return sum(f.stat().st_size for p in paths if p.exists() for f in p.rglob("*") if f.is_file())
+
+
+def stats(base_url: str) -> dict[str, int]:
+    root = base_url.rsplit("/v1", 1)[0]
+    with urllib.request.urlopen(f"{root}/v1/rate-limit-stats", timeout=10) as resp:  # noqa: S310
+        return json.loads(resp.read())
+
+
+def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
+    wd = Path(tempfile.mkdtemp(prefix=f"memprobe-ratelimit-{name}-"))
+    rb.copy_workflow(wd)
+    limits = f"rpm={args.rpm},tpm={args.tpm}"
+    endpoint, base_url = rb.start_endpoint(args.latency, "--limits", limits)
+    standin = StandIn() if "memt" in args.systems else None  # Mem-T-4B's stand-in: no limit
+    try:
+        raw = rb.bench_config(args, base_url)
+        if standin is not None:
+            raw["memt"] = {"endpoint": standin.base_url}
+        raw["llm"]["max_attempts"] = args.max_attempts
+        raw["llm"]["rate_limit"] = (
+            {"requests_per_minute": args.rpm, "tokens_per_minute": args.tpm}
+            if limited
+            else {"provider_signals": False}
+        )
+        raw["progress"] = {"interval_s": args.progress_s}
+        (wd / "bench.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+        cfg = load_config(raw)
+        run_args = [rb.TARGET, "--cores", str(args.cores), "--resources"]
+        run_args += [f"llm_slots={args.llm_slots}", "--configfile", "bench.yaml", "--keep-going"]
+        ch0, t0 = rb.children_cpu(), time.monotonic()
+        ep0 = rb.proc_cpu(endpoint.pid)
+        proc = subprocess.Popen(
+            [rb.SNAKEMAKE, *run_args],
+            cwd=wd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "MEMPROBE_BENCH_KEY": "bench-key"},
+        )
+        sampler = Sampler(proc.pid)
+        sampler.start()
+        err = proc.communicate()[1]
+        sampler.done.set()
+        sampler.join()
+        wall = time.monotonic() - t0
+        cpu = rb.children_cpu() - ch0
+        endpoint_cpu = rb.proc_cpu(endpoint.pid) - ep0
+        counts = stats(base_url)
+        results = wd / "results" / cfg.run.name  # docs/runs.md; its users in results/users/
+        users = sorted((wd / "results" / "users").glob("*"))
+        ledger = estimate.read_ledger(results, *users)
+        paid = [r for r in ledger if r.get("cached") == "false"]
+        tokens = sum(int(r["prompt_tokens"]) + int(r["completion_tokens"]) for r in paid)
+        logs = err + "".join(
+            p.read_text(errors="replace") for p in (wd / "logs").rglob("*.log") if p.is_file()
+        )
+        summary = rb.snakemake(wd, "--detailed-summary", rb.TARGET, "--configfile", "bench.yaml")
+        critical, _ = critical_path(Dag(summary.stdout), ledger)
+        out = {
+            "name": name,
+            "ok": proc.returncode == 0,
+            "wall_s": wall,
+            "critical_s": critical,
+            "requests_s": len(paid) / args.rpm * 60,
+            "tokens_s": tokens / args.tpm * 60,
+            "paid": len(paid),
+            "tokens": tokens,
+            "http_requests": counts["admitted"] + counts["rejected"],
+            "rejected": counts["rejected"],
+            "lost": len(LOST.findall(logs)),
+            "failed_jobs": err.count("Error in rule"),
+            "peak_rss": sampler.peak,
+            "disk": du(wd / "results", wd / ".cache"),
+            "cpu_s": cpu + endpoint_cpu,
+            "endpoint_cpu_s": endpoint_cpu,
+            "snakemake_cpu_s": sampler.root_cpu,
+            "summary": next(
+                (x for x in err.splitlines()[::-1] if x.startswith("memprobe summary")), ""
+            ),
+        }
+        out["bound_s"] = max(out["critical_s"], out["requests_s"], out["tokens_s"])
+        if limited:
+            slots = args.llm_slots
+            prior = estimate.priors(cfg)
+            seen = estimate.observed(results, cfg, users) or prior
+            for key, rates in (("predicted_prior", prior), ("predicted_observed", seen)):
+                lines = estimate.predict(cfg, rates)
+                w = estimate.wall_time(cfg, rates, lines, args.latency, slots)
+                out[key] = {"wall_s": w.seconds, "calls": w.calls, "binding": w.binding}
+        return out
+    finally:
+        endpoint.terminate()
+        endpoint.wait(timeout=10)
+        if standin is not None:
+            standin.close()
+        if not args.keep:
+            shutil.rmtree(wd, ignore_errors=True)
+
+
+def dag_build(args: argparse.Namespace) -> float:
+    wd = Path(tempfile.mkdtemp(prefix="memprobe-ratelimit-dag-"))
+    try:
+        rb.copy_workflow(wd)
+        paper = wd / "config" / "paper.yaml"
+        t0 = time.monotonic()
+        rb.snakemake(wd, rb.TARGET, "-n", "--quiet", "--cores", "1", "--configfile", str(paper))
+        return time.monotonic() - t0
+    finally:
+        shutil.rmtree(wd, ignore_errors=True)
+
+
+def row(r: dict) -> str:
+    share = r["rejected"] / r["http_requests"] if r["http_requests"] else 0.0
+    return (
+        f"| {r['name']} | {'yes' if r['ok'] else 'NO'} | {r['wall_s']:.1f} | {r['bound_s']:.1f} "
+        f"({r['critical_s']:.1f} / {r['requests_s']:.1f} / {r['tokens_s']:.1f}) "
+        f"| {r['wall_s'] / r['bound_s']:.2f} | {r['paid']} | {r['tokens']:,} "
+        f"| {r['rejected']} of {r['http_requests']} ({100 * share:.1f}%) | {r['lost']} "
+        f"| {r['peak_rss'] / 2**20:.0f} | {r['disk'] / 2**20:.1f} "
+        f"| {1000 * r['cpu_s'] / max(1, r['paid']):.1f} | {r['snakemake_cpu_s']:.1f} |"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    rb.scale_args(ap, concurrency=4)
+    ap.add_argument("--rpm", type=int, default=300, help="the provider's requests per minute")
+    ap.add_argument("--tpm", type=int, default=400_000, help="... and tokens per minute")
+    ap.add_argument("--llm-slots", type=int, default=16)
+    ap.add_argument("--max-attempts", type=int, default=5, help="llm.max_attempts")
+    ap.add_argument("--progress-s", type=float, default=30.0, help="progress.interval_s")
+    ap.add_argument("--no-unlimited", action="store_true", help="skip the pass without limiter")
+    ap.add_argument("--keep", action="store_true", help="keep the temp workflow copies")
+    ap.add_argument("--out", default=str(rb.ROOT / "benchmarks" / "results-rate-limit.md"))
+    args = ap.parse_args()
+
+    runs = [one_pass(args, "limited", True)]
+    if not args.no_unlimited:
+        runs.append(one_pass(args, "unlimited (llm_slots only)", False))
+    dag_s = dag_build(args)
+    lim = runs[0]
+    cmd = "python benchmarks/rate_limit_bench.py " + " ".join(sys.argv[1:])
+    lines = [
+        "# A run inside an API's rate limit",
+        "",
+        "Reproduce (from the repository root, with the venv active):",
+        "",
+        f"    {cmd}",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} "
+        f"CPU cores (load average {os.getloadavg()[0]:.1f} at the end; the cores were shared).",
+        f"Scale: {args.users} users x {len(args.systems)} systems ({', '.join(args.systems)}), "
+        f"dims {args.dims}, max_turns {args.max_turns}; fake endpoint: {args.latency:g} s per "
+        f"call, limits {args.rpm} requests and {args.tpm:,} tokens per minute; `--cores "
+        f"{args.cores}`, `llm_slots={args.llm_slots}`, `llm.concurrency: {args.concurrency}`, "
+        f"`llm.max_attempts: {args.max_attempts}`.",
+        "",
+        "| pass | finished | wall (s) | bound (s) (critical path / requests÷RPM / tokens÷TPM) "
+        "| wall ÷ bound | paid calls | tokens | answered 429 | calls lost | peak RSS (MiB) "
+        "| disk (MiB) | CPU ms per paid call | Snakemake CPU (s) |",
+        "|---|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        *[row(r) for r in runs],
+        "",
+        "CPU per paid call: every process of the run (Snakemake, job shells, jobs, the embedding "
+        "server) and the fake endpoint, over the paid calls. Calls lost: calls that got no reply "
+        "after `llm.max_attempts` tries (each fails its job).",
+        "",
+        "## The estimate against the limited pass",
+        "",
+        "| `memprobe estimate` from | predicted wall (s) | bound by | measured wall (s) | "
+        "error | predicted calls | measured paid calls | error |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for key, label in (("predicted_prior", "the priors (before the run)"),
+                       ("predicted_observed", "this run's rates (after)")):  # fmt: skip
+        p = lim[key]
+        lines.append(
+            f"| {label} | {p['wall_s']:.1f} | {p['binding']} | {lim['wall_s']:.1f} "
+            f"| {100 * (p['wall_s'] / lim['wall_s'] - 1):+.1f}% | {p['calls']:.0f} "
+            f"| {lim['paid']} | {100 * (p['calls'] / max(1, lim['paid']) - 1):+.1f}% |"
+        )
+    lines += [
+        "",
+        f"The run's last progress line: `{lim['summary']}`",
+        "",
+        f"DAG build of config/paper.yaml (`snakemake -n --quiet`): {dag_s:.1f} s.",
+        "",
+    ]
+    Path(args.out).write_text("\n".join(lines), encoding="utf-8")
+    print("\n".join(lines))
+    print(json.dumps(runs, indent=1, default=str), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,316 @@
+"""A run-wide rate limit per endpoint (``llm.rate_limit``): requests and tokens per minute,
+shared by every job process of a run on one machine.
+
+The budget lives in pyrate-limiter SQLite buckets (one for requests, one for tokens) in one
+file per endpoint under ``llm.rate_limit.state_dir``, behind a file lock: every process that
+opens the same file draws from the same sliding window. Tokens are only known after the
+call, so a request takes its estimate (prompt characters / 4 plus the mean completion so far)
+before it is sent and the rest once the usage comes back.
+
+The provider's own signals tighten that budget for every process of the run, through a small
+shared pacing file beside the buckets: a 429's Retry-After holds every sender until then; an
+``x-ratelimit-remaining-*`` under a tenth of the limit (or under what this process has on the
+way) paces every sender at the rate the provider refills (``x-ratelimit-reset-*`` is when it is
+full again) until the reset, and too little left for one call holds them for one refill step:
+the run slows down before the 429s come.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memprobe.config import Config
+
+WINDOW_S = 60.0  # the providers' window: requests and tokens per minute
+# The token bucket keeps at most this many rows per window (pyrate-limiter stores one row per
+# unit of weight): a unit is tokens_per_minute / TOKEN_ROWS tokens, rounded up.
+TOKEN_ROWS = 1000
+LOW_WATER = 0.1  # below this share of the limit left, pace what is left until the reset
+# Paced a tenth slower than the provider refills: a request that arrives a moment early at
+# exactly its rate would find the bucket a hair short.
+PACE_MARGIN = 1.1
+MAX_HOLD_S = 120.0  # never trust a signal to stop the run for longer than this at once
+# A cluster node's buckets, on its own disk: file locks do not hold over NFS (rules/common.smk).
+NODE_STATE_DIR = "/tmp/memprobe-rate-limit"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Requests and tokens per window (None: that one is not limited)."""
+
+    requests: int | None = None
+    tokens: int | None = None
+    window_s: float = WINDOW_S
+
+    def scaled(self, share: float) -> Limits:
+        """This machine's (or job's) share of the limits, never below 1."""
+
+        def part(n: int | None) -> int | None:
+            return None if n is None else max(1, math.floor(n * share))
+
+        return Limits(part(self.requests), part(self.tokens), self.window_s)
+
+
+def reset_seconds(value: str | None) -> float | None:
+    """An ``x-ratelimit-reset-*`` value: ``1s``, ``6m0s``, ``250ms``, ``0.5`` (seconds)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        return None
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw:
+            try:
+                wait = float(raw) / scale
+            except ValueError:
+                return None  # an HTTP date: the caller's own backoff
+            return wait if math.isfinite(wait) and wait >= 0 else None
+    return None
+
+
+def _count(headers: Mapping[str, str], name: str) -> int | None:
+    try:
+        return int(float(headers.get(name) or ""))
+    except ValueError:
+        return None
+
+
+def estimate_prompt_tokens(req: dict[str, Any]) -> int:
+    """About four characters a token, as the usage of most tokenizers comes out on English."""
+    chars = sum(len(str(m.get("content") or "")) for m in req.get("messages", []))
+    chars += sum(len(str(t)) for t in req.get("input", []))  # an embeddings request
+    return max(1, chars // 4)
+
+
+class RateLimiter:
+    """The limit of one endpoint, shared through files under ``state_dir``."""
+
+    def __init__(
+        self, limits: Limits, state_dir: str | Path, identity: str, signals: bool = True
+    ) -> None:
+        from filelock import FileLock
+
+        self.limits = limits
+        self.signals = signals
+        root = Path(state_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(identity.encode()).hexdigest()[:16]  # no URL or secret in a name
+        self._pace_path = root / f"{name}.pace.json"
+        # Thread-local (filelock's default): each thread takes the OS lock itself, so the job's
+        # threads exclude each other as its processes do.
+        self._pace_lock = FileLock(f"{self._pace_path}.lock")
+        self._lock = threading.Lock()
+        self._completion_mean = 0.0
+        self._call_mean = 0.0  # prompt + completion tokens of a call, on average
+        self._completions = 0
+        self._inflight = 0  # this process's requests sent and not yet answered
+        self.waited_s = 0.0  # all waits of this process, for the benchmark
+        db = str(root / f"{name}.sqlite")
+        self.unit = max(1, math.ceil((limits.tokens or 1) / TOKEN_ROWS))
+        self._requests = _bucket(limits.requests, limits.window_s, db, "requests")
+        self._tokens = (
+            _bucket(limits.tokens // self.unit or 1, limits.window_s, db, "tokens")
+            if limits.tokens
+            else None
+        )
+
+    # -- before and after a request ------------------------------------------------------------
+    def estimate(self, req: dict[str, Any]) -> int:
+        with self._lock:
+            return estimate_prompt_tokens(req) + round(self._completion_mean)
+
+    def acquire(self, req: dict[str, Any]) -> tuple[int, float]:
+        """Wait for the run's budget to admit ``req``: (tokens taken, seconds waited)."""
+        start = time.monotonic()
+        self._wait_pace()
+        if self._requests is not None:
+            self._requests.try_acquire("requests", 1)
+        tokens = self.estimate(req)
+        self._take_tokens(tokens)
+        waited = time.monotonic() - start
+        with self._lock:
+            self.waited_s += waited
+            self._inflight += 1
+        return tokens, waited
+
+    def landed(self) -> None:
+        """A request acquired here was answered (or failed)."""
+        with self._lock:
+            self._inflight -= 1
+
+    def settle(self, taken: int, prompt_tokens: int, completion_tokens: int) -> float:
+        """Charge what the reply really cost beyond its estimate; the seconds waited for it."""
+        with self._lock:
+            self._completions += 1
+            self._completion_mean += (completion_tokens - self._completion_mean) / self._completions
+            total = prompt_tokens + completion_tokens
+            self._call_mean += (total - self._call_mean) / self._completions
+        start = time.monotonic()
+        self._take_tokens(prompt_tokens + completion_tokens - taken)
+        waited = time.monotonic() - start
+        with self._lock:
+            self.waited_s += waited
+        return waited
+
+    def _take_tokens(self, tokens: int) -> None:
+        if self._tokens is None or tokens <= 0:
+            return
+        units = math.ceil(tokens / self.unit)
+        cap = self._tokens_rate_limit
+        while units > 0:  # a call bigger than the window's budget takes it whole, then more
+            step = min(units, cap)
+            self._tokens.try_acquire("tokens", step)
+            units -= step
+
+    @property
+    def _tokens_rate_limit(self) -> int:
+        return max(1, (self.limits.tokens or 1) // self.unit)
+
+    # -- the provider's signals ----------------------------------------------------------------
+    def observe(self, headers: Mapping[str, str], status: int) -> None:
+        """Read a response's rate-limit headers (any status) into the shared pacing."""
+        if not self.signals:
+            return
+        now = time.time()
+        hold = 0.0
+        gap = gap_until = 0.0
+        if status == 429:
+            hold = now + (retry_after_seconds(headers) or 1.0)
+        with self._lock:
+            inflight = max(1, self._inflight)
+        for kind in ("requests", "tokens"):
+            left = _count(headers, f"x-ratelimit-remaining-{kind}")
+            reset = reset_seconds(headers.get(f"x-ratelimit-reset-{kind}"))
+            if left is None or reset is None:
+                continue
+            reset = min(reset, MAX_HOLD_S)
+            per = 1 if kind == "requests" else max(1, round(self._call_mean))  # one call's worth
+            limit = _count(headers, f"x-ratelimit-limit-{kind}") or getattr(self.limits, kind)
+            # Seconds the provider takes to give back one call's worth: it refills what was
+            # used (limit - left) by the reset; without a limit, what is left must last till then.
+            if limit and limit > left:
+                per_call = PACE_MARGIN * per * reset / (limit - left)
+            else:
+                per_call = reset / max(1, left // per)
+            # What is left once this process's other calls on the way have arrived.
+            ahead = left - per * (inflight - 1)
+            if ahead < per:
+                hold = max(hold, now + per_call * (per - ahead) / per)  # until it has refilled
+            elif ahead < max(2 * per, LOW_WATER * limit if limit else 0):
+                # Running low: one call per refill step until the reset.
+                gap = max(gap, per_call)
+                gap_until = max(gap_until, now + reset)
+        if hold or gap:
+            self._update_pace(hold, gap, gap_until)
+
+    def _update_pace(self, hold: float, gap: float, gap_until: float) -> None:
+        with self._pace_lock:
+            state = self._read_pace()
+            state["next"] = max(state.get("next", 0.0), min(hold, time.time() + MAX_HOLD_S))
+            if gap and gap_until > state.get("gap_until", 0.0):
+                state["gap"], state["gap_until"] = gap, gap_until
+            _write_atomic(self._pace_path, json.dumps(state))
+
+    def _wait_pace(self) -> None:
+        """Take this request's slot in the shared pacing (no file: no signal yet, no wait)."""
+        if not self._pace_path.exists():
+            return
+        with self._pace_lock:
+            state = self._read_pace()
+            now = time.time()
+            start = max(now, state.get("next", 0.0))
+            if start < state.get("gap_until", 0.0):
+                state["next"] = start + state["gap"]
+                _write_atomic(self._pace_path, json.dumps(state))
+        if start > now:
+            time.sleep(start - now)
+
+    def _read_pace(self) -> dict[str, float]:
+        try:
+            return json.loads(self._pace_path.read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+
+
+def _bucket(limit: int | None, window_s: float, db: str, table: str) -> Any:
+    """A blocking pyrate-limiter Limiter on a file-locked SQLite bucket (None: no limit)."""
+    if not limit:
+        return None
+    from pyrate_limiter import Limiter, Rate, SQLiteBucket
+
+    bucket = SQLiteBucket.init_from_file(
+        [Rate(limit, int(window_s * 1000))], table=table, db_path=db, use_file_lock=True
+    )
+    return Limiter(bucket, buffer_ms=20)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+_SHARED: dict[tuple[str, Limits, str, bool], RateLimiter] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(limits: Limits, state_dir: str | Path, identity: str, signals: bool) -> RateLimiter:
+    """This process's one limiter of an endpoint (its roles share it, like its provider)."""
+    key = (str(Path(state_dir).resolve()), limits, identity, signals)
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = RateLimiter(limits, state_dir, identity, signals)
+        return _SHARED[key]
+
+
+def state_dir(cfg: Config) -> Path:
+    rl = cfg.llm.rate_limit
+    return Path(rl.state_dir) if rl.state_dir else Path(cfg.llm.cache_dir).parent / "rate_limit"
+
+
+def configured(cfg: Config, role: str) -> Limits:
+    """The limits of ``role``'s endpoint on this machine (its share of them)."""
+    rl = cfg.llm.rate_limit
+    values = rl.roles.get(role)  # type: ignore[call-overload]
+    if values is None:
+        over = cfg.llm.roles.get(role)  # type: ignore[call-overload]
+        own = over is not None and over.base_url and over.base_url != cfg.llm.base_url
+        values = None if own else rl
+    if values is None:
+        return Limits()
+    return Limits(values.requests_per_minute, values.tokens_per_minute).scaled(rl.share)
+
+
+def for_endpoint(cfg: Config, role: str, backend: str, identity: str) -> RateLimiter | None:
+    """The run's limiter of a role's endpoint; None where no provider's limit applies (the
+    in-process fake, the run's own llama.cpp server) or nothing is asked of it."""
+    if backend != "openai":
+        return None
+    limits = configured(cfg, role)
+    signals = cfg.llm.rate_limit.provider_signals
+    if not (limits.requests or limits.tokens or signals):
+        return None
+    return shared(limits, state_dir(cfg), identity, signals)

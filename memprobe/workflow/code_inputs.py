@@ -1,0 +1,80 @@
+"""The library modules a rule's script runs, found from its imports: rule inputs (``lib``), so
+that editing one reruns the rule's jobs (docs/currency.md).
+
+A script's modules are the ones it imports, and the ones those import, every ``import``
+counted (lazy ones inside functions too, as tests/test_architecture.py reads them), followed
+through the modules that hold the protocol's logic and the reports. Shared plumbing is declared
+by no rule and not followed: an edit there would rerun the whole benchmark, and must not change
+a reply (the response cache replays it).
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import memprobe
+from memprobe.registry.systems import module_file
+
+PACKAGE = Path(memprobe.__file__).resolve().parent
+PLUMBING = (
+    "memprobe.vocabulary",
+    "memprobe.registry",
+    "memprobe.config",
+    "memprobe.spec.records",
+    "memprobe.spec.prompts",
+    "memprobe.llm",
+    "memprobe.serving",
+    "memprobe.agents",  # a system's own module is an input of its jobs (agent_module)
+    "memprobe.testing",
+    "memprobe.workflow",
+)
+
+
+def imported(path: Path) -> set[str]:
+    """Every dotted name a file imports absolutely: ``import a.b`` gives a.b; ``from a import
+    b`` gives a and a.b (b may be a module or a name in a)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return names
+
+
+def source(module: str) -> Path | None:
+    """The file of a memprobe module (None: not one, or one installed from agents/)."""
+    parts = module.split(".")
+    if parts[0] != "memprobe" or module.startswith("memprobe.agents"):
+        return None
+    base = PACKAGE.joinpath(*parts[1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _plumbing(module: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in PLUMBING)
+
+
+@cache
+def logic_modules(script: str) -> tuple[str, ...]:
+    """The logic modules ``script`` (a path) runs, sorted."""
+    found: set[str] = set()
+    todo = [Path(script)]
+    while todo:
+        for name in imported(todo.pop()):
+            path = source(name)
+            if path is None or path.name == "__init__.py" or _plumbing(name) or name in found:
+                continue
+            found.add(name)
+            todo.append(path)
+    return tuple(sorted(found))
+
+
+def module_files(script: str) -> list[str]:
+    """The files of ``script``'s logic modules, as rule inputs."""
+    return [module_file(m) for m in logic_modules(script)]
