@@ -339,7 +339,7 @@ def test_budget_defaults_to_the_served_context_and_cannot_exceed_it():
 
 
 # -- one merge, Snakemake's (issue 32) --------------------------------------------------------
-SCALAR_UNDER_EMPTY = {"k": {}, "llm": {"max_tokens": {}}}  # `{}` over config.yaml's scalars
+SCALAR_UNDER_EMPTY = {"top_k": {}, "llm": {"max_tokens": {}}}  # `{}` over config.yaml's scalars
 
 
 def test_an_empty_mapping_over_a_scalar_keeps_the_scalar_as_snakemake_does():
@@ -348,11 +348,11 @@ def test_an_empty_mapping_over_a_scalar_keeps_the_scalar_as_snakemake_does():
     base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     snakemake = copy.deepcopy(base)
     update_config(snakemake, copy.deepcopy(SCALAR_UNDER_EMPTY))
-    assert snakemake["k"] == 5 and snakemake["llm"]["max_tokens"] == 1000
+    assert snakemake["top_k"] == 5 and snakemake["llm"]["max_tokens"] == 1000
     assert snakemake_merge([base, SCALAR_UNDER_EMPTY]) == snakemake
     cfg = load_layers([("config/config.yaml", base), ("over.yaml", SCALAR_UNDER_EMPTY)])
     assert cfg == load_config(snakemake)
-    assert cfg.k == 5 and cfg.llm.max_tokens == 1000
+    assert cfg.top_k == 5 and cfg.llm.max_tokens == 1000
 
 
 @pytest.mark.workflow

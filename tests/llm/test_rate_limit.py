@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from memprobe.config import ConfigError, load_config, merge
+from memprobe.config import ConfigError, load_config, snakemake_merge
 from memprobe.llm import rate_limit
 from memprobe.llm.cache import ResponseCache
 from memprobe.llm.client import LLM, LLMError
@@ -197,7 +197,7 @@ def test_the_fake_endpoint_answers_past_its_limit_with_429_and_the_headers():
 
 # -- config ---------------------------------------------------------------------------------------
 def load_test_config(over: dict):
-    return load_config(merge(tiny_config("https://api.example.com/v1"), over))
+    return load_config(snakemake_merge([tiny_config("https://api.example.com/v1"), over]))
 
 
 def test_a_role_limit_needs_the_roles_own_endpoint():

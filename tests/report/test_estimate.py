@@ -314,17 +314,20 @@ DOCUMENTED = "memprobe estimate --configfile config/paper.yaml --no-ledger --pri
 
 
 def documented_example() -> tuple[str, list[str]]:
-    """The docs' paper-scale estimate: its command and the output lines they show."""
+    """The docs' paper-scale estimate: its command and the output lines they show (the code
+    block after it, in the same doc, that starts with the `total` line)."""
     for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         lines = doc.read_text(encoding="utf-8").splitlines()
-        for i, line in enumerate(lines):
-            if line.strip().startswith(DOCUMENTED):
-                shown = []
-                for out in lines[i + 1 :]:
-                    if out and not out.startswith("    "):
-                        break
-                    shown.append(out.strip())
-                return line.strip(), [x for x in shown if x and "..." not in x]
+        at = [i for i, line in enumerate(lines) if line.strip().startswith(DOCUMENTED)]
+        if not at:
+            continue
+        start = next(i for i in range(at[0] + 1, len(lines)) if lines[i].startswith("    total "))
+        shown = []
+        for out in lines[start:]:
+            if out and not out.startswith("    "):
+                break
+            shown.append(out.strip())
+        return lines[at[0]].strip(), [x for x in shown if x and "..." not in x]
     raise AssertionError(f"no doc shows `{DOCUMENTED}`")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
 from memprobe.config import Price, load_config
 from memprobe.llm.ledger import Ledger, read_rows, run_files
@@ -95,7 +96,8 @@ def test_the_line_shows_the_ledgers_figures_and_the_estimate(tmp_path):
 def test_the_reporter_prints_at_its_interval_then_the_summary(tmp_path):
     cfg = load_config(tiny_config("http://127.0.0.1:9/v1", results_dir=str(tmp_path)))
     cfg.progress.interval_s = 0.05
-    write_rows(tmp_path, "a", [("mini", 100, 10, False, "ok")])
+    write_rows(Path(cfg.run_dir), "a", [("mini", 100, 10, False, "ok")])
+    write_rows(tmp_path / "elsewhere", "b", [("mini", 100, 10, False, "ok")])  # another run's
     out = io.StringIO()
     rep = progress.Reporter(cfg, lambda: (1, 4), None, out).start()
     deadline = 200

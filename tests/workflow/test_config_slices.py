@@ -202,13 +202,15 @@ def test_a_failed_attempts_calls_stay_on_the_ledger_of_the_attempt_that_succeeds
 
 
 def test_a_running_jobs_ledger_is_the_documented_partial_file(tmp_path, monkeypatch):
-    """docs/runs.md and README: a running job's ledger is `<job>.csv.partial`, a row per call,
-    and becomes `<job>.csv` when the job succeeds."""
-    docs = (ROOT / "docs" / "runs.md").read_text() + (ROOT / "README.md").read_text()
+    """docs/running.md: a running job's ledger is `<job>.csv.partial`, a row per call, and
+    becomes `<job>.csv` when the job succeeds."""
+    docs = (ROOT / "docs" / "running.md").read_text()
     assert "usage/<rule>/<job>.csv.partial" in docs
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(shell_job.CONFIG_ENV, raising=False)
-    shell_job.export_config({"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}})
+    shell_job.export_config(
+        load_config({"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}})
+    )
     ledger = Path("results/usage/judge/user_001.csv")
     seen = []
 

@@ -36,7 +36,7 @@ def test_each_users_file_is_keyed_by_what_it_is_made_from():
     base = folders()
     assert list(base) == ["persona", "bank", "tasks"]
     assert all(name.startswith(f"{part}-") for part, name in base.items())
-    assert folders(n_users=5, k=3, max_turns=9) == base  # not users settings
+    assert folders(n_users=5, top_k=3, max_turns=9) == base  # not users settings
 
     def changed(other: dict[str, str]) -> list[str]:
         return [part for part in base if other[part] != base[part]]
