@@ -162,16 +162,22 @@ def run_files(
     results_dir: str | os.PathLike[str],
     shared: Iterable[str | os.PathLike[str]] = (),
     users: Collection[str] | None = None,
+    running: bool = False,
 ) -> list[Path]:
-    """Every job's ledger under a run's ``usage/`` (not the pending ``.partial``/``.last``),
-    then under each ``shared`` users' folder (docs/runs.md) those of the run's ``users``: other
-    runs with the same settings may have made more users there."""
-    own = sorted((Path(results_dir) / "usage").rglob("*.csv"))
-    return own + [
+    """Every job's ledger under a run's ``usage/`` (not the pending ``.partial``/``.last``,
+    unless ``running``: then the ledgers of the jobs running now too), then under each
+    ``shared`` users' folder (docs/runs.md) those of the run's ``users``: other runs with the
+    same settings may have made more users there."""
+    names = ("*.csv", "*.csv.partial") if running else ("*.csv",)
+
+    def under(folder: str | os.PathLike[str]) -> list[Path]:
+        return sorted(p for n in names for p in (Path(folder) / "usage").rglob(n))
+
+    return under(results_dir) + [
         path
         for folder in shared
-        for path in sorted((Path(folder) / "usage").rglob("*.csv"))
-        if users is None or path.stem in users
+        for path in under(folder)
+        if users is None or path.name.split(".")[0] in users
     ]
 
 

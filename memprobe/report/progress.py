@@ -77,7 +77,11 @@ class LedgerTally:
         self._files: dict[Path, tuple[int, Totals]] = {}  # bytes read, their sums
 
     def poll(self) -> Totals:
-        for path in ledger.run_files(self.results_dir, self.shared, self.users):
+        # A running job's calls are in its `.partial` ledger until it ends (then its `.csv`).
+        now = ledger.run_files(self.results_dir, self.shared, self.users, running=True)
+        for gone in set(self._files) - set(now):
+            del self._files[gone]
+        for path in now:
             self._read_new(path)
         out = Totals()
         for _, sums in self._files.values():

@@ -76,6 +76,20 @@ def test_a_row_being_written_waits_for_the_next_poll(tmp_path):
     assert (t.calls, t.prompt_tokens) == (2, 800)
 
 
+def test_a_running_jobs_calls_count_once_before_and_after_it_ends(tmp_path):
+    """A running job's calls are in its `.partial` ledger; when it ends that file becomes its
+    `.csv`, and the tally counts the calls once, not twice and not zero times."""
+    write_rows(tmp_path, "done", [("mini", 100, 10, False, "ok")])
+    write_rows(tmp_path, "running", [("mini", 100, 10, False, "ok")] * 2)
+    final = tmp_path / "usage" / "running.csv"
+    partial = final.with_name("running.csv.partial")
+    final.rename(partial)
+    tally = progress.LedgerTally(tmp_path, PRICES)
+    assert tally.poll().calls == 3
+    partial.rename(final)  # the job succeeded
+    assert tally.poll().calls == 3
+
+
 def test_the_line_shows_the_ledgers_figures_and_the_estimate(tmp_path):
     write_rows(tmp_path, "a", [("mini", 1_500_000, 250_000, False, "ok")] * 2)
     write_rows(tmp_path, "b", [("other", 100, 10, False, "ok")])
