@@ -118,14 +118,14 @@ def test_an_edit_to_the_plugins_source_checkout_reruns_nothing(
     env = install("tinymem", tmp_path)
     cfg = tiny_config(endpoint.base_url, systems=["tinymem"], modes=["dump_all"], n_users=1)
     wf = workflow_factory(cfg)
-    wf.run("results/table2.csv", env=env)
+    wf.run(wf.target("table2.csv"), env=env)
     source = tmp_path / "src/tinymem/memprobe_tinymem/__init__.py"
     install("tinymem", tmp_path, source.parent.parent)  # the same files again: newer, equal
-    assert "Nothing to be done" in wf.run("results/table2.csv", "-n", env=env).stdout
+    assert "Nothing to be done" in wf.run(wf.target("table2.csv"), "-n", env=env).stdout
     source.write_text(source.read_text() + "\n# an edit\n")
-    assert "Nothing to be done" in wf.run("results/table2.csv", "-n", env=env).stdout
+    assert "Nothing to be done" in wf.run(wf.target("table2.csv"), "-n", env=env).stdout
     install("tinymem", tmp_path, source.parent.parent)
-    dry = wf.run("results/table2.csv", "-n", env=env).stdout
+    dry = wf.run(wf.target("table2.csv"), "-n", env=env).stdout
     assert "updated input files:\n        rollout" in dry, dry[-3000:]
 
 
@@ -164,8 +164,8 @@ def test_a_replayed_plugin_gets_its_table2_row_marked_as_replayed(
         rollout={"replay": run},
     )  # fmt: skip
     wf = workflow_factory(cfg)
-    wf.run("results/table2.csv", env=env)
-    results = wf.root / "results"
+    wf.run(wf.target("table2.csv"), env=env)
+    results = wf.results
     (row,) = csv.DictReader(open(results / "table2.csv"))
     assert row["system"] == "tinymem" and row["conversations"] == f"replay: {run}"
     assert row["B_dump_all_mean"] != "" and row["D_mean"] == ""

@@ -51,10 +51,10 @@ def test_replay_through_longctx_and_nomem_makes_no_conversation_call(endpoint, w
         endpoint.base_url, ["nomem", "longctx_full"], compat={"longctx_drop_final_reply": True}
     )
     wf = workflow_factory(cfg)
-    jobs = wf.scheduled("results/table2.csv")
+    jobs = wf.scheduled(wf.target("table2.csv"))
     assert jobs["replay"] == 4 and "rollout" not in jobs and "preference" not in jobs, jobs
-    wf.run("results/table2.csv")
-    results = wf.root / "results"
+    wf.run(wf.target("table2.csv"))
+    results = wf.results
 
     # No simulator, assistant or preference request reached the endpoint or a ledger.
     models = {body.get("model") for bodies in seen.values() for body in bodies}
@@ -126,9 +126,9 @@ def test_replay_through_amem_pays_only_its_writer_and_the_scoring(endpoint, work
     seen = record_requests(endpoint)
     cfg = replay_config(endpoint.base_url, ["amem"], modes=["dump_all", "retrieve"])
     wf = workflow_factory(cfg)
-    targets = [f"results/amem/{u}/{m}/judge.json" for u in USERS for m in ("dump_all", "retrieve")]
+    targets = [wf.target(f"amem/{u}/{m}/judge.json") for u in USERS for m in ("dump_all", "retrieve")]
     wf.run(*targets, timeout=1800)
-    results = wf.root / "results"
+    results = wf.results
 
     # The endpoint saw writer, slot-fill and judge requests only (every text request would be
     # an assistant reply: none), ...
@@ -155,7 +155,7 @@ def test_bad_replay_sources_stop_in_one_line(endpoint, workflow_factory, tmp_pat
     # an unknown run: the DAG does not load
     cfg = replay_config(endpoint.base_url, ["nomem"], rollout={"replay": "nosuch_pooled_50"})
     wf.write_config(cfg)
-    proc = wf.run("results/table2.csv", "-n", check=False)
+    proc = wf.run(wf.target("table2.csv"), "-n", check=False)
     (line,) = memprobe_lines(proc)
     assert proc.returncode != 0 and "no recorded run 'nosuch_pooled_50'" in line, line
     assert RUN in line  # it lists the runs there are
@@ -167,7 +167,7 @@ def test_bad_replay_sources_stop_in_one_line(endpoint, workflow_factory, tmp_pat
     cfg = replay_config(endpoint.base_url, ["nomem"])
     cfg["release_dir"] = str(copy)
     wf.write_config(cfg)
-    proc = wf.run("results/table2.csv", "-n", check=False)
+    proc = wf.run(wf.target("table2.csv"), "-n", check=False)
     (line,) = memprobe_lines(proc)
     assert proc.returncode != 0 and f"run '{RUN}' has no user_002" in line, line
 
@@ -177,11 +177,11 @@ def test_bad_replay_sources_stop_in_one_line(endpoint, workflow_factory, tmp_pat
     raw = json.loads(bad.read_text())
     del raw["turns"][0]["agent_response"]
     bad.write_text(json.dumps(raw))
-    proc = wf.run("results/nomem/user_001/memories.json", check=False)
+    proc = wf.run(wf.target("nomem/user_001/memories.json"), check=False)
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out, out[-3000:]
     # (the run's closing line on recovered replies follows it)
     lines = {ln.split("memprobe: ", 1)[1] for ln in out.splitlines() if "memprobe: " in ln}
     (line,) = [ln for ln in lines if "recovered replies" not in ln]
     assert proc.returncode != 0 and f"{bad}: turns.0.agent_response" in line, line
-    assert not (wf.root / "results" / "nomem" / "user_001" / "memories.json").exists()
+    assert not (wf.results / "nomem" / "user_001" / "memories.json").exists()
