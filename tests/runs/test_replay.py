@@ -126,7 +126,8 @@ def test_replay_through_amem_pays_only_its_writer_and_the_scoring(endpoint, work
     seen = record_requests(endpoint)
     cfg = replay_config(endpoint.base_url, ["amem"], modes=["dump_all", "retrieve"])
     wf = workflow_factory(cfg)
-    targets = [wf.target(f"amem/{u}/{m}/judge.json") for u in USERS for m in ("dump_all", "retrieve")]
+    modes = ("dump_all", "retrieve")
+    targets = [wf.target(f"amem/{u}/{m}/judge.json") for u in USERS for m in modes]
     wf.run(*targets, timeout=1800)
     results = wf.results
 
