@@ -75,16 +75,6 @@ def test_a_rejected_request_stops_the_job_in_one_line(
     assert "endpoint rejected the request" in err[-1] and len(rec.bodies) == 1
 
 
-def test_attempt_counter_is_per_job_seed_and_results_dir(tmp_path):
-    cache = str(tmp_path)
-    assert attempts.current(cache, "bank/user_001", 0, "results") == 0
-    assert attempts.bump(cache, "bank/user_001", 0, "results") == 1
-    assert attempts.bump(cache, "bank/user_001", 0, "results") == 2
-    assert attempts.current(cache, "bank/user_001", 1, "results") == 0
-    assert attempts.current(cache, "bank/user_002", 0, "results") == 0
-    assert attempts.current(cache, "bank/user_001", 0, "elsewhere") == 0
-
-
 def test_http_request_lines_go_to_the_log_file_not_the_terminal(tmp_path, capsys):
     log = tmp_path / "job.log"
     try:
