@@ -192,13 +192,6 @@ def test_api_key_is_sent_but_never_stored(recorder_factory, tmp_path, monkeypatc
     assert stored and not any("sk-sentinel-123456" in s for s in stored)
 
 
-def test_fake_backend_answers_in_process_with_schema_valid_json(tmp_path):
-    raw = tiny_config("http://unused")
-    raw["llm"] = {"backend": "fake", "cache_dir": str(tmp_path / "c")}
-    llm = client_for("judge", load_config(raw))
-    assert isinstance(llm.json([{"role": "user", "content": "x"}], Verdict), Verdict)
-
-
 MSGS = [{"role": "user", "content": "rate it"}]
 
 GOOD = '{"verdict": "a", "score": 1}'
