@@ -186,9 +186,7 @@ def missing_test_modules(root: Path = ROOT) -> list[str]:
 
 def test_every_module_has_its_mirrored_test_module():
     missing = missing_test_modules()
-    assert not missing, "tests/ mirrors the package (docs/architecture.md):\n" + "\n".join(
-        missing
-    )
+    assert not missing, "tests/ mirrors the package (docs/architecture.md):\n" + "\n".join(missing)
 
 
 def test_the_mirror_check_sees_a_missing_test_module(tmp_path):
@@ -197,8 +195,6 @@ def test_the_mirror_check_sees_a_missing_test_module(tmp_path):
         (tmp_path / rel).write_text("")
     (tmp_path / "tests" / "llm").mkdir(parents=True)
     (tmp_path / "tests" / "test_cli.py").write_text("")
-    assert missing_test_modules(tmp_path) == [
-        "memprobe/llm/client.py: no tests/llm/test_client.py"
-    ]
+    assert missing_test_modules(tmp_path) == ["memprobe/llm/client.py: no tests/llm/test_client.py"]
     (tmp_path / "tests" / "llm" / "test_client.py").write_text("")
     assert missing_test_modules(tmp_path) == []
