@@ -187,6 +187,9 @@ class LocalModel(_Strict):
     """llama.cpp threads"""
     context_tokens: int = Field(default=4096, ge=512, description="context per server slot")
     parallel: int = Field(default=1, ge=1, description="server slots (concurrent requests)")
+    cache_reuse: int = Field(default=256, ge=0)
+    """reuse the cached chunks of a slot's last prompt that moved, when at least this many
+    tokens long (llama.cpp's `--cache-reuse`; 0: only the common prefix is reused)"""
     startup_timeout_s: float = Field(default=300.0, gt=0)
     """how long the model may take to load"""
 

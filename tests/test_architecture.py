@@ -169,3 +169,32 @@ def test_test_modules_share_code_through_tests_helpers_only():
             if name.startswith("tests.") and ".test_" in f".{name.split('.', 1)[1]}":
                 wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not wrong, "\n".join(wrong)
+
+
+def missing_test_modules(root: Path = ROOT) -> list[str]:
+    """The modules of ``memprobe/`` without their ``tests/<sub-package>/test_<module>.py``."""
+    missing = []
+    for path in sorted((root / "memprobe").rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        rel = path.relative_to(root / "memprobe")
+        mirror = root / "tests" / rel.parent / f"test_{rel.name}"
+        if not mirror.is_file():
+            missing.append(f"memprobe/{rel}: no {mirror.relative_to(root)}")
+    return missing
+
+
+def test_every_module_has_its_mirrored_test_module():
+    missing = missing_test_modules()
+    assert not missing, "tests/ mirrors the package (docs/architecture.md):\n" + "\n".join(missing)
+
+
+def test_the_mirror_check_sees_a_missing_test_module(tmp_path):
+    for rel in ("memprobe/cli.py", "memprobe/llm/client.py", "memprobe/llm/__init__.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    (tmp_path / "tests" / "llm").mkdir(parents=True)
+    (tmp_path / "tests" / "test_cli.py").write_text("")
+    assert missing_test_modules(tmp_path) == ["memprobe/llm/client.py: no tests/llm/test_client.py"]
+    (tmp_path / "tests" / "llm" / "test_client.py").write_text("")
+    assert missing_test_modules(tmp_path) == []

@@ -83,7 +83,7 @@ def bounded(transport: Any) -> Any:
     """``transport`` (an ``httpx2.HTTPTransport``) with every socket wait under the deadline.
 
     httpx2 takes no network backend as an argument; its connection pool holds one, which is
-    wrapped here (tests/llm checks a dripped reply, headers and body, is cut off in time)."""
+    wrapped here (tests/llm/test_deadline.py: a dripped reply, headers or body, is cut off)."""
     pool = getattr(transport, "_pool", None)
     if pool is not None and not isinstance(pool._network_backend, _backend_class()):
         pool._network_backend = _backend_class()(pool._network_backend)

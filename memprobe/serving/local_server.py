@@ -224,6 +224,8 @@ class Server(served_process.ServedProcess):
             str(self.local.context_tokens),
             "--parallel",
             str(self.local.parallel),
+            "--cache-reuse",
+            str(self.local.cache_reuse),
             "--parent",
             str(os.getpid()),
         ]
@@ -463,7 +465,13 @@ def served_model_id(local: LocalModel) -> str:
 
 # -- the child process -----------------------------------------------------------------------
 def serve(
-    model: str, ready_fd: int, threads: int, context: int, parallel: int, parent: int
+    model: str,
+    ready_fd: int,
+    threads: int,
+    context: int,
+    parallel: int,
+    parent: int,
+    cache_reuse: int = 0,
 ) -> None:
     """Run llama.cpp's HTTP server in this process until SIGTERM or the parent is gone."""
     import xllamacpp as xlc  # imported here: OMP_WAIT_POLICY must be set before it loads
@@ -475,6 +483,9 @@ def serve(
     params.model.path = model
     params.n_ctx = context * parallel  # llama.cpp splits n_ctx across the parallel slots
     params.n_parallel = parallel
+    # Each slot keeps its last prompt: a conversation sent to the slot that holds its prefix
+    # evaluates only what is new, and with cache_reuse also what moved (llama.cpp shifts it).
+    params.n_cache_reuse = cache_reuse
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.hostnames = ["127.0.0.1"]
@@ -507,9 +518,18 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--threads", type=int, default=2)
     s.add_argument("--context", type=int, default=4096)
     s.add_argument("--parallel", type=int, default=1)
+    s.add_argument("--cache-reuse", type=int, default=0, help="llama.cpp's --cache-reuse")
     s.add_argument("--parent", type=int, default=0, help="exit when this process is gone")
     args = parser.parse_args(argv)
-    serve(args.model, args.ready_fd, args.threads, args.context, args.parallel, args.parent)
+    serve(
+        args.model,
+        args.ready_fd,
+        args.threads,
+        args.context,
+        args.parallel,
+        args.parent,
+        args.cache_reuse,
+    )
     return 0
 
 

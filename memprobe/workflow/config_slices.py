@@ -113,6 +113,7 @@ RUNTIME_ONLY: tuple[str, ...] = (
     "llm.local.threads",
     "llm.local.context_tokens",  # a slot-fill budget derived from it is in the slotfill slice
     "llm.local.parallel",
+    "llm.local.cache_reuse",
     "llm.local.startup_timeout_s",
     "memt.api_key_env",
     "memt.vllm_bin",

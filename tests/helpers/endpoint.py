@@ -1,10 +1,13 @@
-"""The fake OpenAI-compatible endpoint on a loopback thread, and a recorder of its requests."""
+"""The fake OpenAI-compatible endpoint on a loopback thread, a recorder of its requests, and a
+server that drips its reply."""
 
 from __future__ import annotations
 
 import io
 import json
+import time
 from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from memprobe.testing.background import Background
 from memprobe.testing.fake_endpoint import make_server
@@ -33,3 +36,32 @@ def record_requests(ep: Endpoint) -> dict[str, list[dict]]:
 
     ep.server.RequestHandlerClass = Recording
     return seen
+
+
+class Drip(Background):
+    """A loopback server that answers every POST one byte every 0.1 s: each read is quick, the
+    whole slow. ``part``: what drips, the ``headers`` or (after whole headers) the ``body``."""
+
+    def __init__(self, part: str) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                drip = b" " * 200
+                if part == "headers":
+                    head, drip = b"", head + b"X-Pad: " + b"a" * 200
+                else:
+                    head += b"Content-Length: 100000\r\n\r\n"
+                try:
+                    self.wfile.write(head)
+                    for byte in drip:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                except OSError:
+                    pass
+
+        super().__init__(ThreadingHTTPServer(("127.0.0.1", 0), Handler))

@@ -18,6 +18,7 @@ from memprobe.llm.cache import ResponseCache
 from memprobe.llm.client import ATTEMPT_STRIDE, Exhausted, LLMError, client_for, redact
 from memprobe.serving import served_process
 from memprobe.testing.memt_standin import StandIn
+from tests.helpers.endpoint import Drip
 from tests.helpers.llm import Recorder, Verdict, ledger, make_llm, run_python
 from tests.helpers.workflow import tiny_config
 
@@ -190,13 +191,6 @@ def test_api_key_is_sent_but_never_stored(recorder_factory, tmp_path, monkeypatc
     llm.json([{"role": "user", "content": "k"}], Verdict)
     stored = [p.read_text() for p in tmp_path.rglob("*") if p.is_file()]
     assert stored and not any("sk-sentinel-123456" in s for s in stored)
-
-
-def test_fake_backend_answers_in_process_with_schema_valid_json(tmp_path):
-    raw = tiny_config("http://unused")
-    raw["llm"] = {"backend": "fake", "cache_dir": str(tmp_path / "c")}
-    llm = client_for("judge", load_config(raw))
-    assert isinstance(llm.json([{"role": "user", "content": "x"}], Verdict), Verdict)
 
 
 MSGS = [{"role": "user", "content": "rate it"}]
@@ -375,42 +369,18 @@ def test_transient_client_errors_are_retried(endpoint_of, tmp_path, code):
 
 @pytest.mark.parametrize("part", ["body", "headers"])
 def test_a_server_that_drips_its_reply_is_cut_off_at_the_timeout(tmp_path, part):
-    # One byte every 0.1 s: each read is quick, the whole slow. The call's deadline covers
-    # the headers too (they held a call 5.7 s past a 0.5 s timeout; issue 27).
-    class Drip(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-            drip = b" " * 200
-            if part == "headers":
-                head, drip = b"", head + b"X-Pad: " + b"a" * 200
-            else:
-                head += b"Content-Length: 100000\r\n\r\n"
-            try:
-                self.wfile.write(head)
-                for byte in drip:
-                    self.wfile.write(bytes([byte]))
-                    self.wfile.flush()
-                    time.sleep(0.1)
-            except OSError:
-                pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Drip)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # The client's calls run under memprobe/llm/deadline.py's budget (tests/llm/test_deadline.py):
+    # the headers count too (they held a call 5.7 s past a 0.5 s timeout; issue 27).
+    server = Drip(part)
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        llm = make_llm(url, tmp_path, timeout_s=1.0, max_attempts=1)
+        llm = make_llm(server.base_url, tmp_path, timeout_s=1.0, max_attempts=1)
         llm.client  # noqa: B018  built (openai imported) before the clock starts
         t0 = time.monotonic()
         with pytest.raises(LLMError, match="timed out|Timeout"):
             llm.text(MSGS)
         assert time.monotonic() - t0 < 2.0
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 def test_url_credentials_are_redacted():
@@ -473,7 +443,6 @@ def test_the_key_echoed_in_an_error_body_never_reaches_the_message(tmp_path, mon
     # The reliability test checks this through an injected openai client; this is the
     # provider's own client, the one every job builds.
     import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     import pytest
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+import yaml
 from pydantic import BaseModel, Field
 
 from memprobe.config import LocalModel, load_config
@@ -346,6 +347,20 @@ def test_local_server_key_is_in_no_argv_and_no_state_file(tmp_path):
     )
     assert server.key and server.key not in " ".join(server.command(5))
     assert "--port" not in server.command(5)  # the child binds a port itself
+
+
+def test_the_default_run_serves_one_slot_per_conversation_with_chunk_reuse(tmp_path):
+    """config/config.yaml: 2 jobs x (simulator, assistant) conversations in flight, each kept
+    in its own llama.cpp slot, which reuses moved chunks of its last prompt."""
+    from memprobe.serving import local_server
+
+    local = load_config(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())).llm.local
+    server = local_server.Server(
+        local_server.ResolvedModel(tmp_path / "m.gguf", None), local, tmp_path / "log"
+    )
+    command = server.command(5)
+    assert command[command.index("--parallel") + 1] == "4"
+    assert command[command.index("--cache-reuse") + 1] == "256"
 
 
 def test_the_local_backend_refuses_a_cluster_executor():

@@ -106,6 +106,7 @@ RUNTIME_VALUES = {
     "llm.local.threads": 3,
     "llm.local.context_tokens": 8192,
     "llm.local.parallel": 3,
+    "llm.local.cache_reuse": 0,
     "llm.local.startup_timeout_s": 5.0,
     "memt.api_key_env": "OTHER_KEY",
     "memt.vllm_bin": "/opt/vllm",

@@ -76,16 +76,6 @@ def test_a_rejected_request_stops_the_job_in_one_line(
     assert "endpoint rejected the request" in err[-1] and len(rec.bodies) == 1
 
 
-def test_attempt_counter_is_per_job_seed_and_ledger(tmp_path):
-    cache = str(tmp_path)
-    assert attempts.current(cache, "bank/user_001", 0, "results/a/usage/bank/user_001.csv") == 0
-    assert attempts.bump(cache, "bank/user_001", 0, "results/a/usage/bank/user_001.csv") == 1
-    assert attempts.bump(cache, "bank/user_001", 0, "results/a/usage/bank/user_001.csv") == 2
-    assert attempts.current(cache, "bank/user_001", 1, "results/a/usage/bank/user_001.csv") == 0
-    assert attempts.current(cache, "bank/user_002", 0, "results/a/usage/bank/user_001.csv") == 0
-    assert attempts.current(cache, "bank/user_001", 0, "results/b/usage/bank/user_001.csv") == 0
-
-
 def test_http_request_lines_go_to_the_log_file_not_the_terminal(tmp_path, capsys):
     log = tmp_path / "job.log"
     try:
