@@ -87,7 +87,9 @@ def job_key(job: str) -> tuple[str, str, str, str]:
     """(rule, system, user, rest) from a job's log path, matching the ledger's job tag."""
     rule, _, logs = job.partition("|")
     logf = logs.split(",")[0]  # the job's log; the next is its usage ledger
-    parts = Path(logf).with_suffix("").parts[2:]
+    # logs/<run>/<rule>/<wildcards>.log (docs/runs.md): the wildcards follow the rule's folder
+    parts = Path(logf).with_suffix("").parts
+    parts = parts[parts.index(rule) + 1 :] if rule in parts else parts[2:]
     flat = "_".join(parts)
     m = re.search(r"(user_\d{3,})", flat)
     user = m.group(1) if m else ""

@@ -89,6 +89,16 @@ def test_dependents_count_every_job_downstream_of_a_file_by_rule():
             ("import_retrieved", "mem0", "user_012", "5"),
         ),
         ("persona|logs/persona/user_001.log", ("persona", "", "user_001", "")),
+        # a run's folder (docs/runs.md), and the shared users' folder of a users rule
+        (
+            "rollout|logs/smoke/rollout/longctx_full/user_002.log,results/smoke/usage/x.csv",
+            ("rollout", "longctx_full", "user_002", ""),
+        ),
+        (
+            "judge|logs/default/judge/nomem/user_001/dump_all.log",
+            ("judge", "nomem", "user_001", "dump_all"),
+        ),
+        ("bank|logs/users/bank-0a1b2c/bank/user_003.log", ("bank", "", "user_003", "")),
         (TABLES, ("tables", "", "", "")),
         (ROLLOUT, ("rollout", "mem0", "user_001", "")),  # the log, not the usage ledger
     ],

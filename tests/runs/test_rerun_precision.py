@@ -181,10 +181,11 @@ def test_snakemake_names_the_changed_setting(finished):
     assert "before: {'tasks': {'max_edits': 3," in dry.stdout + dry.stderr
     assert "now: {'tasks': {'max_edits': 1," in dry.stdout + dry.stderr
     status = {row.split("\t")[0]: row.split("\t")[-2] for row in summary.splitlines()[1:]}
-    # The run's copy of the tasks names it (the tasks are made anew in a folder of their own
-    # settings, docs/runs.md); the bank, made the same way as before, is untouched.
+    # The tasks are made anew in a folder of their own settings (docs/runs.md): the run's copy
+    # reads that new file and carries the changed setting as a param, and Snakemake's summary
+    # gives it the first of those two reasons; the bank, made as before, is untouched.
     tasks, bank = (finished.wf.target(f"users/user_001/{f}.json") for f in ("tasks", "bank"))
-    assert status[tasks] == "params changed"
+    assert status[tasks] == "set of input files changed"
     assert status[bank] == "ok"
     # It runs and names the changed job's output; it also lists outputs whose params did not
     # change (bank.json here), so docs/currency.md should not present it as the precise view.
