@@ -366,12 +366,12 @@ def test_the_config_validated_at_dag_load_is_the_config_the_jobs_read(workflow_f
         cwd=wf.root, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    # The DAG was built from the validated config: k is 5 (the probe's file names it).
+    # The DAG was built from the validated config: top_k is 5 (the probe's file names it).
     assert "retrieved_k5.json" in proc.stdout
     # What every job reads (memprobe/workflow/shell_job.py) holds the same values.
     (exported,) = (wf.root / ".snakemake" / "memprobe").glob("config-*.json")
     jobs = json.loads(exported.read_text())
-    assert jobs["k"] == 5 and jobs["llm"]["max_tokens"] == 1000
+    assert jobs["top_k"] == 5 and jobs["llm"]["max_tokens"] == 1000
     layers = [
         (str(f), yaml.safe_load(f.read_text()))
         for f in (wf.root / WORKFLOW_CONFIG, wf.config_path, over)

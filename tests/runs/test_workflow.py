@@ -57,7 +57,7 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
     # The progress line while it ran, and its summary at the end: the ledgers' own figures.
     assert "memprobe progress: " in proc.stderr
     summary = next(x for x in proc.stderr.splitlines() if x.startswith("memprobe summary: "))
-    rows = ledger.read_rows(ledger.run_files(results))
+    rows = ledger.read_rows(wf.ledger_files())  # the run's and its users' (docs/runs.md)
     paid = [r for r in rows if r["cached"] == "false"]
     tokens = sum(int(r["prompt_tokens"]) + int(r["completion_tokens"]) for r in paid)
     jobs = re.match(r"memprobe summary: (\d+)/(\d+) jobs, ", summary)

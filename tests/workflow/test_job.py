@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from memprobe.workflow.job import JobError, parse_wildcards
 from tests.helpers.workflow import tiny_config
@@ -82,8 +83,13 @@ def test_a_judge_job_run_by_hand_writes_the_file_snakemake_wrote(endpoint, workf
     )
     assert "judge user=user_001 system=nomem mode=retrieve: not a job of the run" in line, line
     assert "its judge jobs are like" in line and "--configfile" in line
-    # The run's --configfile left out: its files were made under other settings.
-    line = mistake(*wildcards)
-    assert "was made with other settings than config/config.yaml give" in line, line
+    # Another config under the run's name: the run's files were made under other settings.
+    other = wf.root / "other.yaml"
+    other.write_text(yaml.safe_dump({**wf.config, "seed": wf.config.get("seed", 0) + 1}))
+    line = mistake(*wildcards, "--configfile", str(other))
+    assert "was made with other settings than" in line and f"{other} give" in line, line
     assert "give the run's --configfile" in line
+    # The run's --configfile left out: the default run's job, whose files are not there.
+    line = mistake(*wildcards)
+    assert "is missing" in line and "results/default/" in line, line
     assert out.read_bytes() == by_snakemake  # neither wrote anything
