@@ -183,7 +183,7 @@ def _estimate(args: argparse.Namespace) -> int:
             cfg,
             rates,
             prices,
-            latency_s=latency or estimate.ASSUMED_LATENCY_S,
+            latency_s=latency or estimate.assumed_latency(cfg),
             latency_from="given" if args.latency else ("ledger mean" if latency else "assumed"),
             llm_slots=args.llm_slots or estimate.default_llm_slots(),
         )
@@ -254,10 +254,10 @@ def _config_reference(args: argparse.Namespace) -> int:
     return 0
 
 
-def estimate_latency() -> float:
-    from memprobe.report.estimate import ASSUMED_LATENCY_S
+def estimate_latency() -> str:
+    from memprobe.report.estimate import ASSUMED_LATENCY_S, ASSUMED_LOCAL_LATENCY_S
 
-    return ASSUMED_LATENCY_S
+    return f"{ASSUMED_LATENCY_S:g}, or {ASSUMED_LOCAL_LATENCY_S:g} for the local backend"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -582,6 +582,13 @@ class Wall(BaseModel):
         return max(bounds, key=bounds.__getitem__)
 
 
+def streams(cfg: Config, llm_slots: int) -> int:
+    """Calls in flight at once: ``llm_slots x llm.concurrency``, and for the local backend no
+    more than its server's slots (``llm.local.parallel``), where the others wait."""
+    n = llm_slots * cfg.llm.concurrency
+    return min(n, cfg.llm.local.parallel) if cfg.llm.backend == "local" else n
+
+
 def wall_time(
     cfg: Config, rates: Rates, lines: list[Line], latency_s: float, llm_slots: int
 ) -> Wall:
@@ -605,7 +612,7 @@ def wall_time(
     tokens_s = max((t / tpm * 60 for _, t, _, tpm in per_endpoint.values() if tpm), default=0)
     return Wall(
         chain_s=chain_calls(cfg, protocol_calls(cfg, rates), rates) * latency_s,
-        streams_s=calls * latency_s / (llm_slots * cfg.llm.concurrency),
+        streams_s=calls * latency_s / streams(cfg, llm_slots),
         requests_s=requests_s,
         tokens_s=tokens_s,
         calls=calls,
@@ -637,6 +644,14 @@ def mean_latency(results: Path) -> float | None:
 # Seconds per call when no ledger says: a hosted mini model answering a few-thousand-token
 # prompt (an assumption, printed as such; --latency or an earlier run's ledger replace it).
 ASSUMED_LATENCY_S = 4.0
+# The local backend's: Qwen2.5-Coder-0.5B on 2 cores, two jobs' calls sharing its server, took
+# 20-95 s per paid call (mean of a stage's calls, 2026-12-03; docs/performance.md).
+ASSUMED_LOCAL_LATENCY_S = 40.0
+
+
+def assumed_latency(cfg: Config) -> float:
+    """Seconds per call when no ledger says: the local model's, else a hosted model's."""
+    return ASSUMED_LOCAL_LATENCY_S if cfg.llm.backend == "local" else ASSUMED_LATENCY_S
 
 
 def parse_config_args(pairs: list[str]) -> dict[str, Any]:
@@ -725,7 +740,7 @@ def report(
         out += [f"  not priced: {u}" for u in unpriced]
 
     wall = wall_time(cfg, rates, lines, latency_s, llm_slots)
-    streams = llm_slots * cfg.llm.concurrency
+    in_flight = streams(cfg, llm_slots)
     rl = cfg.llm.rate_limit
     limit = ", ".join(
         f"{n:,} {what} per minute"
@@ -735,7 +750,7 @@ def report(
     out += [
         "",
         f"time: at {latency_s:.1f} s per call ({latency_from}), llm_slots {llm_slots} x "
-        f"llm.concurrency {cfg.llm.concurrency} = {streams} calls in flight"
+        f"llm.concurrency {cfg.llm.concurrency} = {in_flight} calls in flight"
         + (f", llm.rate_limit {limit}:" if limit else ":"),
         f"  {wall.seconds / 3600:.1f} h, bound by {wall.binding} (all calls over the parallel "
         f"streams: {wall.streams_s / 3600:.1f} h; one user's chain of dependent calls: "

@@ -126,7 +126,7 @@ def predict(cfg: Config, llm_slots: int, shared: Sequence[str | Path] = ()) -> P
 
     results = Path(cfg.run_dir)
     rates = estimate.observed(results, cfg, [Path(p) for p in shared]) or estimate.priors(cfg)
-    latency = estimate.mean_latency(results) or estimate.ASSUMED_LATENCY_S
+    latency = estimate.mean_latency(results) or estimate.assumed_latency(cfg)
     lines = estimate.predict(cfg, rates)
     wall = estimate.wall_time(cfg, rates, lines, latency, llm_slots)
     return Prediction(wall.seconds, wall.calls)

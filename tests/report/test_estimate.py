@@ -372,6 +372,23 @@ def test_the_wall_time_under_a_rate_limit_is_its_largest_bound():
     assert free.seconds == max(free.chain_s, free.streams_s)
 
 
+def test_the_local_backend_waits_for_its_servers_slots_at_the_local_models_pace():
+    """The offline default: no more calls in flight than the llama.cpp server has slots, and
+    without a ledger the local 0.5B model's seconds per call, not a hosted model's."""
+    cfg = load_config(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    assert cfg.llm.backend == "local"
+    assert estimate.streams(cfg, llm_slots=8) == cfg.llm.local.parallel == 4
+    assert estimate.assumed_latency(cfg) == estimate.ASSUMED_LOCAL_LATENCY_S
+    rates = estimate.priors(cfg)
+    lines = estimate.predict(cfg, rates)
+    wall = estimate.wall_time(cfg, rates, lines, estimate.assumed_latency(cfg), llm_slots=8)
+    calls = sum(x.calls for x in lines)
+    assert wall.streams_s == pytest.approx(calls * estimate.ASSUMED_LOCAL_LATENCY_S / 4)
+    hosted = load_config(paper_like())
+    assert estimate.streams(hosted, llm_slots=8) == 8 * hosted.llm.concurrency
+    assert estimate.assumed_latency(hosted) == estimate.ASSUMED_LATENCY_S
+
+
 # -- rollout.replay: the recorded run's conversations, no conversation calls ------------------
 def test_a_replay_pays_no_conversation_and_takes_the_recorded_turns():
     from memprobe.release import importer
