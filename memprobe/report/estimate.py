@@ -182,7 +182,7 @@ def replayed_turns(cfg: Config, rates: Rates, recorded: str, counted: float | No
 def read_ledger(results: Path, *more: Path) -> list[dict[str, str]]:
     """The ledger rows under ``results`` (and under ``more``: the run's shared users)."""
     rows: list[dict[str, str]] = []
-    for f in [f for d in (results, *more) for f in ledger.run_files(d)]:
+    for f in ledger.run_files(results, more):
         for row in ledger.read_rows([f]):
             rule, _, tag = row.get("job", "").partition("/")
             m = _TAG.match(tag)
