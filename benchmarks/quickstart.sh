@@ -6,7 +6,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="${1:-$(mktemp -d)}"
-line="$(grep -m1 -E '^    python3 -m venv .* snakemake --cores 2 && snakemake --report' "$root/README.md" | sed 's/^    //')"
+line="$(grep -m1 -E '^    python3 -m venv .* snakemake --cores [0-9]+ && snakemake --report' "$root/README.md" | sed 's/^    //')"
 test -n "$line" || { echo "quickstart.sh: no quickstart line in README.md" >&2; exit 1; }
 git clone -q "$root" "$work/memprobe"
 cd "$work/memprobe"

@@ -352,11 +352,14 @@ def jobs_done():
 def start_progress():
     from memprobe.report import progress
 
-    slots = workflow.global_resources.get("llm_slots")
+    # LLM jobs at once: llm_slots, and no more than --cores (each job takes one).
+    at_once = [
+        int(getattr(v, "value", v))
+        for v in (workflow.global_resources.get(k) for k in ("llm_slots", "_cores"))
+        if v
+    ]
     try:
-        predicted = progress.predict(
-            CFG, int(getattr(slots, "value", slots) or 1), USERS_FOLDERS
-        )
+        predicted = progress.predict(CFG, min(at_once, default=1), USERS_FOLDERS)
     except (OSError, ValueError, KeyError) as err:
         print(f"memprobe: progress line without an estimate ({err})", file=sys.stderr)
         predicted = None

@@ -11,7 +11,8 @@
   ``onsuccess``/``onerror`` call :func:`stop_for_run`; the server also dies with Snakemake
   (PR_SET_PDEATHSIG plus a parent watchdog), so an interrupted run leaves nothing behind.
 - ``OMP_WAIT_POLICY=PASSIVE``: llama.cpp's OpenMP threads otherwise spin while waiting, and a
-  busy neighbour process then drops generation to under one token per second.
+  busy neighbour process then drops generation to under one token per second
+  (``llm.local.spin_count`` trades that for speed on a quiet machine: :func:`wait_env`).
 """
 
 from __future__ import annotations
@@ -193,6 +194,13 @@ def resolve_model(local: LocalModel) -> ResolvedModel:
 
 
 # -- the server process --------------------------------------------------------------------
+def wait_env(local: LocalModel) -> dict[str, str]:
+    """How the server's OpenMP threads wait for each other: a bounded spin, or sleep at once."""
+    if local.spin_count:
+        return {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": str(local.spin_count)}
+    return {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
 class Server(served_process.ServedProcess):
     """One ``python -m memprobe.serving.local_server serve`` child; ``start()`` returns when
     healthy.
@@ -231,7 +239,7 @@ class Server(served_process.ServedProcess):
         ]
 
     def start(self) -> str:
-        env = served_process.child_env(OMP_WAIT_POLICY="PASSIVE", **{KEY_CHILD_ENV: self.key})
+        env = served_process.child_env(**wait_env(self.local), **{KEY_CHILD_ENV: self.key})
         read_fd, write_fd = os.pipe()
         try:
             self.launch(self.command(write_fd), env, pass_fds=(write_fd,))

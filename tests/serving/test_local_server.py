@@ -350,16 +350,21 @@ def test_local_server_key_is_in_no_argv_and_no_state_file(tmp_path):
 
 
 def test_the_default_run_serves_one_slot_per_conversation_with_chunk_reuse(tmp_path):
-    """config/config.yaml: 2 jobs x (simulator, assistant) conversations in flight, each kept
-    in its own llama.cpp slot, which reuses moved chunks of its last prompt."""
+    """config/config.yaml: the README's jobs at once (--cores) x (simulator, assistant)
+    conversations in flight, each kept in its own llama.cpp slot, which reuses moved chunks of
+    its last prompt."""
+    import re
+
     from memprobe.serving import local_server
 
+    main = re.search(r"&& snakemake --cores (\d+) &&", (ROOT / "README.md").read_text())
+    assert main, "README.md: no main command with --cores"
     local = load_config(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())).llm.local
     server = local_server.Server(
         local_server.ResolvedModel(tmp_path / "m.gguf", None), local, tmp_path / "log"
     )
     command = server.command(5)
-    assert command[command.index("--parallel") + 1] == "4"
+    assert command[command.index("--parallel") + 1] == str(2 * int(main[1]))
     assert command[command.index("--cache-reuse") + 1] == "256"
 
 
@@ -427,3 +432,13 @@ def test_the_key_file_is_private_and_outlives_no_stop(tmp_path, case, signals):
     assert proc.wait(timeout=30) == 0
     assert not key_file.exists() and not key_file.is_symlink()
     assert not (tmp_path / "planted-target").exists()  # the key never went through the link
+
+
+def test_the_servers_threads_sleep_at_once_unless_a_spin_is_configured():
+    # A spinning OpenMP thread beside a busy process drops decoding to 2 tokens/s (measured):
+    # sleeping at once is the default, a bounded spin only when asked for.
+    assert local_server.wait_env(LocalModel()) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert local_server.wait_env(LocalModel(spin_count=10000)) == {
+        "OMP_WAIT_POLICY": "ACTIVE",
+        "GOMP_SPINCOUNT": "10000",
+    }
