@@ -644,9 +644,9 @@ def mean_latency(results: Path) -> float | None:
 # Seconds per call when no ledger says: a hosted mini model answering a few-thousand-token
 # prompt (an assumption, printed as such; --latency or an earlier run's ledger replace it).
 ASSUMED_LATENCY_S = 4.0
-# The local backend's: Qwen2.5-Coder-0.5B on 2 cores, two jobs' calls sharing its server, took
-# 20-95 s per paid call (mean of a stage's calls, 2026-12-03; docs/performance.md).
-ASSUMED_LOCAL_LATENCY_S = 40.0
+# The local backend's: Qwen2.5-Coder-0.5B on 2 quiet cores, two jobs' calls sharing its server:
+# the default run paid 255 calls in 56 min two at a time (2026-12-04; docs/performance.md).
+ASSUMED_LOCAL_LATENCY_S = 26.0
 
 
 def assumed_latency(cfg: Config) -> float:
