@@ -115,6 +115,7 @@ RUNTIME_ONLY: tuple[str, ...] = (
     "llm.local.parallel",
     "llm.local.cache_reuse",
     "llm.local.startup_timeout_s",
+    "llm.local.spin_count",
     "memt.api_key_env",
     "memt.vllm_bin",
     "memt.startup_timeout_s",

@@ -108,6 +108,7 @@ RUNTIME_VALUES = {
     "llm.local.parallel": 3,
     "llm.local.cache_reuse": 0,
     "llm.local.startup_timeout_s": 5.0,
+    "llm.local.spin_count": 10000,
     "memt.api_key_env": "OTHER_KEY",
     "memt.vllm_bin": "/opt/vllm",
     "memt.startup_timeout_s": 9.0,
