@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -40,7 +41,8 @@ def one(model: str, streams: int, threads: int, tokens: int) -> dict:
     p.n_ctx = 4096 * streams
     p.n_parallel = streams
     p.cpuparams.n_threads = p.cpuparams_batch.n_threads = threads
-    p.hostnames, p.port, p.api_keys = ["127.0.0.1"], 0, ["bench"]
+    key = secrets.token_urlsafe(24)  # loopback, and a key of this run's own
+    p.hostnames, p.port, p.api_keys = ["127.0.0.1"], 0, [key]
     server = xlc.Server(p)
     timings: list[dict] = []
 
@@ -54,7 +56,7 @@ def one(model: str, streams: int, threads: int, tokens: int) -> dict:
         req = urllib.request.Request(
             server.listening_address + "/v1/chat/completions",
             json.dumps(body).encode(),
-            {"Content-Type": "application/json", "Authorization": "Bearer bench"},
+            {"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
         )
         with urllib.request.urlopen(req, timeout=600) as r:
             timings.append(json.load(r)["timings"])
