@@ -353,11 +353,9 @@ def start_progress():
     from memprobe.report import progress
 
     # LLM jobs at once: llm_slots, and no more than --cores (each job takes one).
-    at_once = [
-        int(getattr(v, "value", v))
-        for v in (workflow.global_resources.get(k) for k in ("llm_slots", "_cores"))
-        if v
-    ]
+    # On a cluster executor --cores is unset: the resource's value is None.
+    values = (workflow.global_resources.get(k) for k in ("llm_slots", "_cores"))
+    at_once = [int(n) for n in (getattr(v, "value", v) for v in values) if n]
     try:
         predicted = progress.predict(CFG, min(at_once, default=1), USERS_FOLDERS)
     except (OSError, ValueError, KeyError) as err:
