@@ -356,8 +356,9 @@ def start_progress():
     # On a cluster executor --cores is unset: the resource's value is None.
     values = (workflow.global_resources.get(k) for k in ("llm_slots", "_cores"))
     at_once = [int(n) for n in (getattr(v, "value", v) for v in values) if n]
+    rules = {job.rule.name for job in workflow.dag.jobs}
     try:
-        predicted = progress.predict(CFG, min(at_once, default=1), USERS_FOLDERS)
+        predicted = progress.predict(CFG, min(at_once, default=1), USERS_FOLDERS, rules)
     except (OSError, ValueError, KeyError) as err:
         print(f"memprobe: progress line without an estimate ({err})", file=sys.stderr)
         predicted = None

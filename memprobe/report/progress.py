@@ -3,9 +3,9 @@
 While a run goes, the Snakemake process prints one line every ``progress.interval_s``: jobs done
 of total, calls paid (and replayed from the cache) and tokens so far, money at
 ``progress.prices``, and the time left at the current rate, next to ``memprobe estimate``'s
-prediction for the same config; at the end the same line once more as the run's summary
-(``rules/common.smk``: onstart, onsuccess, onerror). The figures are the ledgers' own: each poll
-reads only the bytes appended since the last one.
+prediction for the same config (where the run goes to the tables); at the end the same line
+once more as the run's summary (``rules/common.smk``: onstart, onsuccess, onerror). The figures
+are the ledgers' own: each poll reads only the bytes appended since the last one.
 """
 
 from __future__ import annotations
@@ -119,10 +119,21 @@ class Prediction:
     calls: float
 
 
-def predict(cfg: Config, llm_slots: int, shared: Sequence[str | Path] = ()) -> Prediction | None:
+# The estimate describes the whole run, up to its tables: a run asked for less (the users'
+# tasks.json alone, one rollout) has no prediction to stand beside.
+WHOLE_RUN_RULE = "tables"
+
+
+def predict(
+    cfg: Config, llm_slots: int, shared: Sequence[str | Path] = (), rules: Collection[str] = ()
+) -> Prediction | None:
     """The estimate for this config (an earlier run's rates where its ledger has them; ``shared``:
-    the run's users' folders)."""
+    the run's users' folders); None where the run's jobs (``rules``, their rule names) stop short
+    of the tables."""
     from memprobe.report import estimate
+
+    if WHOLE_RUN_RULE not in rules:
+        return None
 
     results = Path(cfg.run_dir)
     rates = estimate.observed(results, cfg, [Path(p) for p in shared]) or estimate.priors(cfg)

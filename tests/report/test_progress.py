@@ -122,3 +122,11 @@ def test_the_reporter_prints_at_its_interval_then_the_summary(tmp_path):
     lines = out.getvalue().splitlines()
     assert sum(x.startswith("memprobe progress: 1/4 jobs, 1 calls paid") for x in lines) >= 2
     assert lines[-1] == summary and re.match(r"memprobe summary: 1/4 jobs, 1 calls paid", summary)
+
+
+def test_the_estimate_stands_beside_a_run_only_when_it_goes_to_the_tables(tmp_path):
+    cfg = load_config(tiny_config("http://127.0.0.1:9/v1", results_dir=str(tmp_path)))
+    whole = progress.predict(cfg, 2, rules={"persona", "rollout", "tables", "all"})
+    assert whole is not None and whole.calls > 0 and whole.seconds > 0
+    # The users' tasks.json alone: the whole run's hours and calls would be read as this run's.
+    assert progress.predict(cfg, 2, rules={"persona", "bank", "tasks"}) is None

@@ -64,6 +64,7 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
     assert jobs and jobs[1] == jobs[2] and int(jobs[1]) > 10, summary
     assert f" {len(paid):,} calls paid ({len(rows) - len(paid):,} replayed), " in summary
     assert f" {tokens / 1e6:.2f}M tokens " in summary
+    assert ", estimate " in summary  # the target goes to the tables: the estimate applies
 
     # The one target leaves nothing out: every other table and figure is built too.
     others = ["table3.csv", "table4.csv", "table13.csv", "table14.csv", "gap.csv", "table5.csv",
