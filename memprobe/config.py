@@ -187,6 +187,13 @@ class LocalModel(_Strict):
     """llama.cpp threads"""
     context_tokens: int = Field(default=4096, ge=512, description="context per server slot")
     parallel: int = Field(default=1, ge=1, description="server slots (concurrent requests)")
+
+    @property
+    def jobs_at_once(self) -> int:
+        """LLM jobs the server serves at once: a slot pair each (a conversation's two sides).
+        More jobs slow every request, past ``llm.timeout_s`` (docs/performance.md)."""
+        return max(1, self.parallel // 2)
+
     cache_reuse: int = Field(default=256, ge=0)
     """reuse the cached chunks of a slot's last prompt that moved, when at least this many
     tokens long (llama.cpp's `--cache-reuse`; 0: only the common prefix is reused)"""

@@ -22,7 +22,7 @@ rule attribution:
     conda:
         "../envs/memprobe.yaml"
     resources:
-        llm_slots=1,
+        llm_slots=LLM_JOB,
     params:
         **settings("attribution"),
         job=script_job(),

@@ -32,7 +32,7 @@ JUDGE_FILES = (
     | ({"pool": POOL} if USES_SCORER or CFG.judge.degenerate_as_unknown else {})
 )
 # An offline judge calls no LLM: its jobs take no LLM slot.
-JUDGE_LLM_SLOTS = 1 if CFG.judge.form == "llm" else 0
+JUDGE_LLM_SLOTS = LLM_JOB if CFG.judge.form == "llm" else 0
 CALIBRATION_FILES = JUDGE_FILES | (
     {"anchors": ANCHORS} if CFG.judge.calibration.source == "anchors" else {}
 )

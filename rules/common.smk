@@ -287,9 +287,23 @@ def job_runtime(wildcards):
     return JOB_SIZE[_resources(wildcards).served_model][1]
 
 
+def _llm_job_slots():
+    """The llm_slots one LLM job takes: 1 (llm_slots jobs at once), and on the local backend
+    a share that lets no more jobs run than its one server serves well (jobs_at_once), however
+    high --cores goes."""
+    slots = workflow.global_resources.get("llm_slots")
+    total = getattr(slots, "value", slots)
+    if CFG.llm.backend != "local" or not total:
+        return 1
+    return -(-int(total) // CFG.llm.local.jobs_at_once)
+
+
+LLM_JOB = _llm_job_slots()
+
+
 def probe_llm_slots(wildcards):
     """A system whose search calls its served model takes an LLM slot in its probe."""
-    return 1 if _resources(wildcards).served_model else 0
+    return LLM_JOB if _resources(wildcards).served_model else 0
 
 
 # Job priorities (docs/performance.md): the longest remaining chain first. A rollout is the

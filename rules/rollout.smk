@@ -27,7 +27,7 @@ if CFG.rollout.replay:
         conda:
             "../envs/memprobe.yaml"
         resources:
-            llm_slots=1,
+            llm_slots=LLM_JOB,
             gpu=gpu_count,
             gpu_model=gpu_model,
             cpus_per_gpu=cpus_per_gpu,
@@ -63,7 +63,7 @@ else:
         conda:
             "../envs/memprobe.yaml"
         resources:
-            llm_slots=1,
+            llm_slots=LLM_JOB,
             gpu=gpu_count,
             gpu_model=gpu_model,
             cpus_per_gpu=cpus_per_gpu,
@@ -91,7 +91,7 @@ else:
         conda:
             "../envs/memprobe.yaml"
         resources:
-            llm_slots=1,
+            llm_slots=LLM_JOB,
         params:
             **settings("preference"),
             job=script_job(),

@@ -18,7 +18,7 @@ rule slotfill:
     conda:
         "../envs/memprobe.yaml"
     resources:
-        llm_slots=1,
+        llm_slots=LLM_JOB,
     params:
         **settings("slotfill"),
         job=script_job(),

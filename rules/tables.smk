@@ -49,7 +49,7 @@ if not CFG.release.import_runs:
         conda:
             "../envs/memprobe.yaml"
         resources:
-            llm_slots=1,
+            llm_slots=LLM_JOB,
         params:
             **settings("slotfill_sweep"),
             job=script_job(),

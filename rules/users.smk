@@ -27,7 +27,7 @@ if CFG.users.source == "generate":
         conda:
             "../envs/memprobe.yaml"
         resources:
-            llm_slots=1,
+            llm_slots=LLM_JOB,
         params:
             **settings("persona"),
             job=script_job(),
@@ -52,7 +52,7 @@ if CFG.users.source == "generate":
         conda:
             "../envs/memprobe.yaml"
         resources:
-            llm_slots=1,
+            llm_slots=LLM_JOB,
         params:
             **settings("bank"),
             job=script_job(),
@@ -79,7 +79,7 @@ if CFG.users.source == "generate":
         conda:
             "../envs/memprobe.yaml"
         resources:
-            llm_slots=1,
+            llm_slots=LLM_JOB,
         params:
             **settings("tasks"),
             job=script_job(),
@@ -103,7 +103,7 @@ rule oracle:
     conda:
         "../envs/memprobe.yaml"
     resources:
-        llm_slots=1,
+        llm_slots=LLM_JOB,
     params:
         **settings("oracle"),
         job=script_job(),

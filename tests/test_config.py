@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 
@@ -230,6 +231,21 @@ def test_top_k_can_be_set_on_the_command_line():
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "retrieved_k10.json" in proc.stdout and "retrieved_k5.json" not in proc.stdout
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("slots,each", [(8, 4), (4, 2)])
+def test_the_local_backend_runs_no_more_llm_jobs_than_its_server_serves(slots, each):
+    """--cores 32 (an API run's advice) on the offline default: its server's 4 slots serve 2
+    conversations well, so each LLM job takes half the llm_slots and 2 run at once."""
+    proc = subprocess.run(
+        [SNAKEMAKE, "-n", "--cores", "32", "--resources", f"llm_slots={slots}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    taken = {int(n) for n in re.findall(r"resources: .*llm_slots=(\d+)", proc.stdout)}
+    assert taken == {0, each}  # 0: the offline judge's and the probes' jobs
+    assert slots // each == 2
 
 
 def test_the_old_key_k_names_its_new_name():

@@ -583,10 +583,12 @@ class Wall(BaseModel):
 
 
 def streams(cfg: Config, llm_slots: int) -> int:
-    """Calls in flight at once: ``llm_slots x llm.concurrency``, and for the local backend no
-    more than its server's slots (``llm.local.parallel``), where the others wait."""
-    n = llm_slots * cfg.llm.concurrency
-    return min(n, cfg.llm.local.parallel) if cfg.llm.backend == "local" else n
+    """Calls in flight at once: ``llm_slots x llm.concurrency``; for the local backend, of no
+    more jobs than its server serves at once (the workflow holds the others back)."""
+    if cfg.llm.backend != "local":
+        return llm_slots * cfg.llm.concurrency
+    local = cfg.llm.local
+    return min(min(llm_slots, local.jobs_at_once) * cfg.llm.concurrency, local.parallel)
 
 
 def wall_time(
