@@ -447,11 +447,12 @@ def recovery_lines():
         usage = [j.log.usage for j in workflow.dag.jobs if "usage" in j.log.keys()]
     except AttributeError:  # no DAG (a dry or aborted run): the default target's jobs
         usage = LEDGERS
+    files = [recovery_log.path_for(p) for p in usage]
     try:
-        jobs = recovery_log.read(recovery_log.path_for(p) for p in usage)
+        jobs = recovery_log.read(files)
     except RecordError as err:
         return [f"memprobe: recovered replies: {err}"]
-    return recovery_log.summary_lines(jobs, f"listed in {R}/recoveries/")
+    return recovery_log.summary_lines(jobs, recovery_log.listed_in(files))
 
 
 def print_recovery_lines():

@@ -69,6 +69,13 @@ def stage_counts(counts: Counter[str]) -> str:
     return ", ".join(f"{s} {counts[s]}" for s in STAGES if s in counts)
 
 
+def listed_in(paths: Iterable[str | os.PathLike[str]]) -> str:
+    """Where the recoveries files among ``paths`` that exist lie: their ``recoveries/`` folders
+    (a shared users' folder keeps its own, outside the run's)."""
+    folders = sorted({f"{Path(p).parent.parent}/" for p in paths if Path(p).exists()})
+    return f"listed in {', '.join(folders)}" if folders else ""
+
+
 def summary_lines(jobs: list[JobRecoveries], where: str = "") -> list[str]:
     """The run's closing lines: recovered replies per stage, and jobs that needed a rerun."""
     counts = per_stage(jobs)

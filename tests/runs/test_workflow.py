@@ -214,6 +214,8 @@ def test_recovered_replies_end_the_run_listed_and_flag_the_cells_they_touch(
     assert (
         f"memprobe: {len(listed)} recovered replies" in line and f"slotfill {len(listed)}" in line
     )
+    folders = line.split("listed in ", 1)[1].rstrip(")").split(", ")
+    assert all((wf.root / f).is_dir() for f in folders), line  # where the files really are
     # longctx_full's B cells rest on them; nomem never called the slot-filler.
     flags = {r["system"]: r for r in csv.DictReader(open(results / "table2_flags.csv"))}
     assert "recovered replies: slotfill" in flags["longctx_full"]["B_dump_all_mean"]

@@ -38,6 +38,23 @@ def test_a_broken_file_is_one_line_naming_it(tmp_path):
         recovery_log.read([path])
 
 
+def test_the_closing_lines_name_the_folders_the_files_are_in(tmp_path):
+    """A shared users' folder keeps its jobs' files: the run's own folder may have none."""
+    users = tmp_path / "users" / "bank-1a2b" / "recoveries" / "bank" / "user_001.json"
+    run = tmp_path / "default" / "recoveries" / "judge" / "nomem_user_001.json"
+    users.parent.mkdir(parents=True)
+    users.write_text("{}")
+    assert (
+        recovery_log.listed_in([run, users]) == f"listed in {tmp_path}/users/bank-1a2b/recoveries/"
+    )
+    run.parent.mkdir(parents=True)
+    run.write_text("{}")
+    assert recovery_log.listed_in([users, run]) == (
+        f"listed in {tmp_path}/default/recoveries/, {tmp_path}/users/bank-1a2b/recoveries/"
+    )
+    assert recovery_log.listed_in([tmp_path / "absent.json"]) == ""
+
+
 def test_closing_lines_count_per_stage_in_protocol_order_and_name_reruns():
     jobs = [
         JobRecoveries(job="judge/a", rule="judge", recoveries=[rec("judge", ["B"])] * 2),
