@@ -66,6 +66,12 @@ if (
     config["llm"]["cache_dir"] = CFG.llm.cache_dir
 
 
+def global_resource(name):
+    """A --resources (or profile) limit's number; None where unset (--cores on a cluster)."""
+    value = workflow.global_resources.get(name)
+    return getattr(value, "value", value)
+
+
 def share_rate_limit_across_nodes():
     """llm.rate_limit under a cluster executor (known from onstart on): nodes share no lock
     (SQLite file locks do not hold over NFS), so each node keeps its buckets on local disk and
@@ -73,12 +79,12 @@ def share_rate_limit_across_nodes():
     land, so the shares never add up to more than the limit (docs/cluster.md). A share or
     state_dir set in a config wins. Jobs re-read the config on their node: it reaches them as
     a --config entry of their command line."""
-    slots = workflow.global_resources.get("llm_slots")
+    slots = global_resource("llm_slots")
     if workflow.local_exec or not slots or "llm" in workflow.config_settings.config:
         return  # a --config llm=... of yours is passed on as it is
     given = config.setdefault("llm", {}).setdefault("rate_limit", {})
     node = {
-        "share": given.get("share", 1 / int(getattr(slots, "value", slots))),
+        "share": given.get("share", 1 / int(slots)),
         "state_dir": given.get("state_dir", rate_limit.NODE_STATE_DIR),
     }
     workflow.config_settings.config_args = [
@@ -291,8 +297,7 @@ def _llm_job_slots():
     """The llm_slots one LLM job takes: 1 (llm_slots jobs at once), and on the local backend
     a share that lets no more jobs run than its one server serves well (jobs_at_once), however
     high --cores goes."""
-    slots = workflow.global_resources.get("llm_slots")
-    total = getattr(slots, "value", slots)
+    total = global_resource("llm_slots")
     if CFG.llm.backend != "local" or not total:
         return 1
     return -(-int(total) // CFG.llm.local.jobs_at_once)
@@ -367,9 +372,7 @@ def start_progress():
     from memprobe.report import progress
 
     # LLM jobs at once: llm_slots, and no more than --cores (each job takes one).
-    # On a cluster executor --cores is unset: the resource's value is None.
-    values = (workflow.global_resources.get(k) for k in ("llm_slots", "_cores"))
-    at_once = [int(n) for n in (getattr(v, "value", v) for v in values) if n]
+    at_once = [int(n) for n in map(global_resource, ("llm_slots", "_cores")) if n]
     rules = {job.rule.name for job in workflow.dag.jobs}
     try:
         predicted = progress.predict(CFG, min(at_once, default=1), USERS_FOLDERS, rules)
