@@ -13,6 +13,7 @@ before it sends the first request that carries a key or a text.
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import os
 import re
 import secrets
@@ -162,8 +163,32 @@ def in_group(proc: subprocess.Popen, pid: int) -> bool:
         return False
 
 
-def listening_inodes(port: int) -> set[int] | None:
-    """Socket inodes listening on TCP ``port`` (any address), or None without /proc/net."""
+def proc_net_address(field: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address of a ``/proc/net/tcp[6]`` ``ADDR:PORT`` field (32-bit words in host order)."""
+    raw = bytes.fromhex(field.rsplit(":", 1)[0])
+    words = [raw[i : i + 4] for i in range(0, len(raw), 4)]
+    if sys.byteorder == "little":
+        words = [w[::-1] for w in words]
+    return ipaddress.ip_address(b"".join(words))
+
+
+def reaches(listener: ipaddress.IPv4Address | ipaddress.IPv6Address, host: str) -> bool:
+    """Whether a socket listening on ``listener`` answers connections to ``host``: the same
+    address, a wildcard, or the IPv4-mapped form of it. A host that is not an address
+    (a name) could be any of them: every listener counts."""
+    try:
+        target = ipaddress.ip_address(host)
+    except ValueError:
+        return True
+    if isinstance(listener, ipaddress.IPv6Address) and listener.ipv4_mapped:
+        listener = listener.ipv4_mapped
+    return listener == target or listener.is_unspecified
+
+
+def listening_inodes(port: int, host: str) -> set[int] | None:
+    """Inodes of the sockets listening on TCP ``port`` that a connection to ``host`` could
+    reach (a listener on another address with the same port number cannot answer it), or
+    None without /proc/net."""
     found: set[int] = set()
     tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
     if not tables[0].exists():
@@ -176,7 +201,9 @@ def listening_inodes(port: int) -> set[int] | None:
         for line in lines:
             fields = line.split()
             local, state, inode = fields[1], fields[3], int(fields[9])
-            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+            if state != "0A" or int(local.rsplit(":", 1)[1], 16) != port:  # 0A: LISTEN
+                continue
+            if reaches(proc_net_address(local), host):
                 found.add(inode)
     return found
 
@@ -210,8 +237,9 @@ def listener_is_ours(proc: subprocess.Popen, base_url: str, uds: str | None) -> 
         if not in_group(proc, pid):
             raise NotOurs(f"{uds} is held by process {pid}, not by the server we started")
         return True
-    port = urlsplit(base_url).port
-    listening = listening_inodes(port) if port else None
+    where = urlsplit(base_url)
+    port = where.port
+    listening = listening_inodes(port, where.hostname or "") if port else None
     if listening is None:
         return True
     strangers = listening - group_socket_inodes(proc)

@@ -4,6 +4,7 @@ proven to be our child by the kernel before any request, children inherit no sec
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -76,6 +77,27 @@ def test_a_tcp_listener_is_ours_only_when_our_child_holds_it():
         child.wait()
         squatter.close()
     assert squatter.received == b""
+
+
+def test_a_listener_on_another_address_with_the_same_port_is_no_stranger():
+    # CI: a process on the host listened on another address with the port number the kernel
+    # then gave our child on 127.0.0.1; it cannot answer 127.0.0.1, so it is not a squatter.
+    child = subprocess.Popen(
+        [sys.executable, "-c", LISTENER], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    neighbour = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        port = int(child.stdout.readline())  # type: ignore[union-attr]
+        neighbour.bind(("127.0.0.2", port))
+        neighbour.listen()
+        assert served_process.listener_is_ours(child, f"http://127.0.0.1:{port}/v1", None)
+        # A name, not an address, could resolve to either: the neighbour then counts.
+        with pytest.raises(served_process.NotOurs, match="did not start"):
+            served_process.listener_is_ours(child, f"http://localhost:{port}/v1", None)
+    finally:
+        neighbour.close()
+        child.kill()
+        child.wait()
 
 
 def test_a_private_dir_is_new_and_only_ours():
