@@ -85,6 +85,7 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "prompts.slotfill": "slotfill_paper",
     "llm.model": "gpt-5.4-mini",
     "llm.max_tokens": 8192,
+    "llm.local.assistant_max_tokens": None,
     "system_settings.longctx_full.tailor": False,
     "system_settings.amem.writer.temperature": 1.0,
     "system_settings.amem.item_shape": "release",
@@ -194,6 +195,9 @@ class LocalModel(_Strict):
         More jobs slow every request, past ``llm.timeout_s`` (docs/performance.md)."""
         return max(1, self.parallel // 2)
 
+    assistant_max_tokens: int | None = Field(default=None, ge=1)
+    """the assistant's reply bound when this server answers (unset: `llm.max_tokens`): a small
+    model that loops spends its whole bound on one reply (docs/performance.md)"""
     cache_reuse: int = Field(default=256, ge=0)
     """reuse the cached chunks of a slot's last prompt that moved, when at least this many
     tokens long (llama.cpp's `--cache-reuse`; 0: only the common prefix is reused)"""
@@ -1153,5 +1157,12 @@ def role_settings(cfg: Config, role: str) -> dict[str, Any]:
         "temperature": (
             over.temperature if over.temperature is not None else DEFAULT_TEMPERATURE[role]
         ),
-        "max_tokens": over.max_tokens or cfg.llm.max_tokens,
+        "max_tokens": over.max_tokens or local_bound(cfg, role) or cfg.llm.max_tokens,
     }
+
+
+def local_bound(cfg: Config, role: str) -> int | None:
+    """The local server's own reply bound for ``role``, where that server answers it."""
+    if role == "assistant" and cfg.served_context(role) is not None:
+        return cfg.llm.local.assistant_max_tokens
+    return None
