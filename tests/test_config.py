@@ -40,6 +40,19 @@ def test_tiny_config_is_valid_and_derives_users():
     assert role_settings(cfg, "judge")["temperature"] == 0.0
 
 
+def test_the_local_servers_assistant_bound_reaches_only_the_assistant_it_serves():
+    cfg = load_config(merged("config/config.yaml"))
+    assert role_settings(cfg, "assistant")["max_tokens"] == 400
+    assert role_settings(cfg, "simulator")["max_tokens"] == cfg.llm.max_tokens == 1000
+    # An assistant on an endpoint of its own is not the local server's to bound.
+    raw = merged("config/config.yaml")
+    raw["llm"]["roles"] = {"assistant": {"base_url": "http://127.0.0.1:9/v1"}}
+    assert role_settings(load_config(raw), "assistant")["max_tokens"] == 1000
+    # The paper's protocol unsets it, so its assistant has the protocol's bound.
+    paper = load_config(merged("config/config.yaml", "config/paper.yaml"))
+    assert role_settings(paper, "assistant")["max_tokens"] == 8192
+
+
 def test_an_unknown_system_says_where_plugins_were_looked_for():
     raw = base() | {"systems": ["gpt_memory"]}
     with pytest.raises(ConfigError) as err:
