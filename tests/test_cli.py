@@ -68,7 +68,7 @@ def test_estimate_from_another_folder_finds_the_workflow(tmp_path):
         [*MEMPROBE, "estimate", "--no-ledger"], cwd=tmp_path, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("memprobe estimate: 2 users x 5 dims")  # config/config.yaml
+    assert proc.stdout.startswith("memprobe estimate: 1 user x 5 dims")  # config/config.yaml
     assert proc.stderr == f"memprobe: the workflow in {ROOT}\n"
     # From a folder inside the checkout, a --configfile typed relative to that folder.
     inside = subprocess.run(

@@ -690,7 +690,8 @@ def report(
 ) -> str:
     lines = predict(cfg, rates)
     out = [
-        f"memprobe estimate: {cfg.n_users} users x {cfg.n_dims} dims, systems "
+        f"memprobe estimate: {cfg.n_users} user{'s' if cfg.n_users != 1 else ''} x {cfg.n_dims} dims, "
+        "systems "
         f"{', '.join(cfg.systems)}, modes {', '.join(cfg.modes)}, k {cfg.ks}, "
         f"max_turns {cfg.max_turns}",
         f"rates: {rates.source}",

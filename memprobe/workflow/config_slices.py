@@ -149,6 +149,7 @@ ROLE_IDENTITY: tuple[str, ...] = (
     "llm.local.package",
     "llm.local.model_path",
     "llm.local.sha256",
+    "llm.local.assistant_max_tokens",  # the assistant's max_tokens where the local server answers
 )
 
 _MISSING = object()

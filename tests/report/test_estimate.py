@@ -293,7 +293,7 @@ def test_configs_layer_as_in_snakemake(tmp_path):
     rel = _estimate("--config", "users={source: release}", f"release_dir={tmp_path}")
     assert rel.returncode == 0, rel.stderr
     # no --configfile: the default config
-    assert _estimate().stdout.startswith("memprobe estimate: 2 users x 5 dims")
+    assert _estimate().stdout.startswith("memprobe estimate: 1 user x 5 dims")
     # a typo is blamed on where it came from
     bad = _estimate("--config", "n_user=3")
     assert (
