@@ -690,9 +690,9 @@ def report(
 ) -> str:
     lines = predict(cfg, rates)
     out = [
-        f"memprobe estimate: {cfg.n_users} user{'s' if cfg.n_users != 1 else ''} x {cfg.n_dims} dims, "
-        "systems "
-        f"{', '.join(cfg.systems)}, modes {', '.join(cfg.modes)}, k {cfg.ks}, "
+        f"memprobe estimate: {cfg.n_users} user{'s' if cfg.n_users != 1 else ''} x "
+        f"{cfg.n_dims} dims, systems {', '.join(cfg.systems)}, "
+        f"modes {', '.join(cfg.modes)}, k {cfg.ks}, "
         f"max_turns {cfg.max_turns}",
         f"rates: {rates.source}",
     ]
