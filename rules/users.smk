@@ -91,8 +91,10 @@ rule oracle:
     input:
         code="scripts/oracle.py",
         lib=library("oracle"),
-        bank=shared_user("bank"),
-        tasks=shared_user("tasks"),
+        # The run's copies, not the shared files: ready with the rollouts, it waits behind them
+        # (priority) instead of taking a job slot from the longest chain.
+        bank=f"{R}/users/{{user}}/bank.json",
+        tasks=f"{R}/users/{{user}}/tasks.json",
         prompt=prompt("attribution_oracle"),
     output:
         f"{R}/oracle/{{user}}.json",

@@ -221,7 +221,7 @@ def test_the_scale_the_docs_give_the_default_config_is_its_scale():
         (doc.name, m.groups())
         for doc in DOCS
         for m in re.finditer(
-            r"(\d+) users?, (\d+) targets? per category,[^.]*?(\d+) turns",
+            r"(\d+) users?, (\d+) targets? per category,[^.]*?(\d+) turns?",
             " ".join(doc.read_text(encoding="utf-8").split()),
         )
     ]

@@ -35,3 +35,19 @@ def test_user_jobs_then_heavier_systems_rollouts_then_scoring_then_leaves(workfl
     scoring = [one[r] for r in ("oracle", "probe", "slotfill", "judge", "attribution")]
     assert rollouts > max(scoring) and scoring == sorted(scoring, reverse=True)
     assert min(scoring) > one["preference"] > one.get("tables", 0)
+
+
+def test_the_oracle_becomes_ready_with_the_rollouts_not_before(workflow_factory):
+    # Ready alone, the oracle took the second job slot and the longctx_full rollout, the
+    # longest chain, waited for it (the default run, 2026-12-05). Reading the same user files
+    # as the rollouts, it is ready with them and waits behind them by priority.
+    wf = workflow_factory(tiny_config("http://127.0.0.1:9/v1", systems=["nomem"]))
+    out = wf.run("tables", "-n").stdout
+    inputs: dict[str, set[str]] = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        files = re.search(r"^\s+input: (.*)$", block, re.M)
+        if rule and files and "user_001" in files.group(1):
+            inputs[rule.group(1)] = set(files.group(1).split(", "))
+    users = {f for f in inputs["oracle"] if re.search(r"/(persona|bank|tasks)\.json$", f)}
+    assert users and users <= inputs["rollout"], (users, inputs["rollout"])
