@@ -647,8 +647,9 @@ def mean_latency(results: Path) -> float | None:
 # prompt (an assumption, printed as such; --latency or an earlier run's ledger replace it).
 ASSUMED_LATENCY_S = 4.0
 # The local backend's: Qwen2.5-Coder-0.5B on 2 quiet cores, two jobs' calls sharing its server:
-# the default run paid 255 calls in 56 min two at a time (2026-12-04; docs/performance.md).
-ASSUMED_LOCAL_LATENCY_S = 26.0
+# the one-turn default paid 62 calls of 15.3 s each (seed 0, 2026-12-05; docs/performance.md).
+# Longer conversations have longer calls: the two-user, three-turn default's took 26 s.
+ASSUMED_LOCAL_LATENCY_S = 15.3
 
 
 def assumed_latency(cfg: Config) -> float:
