@@ -66,6 +66,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     RUNNING["item"] = item  # before its fixtures, which may build a Workflow
 
 
+@pytest.fixture(autouse=True)
+def _fresh_providers() -> Iterator[None]:
+    """Each test's in-process jobs get their own HTTP clients: a cached one would reach a
+    closed endpoint of an earlier test that had the same port (memprobe/llm/providers.py)."""
+    yield
+    from memprobe.llm.providers import forget_providers
+
+    forget_providers()
+
+
 @pytest.fixture
 def endpoint() -> Iterator[Endpoint]:
     ep = Endpoint()

@@ -99,6 +99,10 @@ class Provider(Protocol):
         ``complete``."""
         ...
 
+    def close(self) -> None:
+        """Close what ``connect`` built (its kept-alive connections)."""
+        ...
+
 
 # A credential after its label: Authorization schemes (Bearer, and Basic with its base64), and
 # key=, token=, secret=, password= as in headers, JSON and query strings.
@@ -188,6 +192,10 @@ class OpenAICompatible:
 
     def connect(self) -> openai.OpenAI:
         return self.client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
 
     def _build(self) -> openai.OpenAI:
         import openai
@@ -331,6 +339,17 @@ def provider(endpoint: Endpoint) -> Provider:
         if endpoint not in _PROVIDERS:
             _PROVIDERS[endpoint] = backend(endpoint.backend).provider(endpoint)
         return _PROVIDERS[endpoint]
+
+
+def forget_providers() -> None:
+    """Close and drop this process's providers. A job never needs it (its process ends); the
+    test suite runs many jobs in one process, and a later server on a port an earlier one used
+    must not be reached through the earlier one's kept-alive connections (which its handler
+    threads still answer after it closed)."""
+    with _PROVIDERS_LOCK:
+        for held in _PROVIDERS.values():
+            held.close()
+        _PROVIDERS.clear()
 
 
 def endpoint_for(cfg: Config, settings: dict[str, Any]) -> Endpoint:

@@ -67,3 +67,35 @@ def test_redaction_covers_basic_auth_and_token_fields(text, shown):
     from memprobe.llm.providers import redact
 
     assert redact(text) == shown
+
+
+def test_a_forgotten_provider_reaches_the_server_now_on_its_port(tmp_path):
+    # A closed fake endpoint's handler threads still answer the connections a cached provider
+    # keeps alive: a later test's server on the same port was answered by the earlier one's
+    # script (a flaky "Connection error" where that one injected faults).
+    import json
+
+    from memprobe.llm.providers import Endpoint, forget_providers, provider
+    from memprobe.testing.background import Background
+    from memprobe.testing.fake_endpoint import make_server
+
+    def serve(text: str, port: int = 0) -> Background:
+        script = tmp_path / f"{text}.json"
+        script.write_text(json.dumps({"judge": {"else": text}}))
+        return Background(make_server("127.0.0.1", port, str(script)))
+
+    first = serve("first")
+    port = first.server.server_address[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    ep = Endpoint("openai", url, url, None, 30.0, None)
+    schema = {"type": "json_schema", "json_schema": {"name": "judge", "schema": {}}}
+    req = {"model": "m", "messages": [{"role": "user", "content": "?"}], "response_format": schema}
+    assert provider(ep).complete(req).content == '"first"'
+    first.close()
+    second = serve("second", port)
+    try:
+        assert provider(ep).complete(req).content == '"first"'  # the hazard: a stale connection
+        forget_providers()
+        assert provider(ep).complete(req).content == '"second"'
+    finally:
+        second.close()
