@@ -148,6 +148,11 @@ def shared_user(part):
     return f"{PATHS.users[part]}/{{user}}/{part}.json"
 
 
+def run_user(part):
+    """The run's copy of a user's persona, bank or tasks file (rule users makes it)."""
+    return f"{R}/users/{{user}}/{part}.json"
+
+
 def job_log(rule, name):
     """A job's log: logs/<run>/<rule>/<name>.log (a shared users rule's: beside its users)."""
     return f"{PATHS.logs_of(rule)}/{rule}/{name}.log"

@@ -13,8 +13,8 @@ INSPECT_RETRIEVED = [
 
 rule inspector:
     input:
-        bank=expand(f"{R}/users/{{user}}/bank.json", user=USERS),
-        tasks=expand(f"{R}/users/{{user}}/tasks.json", user=USERS),
+        bank=expand(run_user("bank"), user=USERS),
+        tasks=expand(run_user("tasks"), user=USERS),
         episodes=expand(
             f"{R}/{{system}}/{{user}}/episodes.json", system=SYSTEMS, user=USERS
         ),

@@ -46,8 +46,8 @@ if CFG.release.import_runs:
     rule import_runs:
         input:
             lib=library("import_runs"),
-            bank=f"{R}/users/{{user}}/bank.json",
-            tasks=f"{R}/users/{{user}}/tasks.json",
+            bank=run_user("bank"),
+            tasks=run_user("tasks"),
             release=lambda w: [str(p) for p in REL.user_files(w.user)],
         output:
             oracle=f"{R}/oracle/{{user}}.json",

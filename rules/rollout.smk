@@ -10,7 +10,7 @@ if CFG.rollout.replay:
             unpack(agent_prompts),
             code="scripts/replay.py",
             lib=library("replay"),
-            tasks=f"{R}/users/{{user}}/tasks.json",
+            tasks=run_user("tasks"),
             recorded=lambda w: [
                 str(REL.recorded(CFG.rollout.replay, w.user, i))
                 for i in range(1, CFG.n_dims + 1)
@@ -46,9 +46,9 @@ else:
             unpack(agent_prompts),
             code="scripts/rollout.py",
             lib=library("rollout"),
-            persona=f"{R}/users/{{user}}/persona.json",
-            bank=f"{R}/users/{{user}}/bank.json",
-            tasks=f"{R}/users/{{user}}/tasks.json",
+            persona=run_user("persona"),
+            bank=run_user("bank"),
+            tasks=run_user("tasks"),
             simulator_prompt=prompt("user_simulator"),
             assistant_prompt=prompt("assistant_system"),
             agent=agent_module,
@@ -80,7 +80,7 @@ else:
             code="scripts/preference.py",
             lib=library("preference"),
             episodes=f"{R}/{{system}}/{{user}}/episodes.json",
-            bank=f"{R}/users/{{user}}/bank.json",
+            bank=run_user("bank"),
             prompt=prompt("preference_judge"),
         output:
             f"{R}/{{system}}/{{user}}/preference.json",
@@ -105,7 +105,7 @@ rule probe:
         code="scripts/probe.py",
         lib=library("probe"),
         store=f"{R}/{{system}}/{{user}}/store",
-        bank=f"{R}/users/{{user}}/bank.json",
+        bank=run_user("bank"),
         guides=GUIDES,
         agent=agent_module,
     output:

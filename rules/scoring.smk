@@ -6,7 +6,7 @@ rule slotfill:
         code="scripts/slotfill.py",
         lib=library("slotfill"),
         memory=slotfill_memory,
-        bank=f"{R}/users/{{user}}/bank.json",
+        bank=run_user("bank"),
         guides=GUIDES,
         prompt=prompt("slotfill"),
     output:
@@ -32,7 +32,7 @@ rule judge:
         code="scripts/judge.py",
         lib=library("judge"),
         slotfill=f"{R}/{{system}}/{{user}}/{{mode}}/slotfill.json",
-        bank=f"{R}/users/{{user}}/bank.json",
+        bank=run_user("bank"),
     output:
         f"{R}/{{system}}/{{user}}/{{mode}}/judge.json",
     log:

@@ -38,7 +38,7 @@ if not CFG.release.import_runs:
             code="scripts/slotfill.py",
             lib=library("slotfill"),
             memory=f"{R}/{{system}}/{{user}}/retrieved_k{{k}}.json",
-            bank=f"{R}/users/{{user}}/bank.json",
+            bank=run_user("bank"),
             guides=GUIDES,
             prompt=prompt("slotfill"),
         output:
@@ -62,7 +62,7 @@ if not CFG.release.import_runs:
             code="scripts/judge.py",
             lib=library("judge"),
             slotfill=f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/slotfill.json",
-            bank=f"{R}/users/{{user}}/bank.json",
+            bank=run_user("bank"),
         output:
             f"{R}/{{system}}/{{user}}/retrieve_k{{k}}/judge.json",
         log:

@@ -93,8 +93,8 @@ rule oracle:
         lib=library("oracle"),
         # The run's copies, not the shared files: ready with the rollouts, it waits behind them
         # (priority) instead of taking a job slot from the longest chain.
-        bank=f"{R}/users/{{user}}/bank.json",
-        tasks=f"{R}/users/{{user}}/tasks.json",
+        bank=run_user("bank"),
+        tasks=run_user("tasks"),
         prompt=prompt("attribution_oracle"),
     output:
         f"{R}/oracle/{{user}}.json",
