@@ -1,11 +1,13 @@
 """Typed records for every artifact, plus atomic JSON I/O.
 
 Every artifact is written through :func:`write_atomic` (temp file in the same folder, fsync,
-rename), so a killed job never leaves a torn file that Snakemake would mistake for finished.
+rename), so a killed job never leaves a torn file that Snakemake would mistake for finished;
+the temporary a kill leaves behind is removed by the rerun's write of the same file.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import tempfile
@@ -362,7 +364,10 @@ def write_atomic(path: str | os.PathLike[str], data: BaseModel | dict | list | s
         text = data
     else:
         text = json.dumps(data, indent=2, ensure_ascii=False)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    _sweep_stale_temps(path)
+    fd, tmp = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp"
+    )
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; artifacts follow the umask
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -373,6 +378,26 @@ def write_atomic(path: str | os.PathLike[str], data: BaseModel | dict | list | s
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _sweep_stale_temps(path: Path) -> None:
+    """Remove the temporaries of ``path`` left by writers that died (a SIGKILL between the
+    write and the rename). Snakemake lets one job at a time own an output, so a temporary whose
+    process is gone is nobody's; a live process's (this one's threads included) is kept."""
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*-*.tmp"):
+        pid = tmp.name[len(path.name) + 2 :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

@@ -4,7 +4,10 @@ naming the file, NaN is no score, artifacts follow the umask."""
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -39,3 +42,21 @@ def test_artifacts_follow_the_umask(tmp_path):
     records.write_atomic(tmp_path / "a.json", {"x": 1})
     mode = stat.S_IMODE((tmp_path / "a.json").stat().st_mode)
     assert mode == 0o666 & ~records._UMASK
+
+
+def test_a_write_removes_the_temporaries_of_dead_writers_of_that_file_only(tmp_path):
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead_pid = int(dead.stdout)
+    stale = tmp_path / f".a.json.{dead_pid}-x1.tmp"  # a SIGKILL between the write and the rename
+    ours = tmp_path / f".a.json.{os.getpid()}-x2.tmp"  # a live writer's (another thread's)
+    other = tmp_path / f".b.json.{dead_pid}-x3.tmp"  # another output's: its own rerun sweeps it
+    for p in (stale, ours, other):
+        p.write_text("{")
+    records.write_atomic(tmp_path / "a.json", {"x": 1})
+    assert not stale.exists() and ours.exists() and other.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.json", ours.name, other.name])
