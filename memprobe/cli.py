@@ -139,12 +139,14 @@ def _open_store(name: str, store: Path, configfiles: list[str]) -> Any:
 
 def _fake_endpoint(args: argparse.Namespace) -> int:
     from memprobe.testing.fake_endpoint import Faults, Limits, serve
+    from memprobe.testing.fake_responder import parse_outcomes
 
     faults = Faults.parse(args.faults) if args.faults else None
     limits = Limits.parse(args.limits) if args.limits else None
     if args.latency < 0:
         raise ValueError(f"--latency: must be >= 0 seconds (got {args.latency:g})")
-    serve(args.host, args.port, args.script, faults, latency=args.latency, limits=limits)
+    outcomes = parse_outcomes(args.outcomes) if args.outcomes else None
+    serve(args.host, args.port, args.script, faults, args.latency, limits, outcomes)
     return 0
 
 
@@ -306,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
         "--limits",
         help="a provider's rate limit, e.g. 'rpm=600,tpm=200000' (window_s=60 by default): "
         "429 with Retry-After past it, x-ratelimit-* headers on every reply",
+    )
+    f.add_argument(
+        "--outcomes",
+        help="rig enum fields of structured replies, e.g. 'feedback_type=satisfied:0.4,"
+        "verdict=neutral:1' (default: every option evenly; benchmarks set the release's rates)",
     )
     f.set_defaults(fn=_fake_endpoint)
 

@@ -31,6 +31,7 @@ from typing import Any
 from memprobe.serving.json_http import QuietJSONHandler
 from memprobe.testing.background import serve_until_interrupted
 from memprobe.testing.fake_responder import (
+    Outcomes,
     completion_body,
     embedding_body,
     fake_content,
@@ -262,6 +263,7 @@ def make_server(
     faults: Faults | None = None,
     latency: float = 0.0,
     limits: Limits | None = None,
+    outcomes: Outcomes | None = None,
 ):
     pinned = Script(script)
 
@@ -350,9 +352,10 @@ def make_server(
             # Which bearer tokens arrived: lets a test prove a sentinel key was really sent.
             self.server.auth_seen.add(self.headers.get("Authorization", ""))  # type: ignore[attr-defined]
             limits: Limits | None = self.server.limits  # type: ignore[attr-defined]
+            generated = fake_content(body, outcomes)
             limit_headers: dict[str, str] = {}
             if limits is not None:
-                usage = completion_body(body, fake_content(body))["usage"]
+                usage = completion_body(body, generated)["usage"]
                 ok, limit_headers = limits.admit(usage["total_tokens"])
                 if not ok:
                     err = {"error": {"message": "rate limit reached", "type": "requests"}}
@@ -365,11 +368,11 @@ def make_server(
             faults = self.server.faults  # type: ignore[attr-defined]
             kind = faults.pick(body, raw) if faults else None
             if kind:  # a faulted attempt never consumes a pinned reply
-                self._faulty(kind, body, fake_content(body))
+                self._faulty(kind, body, generated)
                 return
             text = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
             reply = pinned.next(name, text) if name else None
-            content = json.dumps(reply) if reply is not None else fake_content(body)
+            content = json.dumps(reply) if reply is not None else generated
             self._send(200, completion_body(body, content), limit_headers)
 
     server = ThreadingHTTPServer((host, port), Handler)
@@ -391,6 +394,7 @@ def serve(
     faults: Faults | None = None,
     latency: float = 0.0,
     limits: Limits | None = None,
+    outcomes: Outcomes | None = None,
 ) -> None:
-    server = make_server(host, port, script, faults, latency, limits)
+    server = make_server(host, port, script, faults, latency, limits, outcomes)
     serve_until_interrupted(server, "fake endpoint")

@@ -91,16 +91,54 @@ def instance(
     return _text(digest, path, 40)
 
 
-def fake_content(body: dict[str, Any]) -> str:
-    """The reply text for one chat-completions request body."""
+# A rigged outcome: in a json_schema reply, the top-level enum ``field`` takes ``value`` with
+# this probability (fixed by the request), else one of its other options, evenly.
+Outcomes = dict[str, tuple[str, float]]
+
+
+def parse_outcomes(text: str) -> Outcomes:
+    """``feedback_type=satisfied:0.4,verdict=neutral:1``."""
+    out: Outcomes = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        field, _, rest = part.partition("=")
+        value, _, rate = rest.rpartition(":")
+        try:
+            share = float(rate)
+        except ValueError:
+            share = -1.0
+        if not field or not value or not 0 <= share <= 1:
+            raise ValueError(f"outcomes: {part!r} is not FIELD=VALUE:RATE with RATE in [0, 1]")
+        out[field] = (value, share)
+    return out
+
+
+def fake_content(body: dict[str, Any], outcomes: Outcomes | None = None) -> str:
+    """The reply text for one chat-completions request body; ``outcomes`` rig enum fields
+    (benchmarks make episodes end, and critics pass, as often as the release's did)."""
     digest = request_digest(body)
     fmt = body.get("response_format") or {}
     if fmt.get("type") == "json_schema":
         schema = fmt["json_schema"]["schema"]
-        return json.dumps(instance(schema, digest), ensure_ascii=False)
+        reply = instance(schema, digest)
+        for field, (value, rate) in (outcomes or {}).items():
+            _rig(reply, schema, field, value, rate, digest)
+        return json.dumps(reply, ensure_ascii=False)
     if fmt.get("type") == "json_object":
         return json.dumps({"facts": [_text(digest, "fact", 60)]})
     return f"Here is a practical answer: {_text(digest, 'reply', None)}."
+
+
+def _rig(reply: Any, schema: dict[str, Any], field: str, value: str, rate: float, digest: str):
+    options = _resolve(schema.get("properties", {}).get(field, {}), schema.get("$defs", {}))
+    options = options.get("enum", [])
+    if not isinstance(reply, dict) or value not in options:
+        return
+    others = [o for o in options if o != value]
+    draw = _num(digest, f"rig:{field}") / 16**12  # uniform in [0, 1), fixed by the request
+    if draw < rate or not others:
+        reply[field] = value
+    else:
+        reply[field] = others[_num(digest, f"rig:{field}:other") % len(others)]
 
 
 def completion_body(body: dict[str, Any], content: str) -> dict[str, Any]:

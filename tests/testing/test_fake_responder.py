@@ -15,6 +15,7 @@ from memprobe.testing.fake_responder import (
     embedding_body,
     fake_content,
     instance,
+    parse_outcomes,
     request_digest,
 )
 
@@ -106,3 +107,47 @@ def test_embeddings_are_unit_vectors_derived_from_each_text():
     single = embedding_body({"input": "alpha"})  # one string, no dimensions: 8 long
     assert len(single["data"]) == 1 and len(single["data"][0]["embedding"]) == 8
     assert out["usage"]["prompt_tokens"] == 3
+
+
+@pytest.mark.parametrize("rate", [None, 0.4])
+def test_a_rigged_outcome_comes_at_its_rate_and_the_others_still_come(rate):
+    """Benchmarks end episodes as often as the release's (--outcomes); unrigged, the enum's
+    even spread: 1 in 7."""
+    schema = simulation.reply_schema(None).model_json_schema()
+    fmt = {"type": "json_schema", "json_schema": {"schema": schema}}
+    rig = {"feedback_type": ("satisfied", rate)} if rate is not None else None
+    replies = [
+        simulation.SimulatorReply.model_validate_json(
+            fake_content(chat(f"turn {i}", response_format=fmt), rig)
+        )
+        for i in range(700)
+    ]
+    share = sum(r.feedback_type == "satisfied" for r in replies) / len(replies)
+    assert share == pytest.approx(rate if rate is not None else 1 / 7, abs=0.05)
+    assert len({r.feedback_type for r in replies}) == 7
+
+
+def test_a_rig_leaves_other_schemas_and_fields_alone():
+    fmt = {
+        "type": "json_schema",
+        "json_schema": {"schema": recovery.JudgeReply.model_json_schema()},
+    }
+    body = chat(response_format=fmt)
+    assert fake_content(body, {"feedback_type": ("satisfied", 1.0)}) == fake_content(body)
+    critic = {
+        "type": "json_schema",
+        "json_schema": {"schema": users.CriticReply.model_json_schema()},
+    }
+    verdicts = {
+        users.CriticReply.model_validate_json(
+            fake_content(chat(str(i), response_format=critic), {"verdict": ("neutral", 1.0)})
+        ).verdict
+        for i in range(50)
+    }
+    assert verdicts == {"neutral"}
+
+
+@pytest.mark.parametrize("text", ["verdict=neutral", "verdict=neutral:2", "=x:0.5", "v=:0.1"])
+def test_a_bad_outcome_is_one_line_naming_it(text):
+    with pytest.raises(ValueError, match="outcomes: .* is not FIELD=VALUE:RATE"):
+        parse_outcomes(text)
