@@ -248,8 +248,18 @@ def observed(results: Path, cfg: Config, users: Iterable[Path] = ()) -> Rates | 
                 for d in _load_json(p)["details"]
             ]
             if atts:
-                asked = sum(st["stage"] != "oracle" for d in atts for st in d["stages"])
-                r.disclosure_per_dim[f"{s}/{m}"] = asked / len(atts)
+                # Paid calls, not stages: a stage question the other mode already asked (the
+                # same transcript and target) is answered from the cache.
+                asked = [
+                    x
+                    for x in rows
+                    if x["rule"] == "attribution"
+                    and (x["system"], x["mode"]) == (s, m)
+                    and x["role"] == "disclosure"
+                    and x["cached"] == "false"
+                    and _first_try(x)
+                ]
+                r.disclosure_per_dim[f"{s}/{m}"] = len(asked) / len(atts)
     tasks = [t for p in results.glob("users/*/tasks.json") for t in _load_json(p)["tasks"]]
     if tasks:
         r.critic_rounds_per_task = sum(len(t["verdicts"]) for t in tasks) / len(tasks)
@@ -543,29 +553,63 @@ def money(lines: list[Line], prices: dict[str, Price]) -> tuple[float, list[str]
     return usd, unpriced
 
 
-def chain_calls(cfg: Config, calls: dict[tuple[str, str], float], rates: Rates) -> float:
-    """Dependent calls of one user, in order: generation, the longest rollout, scoring.
+# Roles whose calls a job makes one at a time: tasks are written one after another (each sees
+# the earlier ones), and a rollout's turns, with their memory writes, are strictly sequential.
+# Every other role's job sends ``llm.concurrency`` calls at once.
+SEQUENTIAL_ROLES = (
+    "generator",
+    "task_writer",
+    "critic",
+    "editor",
+    "assistant",
+    "simulator",
+    "writer",
+)
 
-    Tasks are written one after another (each sees the earlier ones); a rollout's turns are
-    strictly sequential; each scoring stage is one round of ``llm.concurrency`` parallel calls
-    per chunk of dims (attribution: Stage 1 then Stage 2).
-    """
-    d, conc = cfg.n_dims, cfg.llm.concurrency
-    gen = sum(calls[("(per user)", r)] for r in ("generator", "critic", "editor"))
-    rollout = max(calls[(s, "assistant")] + calls[(s, "simulator")] for s in cfg.systems)
-    writes = max(calls[(s, "writer")] for s in cfg.systems)
-    rounds = -(-d // conc)  # ceil
-    return gen + rollout + writes + rounds * (1 + 1 + 2)
+
+def served_elsewhere(cfg: Config, line: Line) -> bool:
+    """Calls to a system's own served model (Mem-T-4B on its GPU), not to the run's provider."""
+    return line.model != role_settings(cfg, line.role)["model"]
+
+
+def chain_seconds(cfg: Config, lines: list[Line], latency_s: float, served_s: float) -> float:
+    """One user's dependent calls, in order: generation, the longest rollout with its writes,
+    then each scoring stage as one round of ``llm.concurrency`` parallel calls per chunk of
+    dims (attribution: Stage 1 then Stage 2)."""
+    per_user = {(x.system, x.role): x.calls / cfg.n_users for x in lines if x.system != "(per run)"}
+    gen = sum(per_user.get(("(per user)", r), 0.0) for r in ("generator", "critic", "editor"))
+    own = {x.system for x in lines if x.role == "writer" and served_elsewhere(cfg, x)}
+
+    def rollout(s: str) -> float:
+        asked = per_user[(s, "assistant")] + per_user[(s, "simulator")]
+        writes = per_user[(s, "writer")]
+        return asked * latency_s + writes * (served_s if s in own else latency_s)
+
+    rounds = -(-cfg.n_dims // cfg.llm.concurrency)  # ceil
+    longest = max((rollout(s) for s in cfg.systems), default=0.0)
+    return gen * latency_s + longest + rounds * (1 + 1 + 2) * latency_s
+
+
+def slot_seconds(cfg: Config, lines: list[Line], latency_s: float, served_s: float) -> float:
+    """Seconds of ``llm_slots`` the run's jobs hold: a job of a sequential role holds its slot
+    for each of its calls, any other job for its calls over ``llm.concurrency``."""
+    total = 0.0
+    for x in lines:
+        per_call = served_s if served_elsewhere(cfg, x) else latency_s
+        share = 1 if x.role in SEQUENTIAL_ROLES else cfg.llm.concurrency
+        total += x.calls * per_call / share
+    return total
 
 
 class Wall(BaseModel):
     """A run's predicted wall time (seconds), as the largest of its bounds."""
 
     chain_s: float  # one user's chain of dependent calls
-    streams_s: float  # every call over llm_slots x llm.concurrency streams
+    streams_s: float  # every job's calls over the llm_slots (and the local server's streams)
     requests_s: float  # the calls over llm.rate_limit's requests per minute (0: no limit)
     tokens_s: float  # their tokens over its tokens per minute (0: no limit, or tokens unknown)
     calls: float
+    provider_calls: float = 0.0  # of them, to an OpenAI-compatible provider's endpoints
 
     @property
     def seconds(self) -> float:
@@ -591,18 +635,34 @@ def streams(cfg: Config, llm_slots: int) -> int:
     return min(min(llm_slots, local.jobs_at_once) * cfg.llm.concurrency, local.parallel)
 
 
+def streams_note(cfg: Config, llm_slots: int) -> str:
+    if cfg.llm.backend == "local":
+        return f"{streams(cfg, llm_slots)} calls in flight (the local server's share of them)"
+    return (
+        f"llm_slots {llm_slots} (a task-writing or rollout job sends one call at a time, any "
+        f"other llm.concurrency {cfg.llm.concurrency})"
+    )
+
+
 def wall_time(
-    cfg: Config, rates: Rates, lines: list[Line], latency_s: float, llm_slots: int
+    cfg: Config,
+    lines: list[Line],
+    latency_s: float,
+    llm_slots: int,
+    served_latency_s: float | None = None,
 ) -> Wall:
-    """max(critical path, calls over the streams, requests / RPM, tokens / TPM), where the
-    rate-limit terms are per endpoint (a role with its own endpoint and limit is its own)."""
+    """max(critical path, the jobs over the llm_slots, requests / RPM, tokens / TPM), where
+    the rate-limit terms are per endpoint (a role with its own endpoint and limit is its own).
+    ``served_latency_s``: seconds per call of a system's own served model (None: as a hosted
+    call's)."""
     from memprobe.llm import rate_limit
 
+    served = latency_s if served_latency_s is None else served_latency_s
     calls = sum(x.calls for x in lines)
     per_endpoint: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
     for x in lines:
         settings = role_settings(cfg, x.role)
-        if x.model != settings["model"] or cfg.llm.backend != "openai":
+        if served_elsewhere(cfg, x) or cfg.llm.backend != "openai":
             continue  # served elsewhere (Mem-T-4B), or no provider's limit (fake, local)
         limits = rate_limit.configured(cfg, x.role).scaled(1 / cfg.llm.rate_limit.share)
         acc = per_endpoint[settings["base_url"] or ""]
@@ -612,12 +672,17 @@ def wall_time(
         acc[3] = limits.tokens or acc[3]
     requests_s = max((c / rpm * 60 for c, _, rpm, _ in per_endpoint.values() if rpm), default=0)
     tokens_s = max((t / tpm * 60 for _, t, _, tpm in per_endpoint.values() if tpm), default=0)
+    if cfg.llm.backend == "local":  # the server's slots, not the jobs', are the streams
+        streams_s = calls * latency_s / streams(cfg, llm_slots)
+    else:
+        streams_s = slot_seconds(cfg, lines, latency_s, served) / llm_slots
     return Wall(
-        chain_s=chain_calls(cfg, protocol_calls(cfg, rates), rates) * latency_s,
-        streams_s=calls * latency_s / streams(cfg, llm_slots),
+        chain_s=chain_seconds(cfg, lines, latency_s, served),
+        streams_s=streams_s,
         requests_s=requests_s,
         tokens_s=tokens_s,
         calls=calls,
+        provider_calls=sum(acc[0] for acc in per_endpoint.values()),
     )
 
 
@@ -743,8 +808,7 @@ def report(
         out.append(f"  {usd:,.2f} USD for the priced calls")
         out += [f"  not priced: {u}" for u in unpriced]
 
-    wall = wall_time(cfg, rates, lines, latency_s, llm_slots)
-    in_flight = streams(cfg, llm_slots)
+    wall = wall_time(cfg, lines, latency_s, llm_slots)
     rl = cfg.llm.rate_limit
     limit = ", ".join(
         f"{n:,} {what} per minute"
@@ -753,11 +817,10 @@ def report(
     )
     out += [
         "",
-        f"time: at {latency_s:.1f} s per call ({latency_from}), llm_slots {llm_slots} x "
-        f"llm.concurrency {cfg.llm.concurrency} = {in_flight} calls in flight"
+        f"time: at {latency_s:.1f} s per call ({latency_from}), {streams_note(cfg, llm_slots)}"
         + (f", llm.rate_limit {limit}:" if limit else ":"),
-        f"  {wall.seconds / 3600:.1f} h, bound by {wall.binding} (all calls over the parallel "
-        f"streams: {wall.streams_s / 3600:.1f} h; one user's chain of dependent calls: "
+        f"  {wall.seconds / 3600:.1f} h, bound by {wall.binding} (every job's calls over the "
+        f"parallel streams: {wall.streams_s / 3600:.1f} h; one user's chain of dependent calls: "
         f"{wall.chain_s / 3600:.1f} h"
         + (f"; requests / RPM: {wall.requests_s / 3600:.1f} h" if wall.requests_s else "")
         + (f"; tokens / TPM: {wall.tokens_s / 3600:.1f} h" if wall.tokens_s else "")

@@ -139,7 +139,7 @@ def predict(
     rates = estimate.observed(results, cfg, [Path(p) for p in shared]) or estimate.priors(cfg)
     latency = estimate.mean_latency(results) or estimate.assumed_latency(cfg)
     lines = estimate.predict(cfg, rates)
-    wall = estimate.wall_time(cfg, rates, lines, latency, llm_slots)
+    wall = estimate.wall_time(cfg, lines, latency, llm_slots)
     return Prediction(wall.seconds, wall.calls)
 
 

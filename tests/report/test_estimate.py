@@ -151,6 +151,21 @@ def test_observed_rates_come_from_the_ledger_and_artifacts(tmp_path):
     assert estimate.observed(tmp_path / "nothing", tiny_cfg()) is None
 
 
+def test_observed_disclosure_counts_the_paid_questions_not_the_cached_ones(tmp_path):
+    # The artifact lists two stage questions; the other mode had already asked one (the same
+    # transcript and target), so the cache answered it: one call paid over the two dims.
+    _write_run(tmp_path, [3, 5], [])
+    ledger = tmp_path / "usage" / "attribution" / "x.csv"
+    rows = list(csv.DictReader(ledger.open()))
+    rows[1]["cached"] = "true"
+    with open(ledger, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    rates = estimate.observed(tmp_path, tiny_cfg())
+    assert rates is not None and rates.disclosure_per_dim["longctx_full/dump_all"] == 0.5
+
+
 def test_audit_explains_every_extra_call(tmp_path):
     reask = {"job": "judge/longctx_full_user_001_dump_all", "role": "judge", "reask": 1,
              "status": "ok", "cached": "false", "prompt_tokens": 1, "completion_tokens": 1,
@@ -248,7 +263,7 @@ def test_paper_estimate_without_a_ledger_plans_tokens_money_and_hours(tmp_path):
     # money: every gpt-5.4-mini line priced; Mem-T-4B's local calls listed, not dropped
     assert "USD for the priced calls" in out
     assert "not priced: memt writer (Mem-T-4B: no price" in out
-    assert "llm_slots 16 x llm.concurrency 4 = 64 calls in flight" in out
+    assert "llm_slots 16 (a task-writing or rollout job sends one call at a time" in out
     # the documented plain form: an earlier run's rates where there is one, else the priors
     plain = _estimate("--configfile", "config/paper.yaml")
     assert plain.returncode == 0 and "rates: " in plain.stdout, plain.stderr
@@ -351,14 +366,14 @@ def test_the_wall_time_under_a_rate_limit_is_its_largest_bound():
     cfg = load_config(raw)
     rates = estimate.priors(cfg)
     lines = estimate.predict(cfg, rates)
-    limited = estimate.wall_time(cfg, rates, lines, latency_s=1.0, llm_slots=16)
+    limited = estimate.wall_time(cfg, lines, latency_s=1.0, llm_slots=16)
     mini = sum(x.calls for x in lines if x.model == cfg.llm.model)  # Mem-T-4B is not limited
     # The whole run's limit, not this machine's share of it.
     assert limited.requests_s == pytest.approx(mini / 600 * 60)
     assert limited.binding == "requests per minute" and limited.seconds == limited.requests_s
     raw["llm"]["rate_limit"] = {"tokens_per_minute": 100_000}
     cfg = load_config(raw)
-    tpm = estimate.wall_time(cfg, rates, lines, latency_s=1.0, llm_slots=16)
+    tpm = estimate.wall_time(cfg, lines, latency_s=1.0, llm_slots=16)
     tokens = sum(
         (x.prompt_tokens or 0) + (x.completion_tokens or 0)
         for x in lines
@@ -367,9 +382,26 @@ def test_the_wall_time_under_a_rate_limit_is_its_largest_bound():
     assert tpm.tokens_s == pytest.approx(tokens / 100_000 * 60) and tpm.requests_s == 0
     assert tpm.binding == "tokens per minute"
     raw["llm"].pop("rate_limit")
-    free = estimate.wall_time(load_config(raw), rates, lines, latency_s=1.0, llm_slots=16)
+    free = estimate.wall_time(load_config(raw), lines, latency_s=1.0, llm_slots=16)
     assert free.requests_s == free.tokens_s == 0
     assert free.seconds == max(free.chain_s, free.streams_s)
+
+
+def test_a_rollout_holds_its_slot_for_one_call_at_a_time_and_a_served_model_is_its_own():
+    """A rollout's turns are sequential, so a slot held by one carries a single call, not
+    llm.concurrency: the slots bound is at least the rollouts' calls over the slots. Mem-T's
+    writer calls go to its own server, at that server's pace."""
+    memt = {"endpoint": "http://127.0.0.1:2/v1"}
+    cfg = load_config(paper_like(systems=["nomem", "amem", "memt"], memt=memt))
+    lines = estimate.predict(cfg, estimate.priors(cfg))
+    turns = sum(x.calls for x in lines if x.role in ("assistant", "simulator"))
+    hosted = estimate.wall_time(cfg, lines, latency_s=1.0, llm_slots=16)
+    assert hosted.streams_s > turns / 16 > sum(x.calls for x in lines) / (16 * 4)
+    quick = estimate.wall_time(cfg, lines, latency_s=1.0, llm_slots=16, served_latency_s=0.0)
+    (memt_writer,) = [x for x in lines if x.system == "memt" and x.role == "writer"]
+    assert hosted.streams_s - quick.streams_s == pytest.approx(memt_writer.calls / 16)
+    assert quick.chain_s < hosted.chain_s and quick.provider_calls == hosted.provider_calls
+    assert hosted.provider_calls == sum(x.calls for x in lines) - memt_writer.calls
 
 
 def test_the_local_backend_waits_for_its_servers_slots_at_the_local_models_pace():
@@ -382,7 +414,7 @@ def test_the_local_backend_waits_for_its_servers_slots_at_the_local_models_pace(
     assert estimate.assumed_latency(cfg) == estimate.ASSUMED_LOCAL_LATENCY_S
     rates = estimate.priors(cfg)
     lines = estimate.predict(cfg, rates)
-    wall = estimate.wall_time(cfg, rates, lines, estimate.assumed_latency(cfg), llm_slots=8)
+    wall = estimate.wall_time(cfg, lines, estimate.assumed_latency(cfg), llm_slots=8)
     calls = sum(x.calls for x in lines)
     assert wall.streams_s == pytest.approx(calls * estimate.ASSUMED_LOCAL_LATENCY_S / 2)
     hosted = load_config(paper_like())
