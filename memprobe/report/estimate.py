@@ -11,9 +11,10 @@ exists, else the ledger and artifacts of an earlier run (``observed``). Tokens p
 from that ledger, else from priors: the paper's Table 5 (and Table 6 for the one-time user
 generation) divided by the release's calls per user, i.e. the paper's mean tokens per call.
 A role with neither (Mem-T-4B's local calls, a plugin system) is reported as unknown.
-Money comes from a price table (``--prices``), time from ``llm_slots`` x ``llm.concurrency``
-parallel calls at a per-call latency (the ledger's, else an assumed one), never below the
-longest chain of dependent calls of one user.
+Money comes from a price table (``--prices``), time from the jobs' calls over ``llm_slots``
+(a rollout or task-writing job one call at a time, any other ``llm.concurrency``) at a per-call
+latency (the ledger's, else an assumed one), never below the longest chain of dependent calls
+of one user, nor below the calls and tokens over ``llm.rate_limit``.
 
 ``audit`` checks a finished run: per user and system, the calls the protocol requires given
 what happened (turns taken, labels that were not "unknown", attribution stages reached)
