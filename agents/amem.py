@@ -126,6 +126,7 @@ RELEASE_HIT_FIELDS = ("id", "content", "keywords", "context", "tags")
         first_write_saves=1.0,
         one_item_per_write=True,
         attribution={"dump_all": 610, "retrieve": 886},
+        retrieve_attribution_paid=0.42,
     ),
 )
 class AMem(MemorySystem):

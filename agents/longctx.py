@@ -41,6 +41,7 @@ class LongContextSettings(Settings):
         table5_m=(238.12, 4.82),
         turns_per_user=77.7,
         attribution={"dump_all": 569, "retrieve": 958},
+        retrieve_attribution_paid=0.42,
     ),
 )
 class LongContext(MemorySystem):

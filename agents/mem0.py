@@ -214,6 +214,7 @@ class Mem0Settings(Settings):
         writer_calls_per_write=1.0,  # one extraction
         writer_in_table5=False,  # gpt-4o-mini in the release
         attribution={"dump_all": 596, "retrieve": 1047},
+        retrieve_attribution_paid=0.44,
     ),
 )
 class Mem0(MemorySystem):

@@ -228,6 +228,7 @@ class VectorStore:
         writer_tokens_known=False,
         probe_calls_per_query=6.0,  # the ReAct step budget per query (upper bound)
         attribution={"dump_all": 1349, "retrieve": 1026},
+        retrieve_attribution_paid=0.1,
     ),
 )
 class MemT(MemorySystem):

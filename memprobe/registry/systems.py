@@ -81,6 +81,11 @@ class CostPriors(_Frozen):
     # audit can check its write side exactly; otherwise the audit reports it as unknown.
     one_item_per_write: bool = False
     attribution: dict[str, int] = Field(default_factory=dict)
+    # The share of those retrieve-mode calls a run of ours pays: the release asked them over an
+    # empty transcript (compat.retrieve_attribution_empty_transcript); ours ask over the real
+    # one, so a target missed in both modes asks dump_all's question again and the cache
+    # answers it. Counted on the release's users 001-025 (docs/release-format.md, §7).
+    retrieve_attribution_paid: float = Field(default=1.0, ge=0, le=1)
 
 
 class SystemSpec(_Frozen):

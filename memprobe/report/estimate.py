@@ -6,7 +6,7 @@ per user and system: T turns, each one assistant + one simulator call and one pr
 plus the system's write path; per mode: at most one slot-fill and one judge call per dim;
 attribution Stage 1/2 for the misses). What the protocol leaves to the data (turns per
 episode, critic rounds, write-side calls per write, misses, tokens per call) comes from
-*rates*: the release's published budget (docs/release-format.md, "Call budget") when no run
+*rates*: the release's published budget (docs/release-format.md, §7) when no run
 exists, else the ledger and artifacts of an earlier run (``observed``). Tokens per call come
 from that ledger, else from priors: the paper's Table 5 (and Table 6 for the one-time user
 generation) divided by the release's calls per user, i.e. the paper's mean tokens per call.
@@ -141,11 +141,12 @@ def turns_per_user(system: str) -> float:
 
 
 def priors(cfg: Config) -> Rates:
-    """Rates from the release's published budget (docs/release-format.md, "Call budget")."""
+    """Rates from the release's published budget (docs/release-format.md, §7)."""
     r = Rates(
         source="priors: call rates from the release's budget (docs/release-format.md); tokens "
         "per call = paper Table 5 (users: Table 6) / the release's calls behind them"
     )
+    empty_transcript = cfg.compat.retrieve_attribution_empty_transcript
     for s in cfg.systems:
         p = system_priors(s)
         r.turns_per_episode[s] = turns_per_user(s) / RELEASE_DIMS
@@ -157,7 +158,9 @@ def priors(cfg: Config) -> Rates:
             # (and so no judge).
             r.slotfill_share[key] = 0.0 if p and p.empty_store else 1.0
             r.judge_share[key] = r.slotfill_share[key]
-            released = p.attribution.get(m) if p else None
+            released: float | None = p.attribution.get(m) if p else None
+            if p and released is not None and m == "retrieve" and not empty_transcript:
+                released *= p.retrieve_attribution_paid
             r.disclosure_per_dim[key] = (
                 released / PAPER_USERS / RELEASE_DIMS if released is not None else 2.0
             )

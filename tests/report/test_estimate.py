@@ -138,6 +138,23 @@ def tiny_cfg():
     )
 
 
+def test_retrieve_attribution_pays_only_the_questions_dump_all_did_not_ask():
+    """With the transcript (our fix), a target missed in both modes asks dump_all's Stage 1/2
+    questions again and the cache answers them; the release's empty transcript asked anew."""
+    ours = estimate.priors(load_config(paper_like()))
+    compat = {"retrieve_attribution_empty_transcript": True}
+    release = estimate.priors(load_config(paper_like(compat=compat)))
+    for s in ("amem", "longctx_full", "mem0"):
+        paid = estimate.system_priors(s).retrieve_attribution_paid
+        assert ours.disclosure_per_dim[f"{s}/retrieve"] == pytest.approx(
+            release.disclosure_per_dim[f"{s}/retrieve"] * paid
+        )
+        assert paid < 0.5
+        assert (
+            ours.disclosure_per_dim[f"{s}/dump_all"] == release.disclosure_per_dim[f"{s}/dump_all"]
+        )
+
+
 def test_observed_rates_come_from_the_ledger_and_artifacts(tmp_path):
     _write_run(tmp_path, [3, 5], [])
     rates = estimate.observed(tmp_path, tiny_cfg())
