@@ -3,11 +3,13 @@
     python benchmarks/rate_limit_bench.py --users 2 --systems nomem longctx_full
 
 Paper scale (50 users x the five systems, memt through its stand-in
-(memprobe/testing/memt_standin.py, started here), 31 targets, 25 turns; many
-hours at limits that bind; not run on the shared 2-core machine):
+(memprobe/testing/memt_standin.py, started here), 31 targets, up to 25 turns; about 110,000
+calls to the provider and 50,000 to the stand-in, some 47 ms of CPU each on this machine, so
+limits that leave two cores room: about 80 minutes for the limited pass, benchmarks/RESULTS.md):
 
     python benchmarks/rate_limit_bench.py --users 50 --dims 7/7/7/5/5 \\
-        --systems nomem longctx_full amem mem0 memt --rpm 3000 --tpm 6000000 --latency 1
+        --systems nomem longctx_full amem mem0 memt --rpm 1400 --tpm 8000000 --latency 1 \\
+        --llm-slots 48
 
 In a temp copy of the workflow (benchmarks/run_bench.py's helpers), against
 ``memprobe fake-endpoint --limits rpm=R,tpm=T --latency L`` (a provider that answers 429 with
