@@ -9,7 +9,7 @@ limits that leave two cores room: about 80 minutes for the limited pass, benchma
 
     python benchmarks/rate_limit_bench.py --users 50 --dims 7/7/7/5/5 \\
         --systems nomem longctx_full amem mem0 memt --rpm 1400 --tpm 8000000 --latency 1 \\
-        --llm-slots 48
+        --llm-slots 40
 
 In a temp copy of the workflow (benchmarks/run_bench.py's helpers), against
 ``memprobe fake-endpoint --limits rpm=R,tpm=T --latency L`` (a provider that answers 429 with
