@@ -4,8 +4,8 @@
 
 Paper scale (50 users x the five systems, memt through its stand-in
 (memprobe/testing/memt_standin.py, started here), 31 targets, up to 25 turns; about 110,000
-calls to the provider and 50,000 to the stand-in, some 47 ms of CPU each on this machine, so
-limits that leave two cores room: about 80 minutes for the limited pass, benchmarks/RESULTS.md):
+calls to the provider and 50,000 to the stand-in, some 47 ms of CPU each: give it the cores
+its rate needs (two carried 670 requests a minute of the 1,400 below; benchmarks/RESULTS.md):
 
     python benchmarks/rate_limit_bench.py --users 50 --dims 7/7/7/5/5 \\
         --systems nomem longctx_full amem mem0 memt --rpm 1400 --tpm 8000000 --latency 1 \\
@@ -51,7 +51,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_bench as rb  # noqa: E402
 
-from memprobe.config import PAPER_PROTOCOL, snakemake_merge  # noqa: E402
+from memprobe.config import PAPER_PROTOCOL, set_dotted, snakemake_merge  # noqa: E402
 from memprobe.report import estimate  # noqa: E402
 from memprobe.report.jobdag import Dag, critical_path  # noqa: E402
 from memprobe.testing.memt_standin import StandIn  # noqa: E402
@@ -243,13 +243,8 @@ def paper_protocol() -> dict:
     nested, but those in NOT_HERE; the bench's scale and endpoint go over them."""
     out: dict = {}
     for dotted, value in PAPER_PROTOCOL.items():
-        if dotted in NOT_HERE:
-            continue
-        *parents, leaf = dotted.split(".")
-        node = out
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+        if dotted not in NOT_HERE:
+            set_dotted(out, dotted, value)
     return out
 
 

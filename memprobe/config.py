@@ -1021,6 +1021,14 @@ def load_config(raw: dict[str, Any], source: str = "config") -> Config:
         raise ConfigError(f"{source}: {_format_error(err)}") from None
 
 
+def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
+    """``tree[a][b][c] = value`` for ``key`` ``a.b.c``, making the mappings on the way."""
+    *parents, leaf = key.split(".")
+    for part in parents:
+        tree = tree.setdefault(part, {})
+    tree[leaf] = value
+
+
 def snakemake_merge(layers: list[dict[str, Any]]) -> dict[str, Any]:
     """The layers merged exactly as Snakemake merges a workflow's config.
 

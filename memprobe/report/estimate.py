@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memprobe.config import Config, Price, role_settings
+from memprobe.config import Config, Price, role_settings, set_dotted
 from memprobe.llm import ledger
 from memprobe.registry import systems as registry
 from memprobe.registry.systems import CostPriors, SystemSpec
@@ -735,11 +735,7 @@ def parse_config_args(pairs: list[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise ValueError(f"--config {pair}: expected KEY=VALUE (e.g. llm.concurrency=8)")
-        node = out
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(value)
+        set_dotted(out, key, yaml.safe_load(value))
     return out
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from memprobe.config import set_dotted
 from memprobe.llm import ledger
 from memprobe.report import tables
 from memprobe.report.jobdag import Dag, job_key
@@ -75,11 +76,7 @@ def rules(*names: str) -> Callable[[str, str, str, str], bool]:
 
 def set_key(key: str, value) -> Callable[[dict], None]:
     def change(cfg: dict) -> None:
-        *path, last = key.split(".")
-        node = cfg
-        for part in path:
-            node = node.setdefault(part, {})
-        node[last] = value
+        set_dotted(cfg, key, value)
 
     return change
 

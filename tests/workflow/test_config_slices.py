@@ -16,7 +16,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from memprobe.config import Config, load_config
+from memprobe.config import Config, load_config, set_dotted
 from memprobe.registry import systems as registry
 from memprobe.serving import local_server
 from memprobe.spec.records import RecordError
@@ -122,11 +122,7 @@ def test_runtime_only_keys_are_in_no_slice():
     before = evaluated(full_config())
     for key, value in RUNTIME_VALUES.items():
         raw = full_config()
-        *path, last = key.split(".")
-        node = raw
-        for part in path:
-            node = node.setdefault(part, {})
-        node[last] = value
+        set_dotted(raw, key, value)
         assert evaluated(raw) == before, key
     # A setting that is read does change a slice (the comparison is not vacuous).
     raw = full_config()
