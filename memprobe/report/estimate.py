@@ -581,7 +581,10 @@ def chain_seconds(cfg: Config, lines: list[Line], latency_s: float, served_s: fl
     then each scoring stage as one round of ``llm.concurrency`` parallel calls per chunk of
     dims (attribution: Stage 1 then Stage 2)."""
     per_user = {(x.system, x.role): x.calls / cfg.n_users for x in lines if x.system != "(per run)"}
-    gen = sum(per_user.get(("(per user)", r), 0.0) for r in ("generator", "critic", "editor"))
+    gen = sum(
+        per_user.get(("(per user)", r), 0.0)
+        for r in ("generator", "task_writer", "critic", "editor")
+    )
     own = {x.system for x in lines if x.role == "writer" and served_elsewhere(cfg, x)}
 
     def rollout(s: str) -> float:

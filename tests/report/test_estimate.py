@@ -418,6 +418,11 @@ def test_a_rollout_holds_its_slot_for_one_call_at_a_time_and_a_served_model_is_i
     (memt_writer,) = [x for x in lines if x.system == "memt" and x.role == "writer"]
     assert hosted.streams_s - quick.streams_s == pytest.approx(memt_writer.calls / 16)
     assert quick.chain_s < hosted.chain_s and quick.provider_calls == hosted.provider_calls
+    # One user's chain: the tasks written one by one, then the longest rollout, turn by turn.
+    per_user = {(x.system, x.role): x.calls / cfg.n_users for x in lines}
+    tasks = sum(per_user[("(per user)", r)] for r in ("generator", "task_writer", "critic"))
+    amem = sum(per_user[("amem", r)] for r in ("assistant", "simulator", "writer"))
+    assert quick.chain_s > tasks + amem
     assert hosted.provider_calls == sum(x.calls for x in lines) - memt_writer.calls
 
 
