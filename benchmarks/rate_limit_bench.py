@@ -5,10 +5,10 @@
 Paper scale (50 users x the five systems, memt through its stand-in
 (memprobe/testing/memt_standin.py, started here), 31 targets, up to 25 turns; about 110,000
 calls to the provider and 50,000 to the stand-in, some 47 ms of CPU each: give it the cores
-its rate needs (two carried 670 requests a minute of the 1,400 below; benchmarks/RESULTS.md):
+its rate needs (two carried 670 requests a minute of the 1,500 below; benchmarks/RESULTS.md):
 
     python benchmarks/rate_limit_bench.py --users 50 --dims 7/7/7/5/5 \\
-        --systems nomem longctx_full amem mem0 memt --rpm 1400 --tpm 8000000 --latency 1 \\
+        --systems nomem longctx_full amem mem0 memt --rpm 1500 --tpm 8000000 --latency 1 \\
         --llm-slots 40
 
 In a temp copy of the workflow (benchmarks/run_bench.py's helpers), against

@@ -128,7 +128,9 @@ def fake_content(body: dict[str, Any], outcomes: Outcomes | None = None) -> str:
     return f"Here is a practical answer: {_text(digest, 'reply', None)}."
 
 
-def _rig(reply: Any, schema: dict[str, Any], field: str, value: str, rate: float, digest: str):
+def _rig(
+    reply: Any, schema: dict[str, Any], field: str, value: str, rate: float, digest: str
+) -> None:
     options = _resolve(schema.get("properties", {}).get(field, {}), schema.get("$defs", {}))
     options = options.get("enum", [])
     if not isinstance(reply, dict) or value not in options:
