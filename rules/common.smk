@@ -10,7 +10,7 @@ from snakemake.settings.types import DeploymentMethod
 from memprobe.llm import rate_limit
 from memprobe.workflow import code_inputs, config_slices
 from memprobe.serving import embed_service
-from memprobe.workflow import preflight
+from memprobe.workflow import preflight, scheduler_rounds
 from memprobe.workflow import shell_job
 from memprobe.workflow import step
 from memprobe.release import judge_verdicts
@@ -22,6 +22,9 @@ from memprobe.config import PROMPT_STAGES, ConfigError, read_config_file, valida
 from memprobe.spec import recovery_log
 from memprobe.spec.records import RecordError
 from memprobe.vocabulary import MODES
+
+
+scheduler_rounds.install()  # one pending scheduler round, not one per finished job
 
 
 def config_layers():
