@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -82,6 +83,21 @@ def test_a_call_bigger_than_its_estimate_pays_the_difference_before_the_next(tmp
     lim.settle(taken, 60, 30)  # it really cost 90: 90 of 100 spent in this window
     _, waited = lim.acquire({"messages": [{"content": "x" * 80}]})  # 20 + 30 more
     assert waited >= 0.5
+
+
+def test_calls_smaller_than_a_token_unit_are_charged_what_they_cost(tmp_path):
+    # 100,000 tokens a window in units of 100: 1,200 calls of 12 tokens spend 14,400. Charged
+    # a unit each (1,200 of the window's 1,000 units), the last 200 waited for the next window.
+    lim = RateLimiter(Limits(tokens=100_000, window_s=3.0), tmp_path, "ep", signals=False)
+    assert lim.unit == 100
+    start = time.monotonic()
+    for _ in range(1200):
+        taken, _ = lim.acquire({"messages": [{"content": "x" * 40}]})  # estimated at 10
+        lim.landed()
+        lim.settle(taken, 10, 2)
+    assert lim.waited_s < 0.5 and time.monotonic() - start < 2.5
+    # What is short of a unit is carried, not dropped: 14,400 tokens took 144 units.
+    assert lim._owed == 0
 
 
 @pytest.mark.parametrize(
