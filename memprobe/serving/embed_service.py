@@ -32,6 +32,7 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import secrets
 import sys
 import threading
@@ -51,6 +52,16 @@ log = logging.getLogger("memprobe")
 # A request of more texts than this is bulk: a probe encoding a whole store. A rollout's turn
 # sends a few (A-Mem: the new note and the neighbours it updated; then the query).
 BULK_TEXTS = 16
+LANES_ENV = "MEMPROBE_EMBED_LANES"
+
+
+def small_lanes() -> int:
+    """How many few-text encodes run at once: one a core (each on one thread), at most 4 (a
+    copy of the model each: 90 MB for MiniLM, 2.2 GB for bge-m3); ``MEMPROBE_EMBED_LANES``
+    sets it. With one, 32 Mem-T rollouts at once queued on a single core (50 users, 2 cores:
+    326 requests a minute of the 1,500 allowed, the server at 93% of one core)."""
+    given = os.environ.get(LANES_ENV)
+    return max(1, int(given) if given else min(os.cpu_count() or 1, 4))
 
 
 class _State:
@@ -58,10 +69,15 @@ class _State:
         self.token = token
         self.ready = threading.Event()
         self.failed: str | None = None
-        # Two lanes, one encode at a time in each, each on its own copy of the model: a bulk
-        # request takes seconds on one thread, and rollouts (the longest chains) queued behind
-        # probes stalled 4-7 s a time, 86 s of the heaviest A-Mem rollout's 130 s (issue 20).
-        self.lanes = {False: threading.Lock(), True: threading.Lock()}
+        # Lanes, one encode at a time in each, each on its own copy of the model (copy i): a
+        # bulk request takes seconds on one thread, and rollouts (the longest chains) queued
+        # behind probes stalled 4-7 s a time, 86 s of the heaviest A-Mem rollout's 130 s
+        # (issue 20). Few-text requests take any free copy of the first n; bulk has the last.
+        self.n_small = small_lanes()
+        self.small: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for copy in range(self.n_small):
+            self.small.put(copy)
+        self.bulk = threading.Lock()
 
 
 def _load_default(state: _State) -> None:
@@ -73,8 +89,8 @@ def _load_default(state: _State) -> None:
     me = threading.get_native_id()
     os.setpriority(os.PRIO_PROCESS, me, 10)
     try:
-        for lane in (0, 1):
-            embeddings.load_model(None, lane)
+        for copy in range(state.n_small + 1):
+            embeddings.load_model(None, copy)
     except Exception as err:  # reported to every caller, which then encodes in-process
         state.failed = f"{type(err).__name__}: {err}"
     with contextlib.suppress(OSError):  # back to normal where allowed (threads it started)
@@ -115,9 +131,15 @@ def _handler(state: _State) -> type[QuietJSONHandler]:
                 return self._send(500, {"error": state.failed})
             from memprobe.serving import embeddings
 
-            bulk = len(texts) > BULK_TEXTS
-            with state.lanes[bulk]:
-                vecs = embeddings.encode_local(texts, path, int(bulk), max_seq)
+            if len(texts) > BULK_TEXTS:
+                with state.bulk:
+                    vecs = embeddings.encode_local(texts, path, state.n_small, max_seq)
+            else:
+                copy = state.small.get()
+                try:
+                    vecs = embeddings.encode_local(texts, path, copy, max_seq)
+                finally:
+                    state.small.put(copy)
             self._send(
                 200,
                 {

@@ -112,8 +112,25 @@ def test_a_few_texts_do_not_wait_behind_a_bulk_request(fresh_process_state, tmp_
     assert not done.is_set(), "the few texts waited for the bulk request"
     worker.join()
     # Each lane has its own copy of the model; every copy gives the same vectors.
-    np.testing.assert_array_equal(small, embeddings.encode_local(TEXTS))
-    np.testing.assert_array_equal(small, embeddings.encode_local(TEXTS, copy=1))
+    for copy in range(embed_service.small_lanes() + 1):
+        np.testing.assert_array_equal(small, embeddings.encode_local(TEXTS, copy=copy))
+
+
+def test_few_text_requests_run_at_once_up_to_the_lanes(fresh_process_state, tmp_path, monkeypatch):
+    # 50 users' Mem-T rollouts queued on one lane: one core busy, the other idle, the run at a
+    # fifth of its rate. Two lanes: a turn's encode does not wait for another turn's.
+    monkeypatch.setenv(embed_service.LANES_ENV, "2")
+    embed_service.start_for_run(tmp_path / "embed.log")
+    embeddings.encode(TEXTS[:1])  # the model is loaded
+    slow = [" ".join(f"word{i} {j}" for j in range(120)) for i in range(embed_service.BULK_TEXTS)]
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (embeddings.encode(slow), done.set()))
+    worker.start()
+    time.sleep(0.1)
+    assert not done.is_set(), "the slow request ended too soon to test against"
+    embeddings.encode(TEXTS)
+    assert not done.is_set(), "the few texts waited for the other few-text request"
+    worker.join()
 
 
 def test_max_seq_length_reaches_the_server_and_unset_keeps_the_models_own(
