@@ -72,10 +72,12 @@ class _State:
         # Lanes, one encode at a time in each, each on its own copy of the model (copy i): a
         # bulk request takes seconds on one thread, and rollouts (the longest chains) queued
         # behind probes stalled 4-7 s a time, 86 s of the heaviest A-Mem rollout's 130 s
-        # (issue 20). Few-text requests take any free copy of the first n; bulk has the last.
+        # (issue 20). Few-text requests take the copy last freed of the first n (a stack: a
+        # copy of another model loads only when that many of its encodes wait at once); bulk
+        # has the last.
         self.n_small = small_lanes()
-        self.small: queue.SimpleQueue[int] = queue.SimpleQueue()
-        for copy in range(self.n_small):
+        self.small: queue.LifoQueue[int] = queue.LifoQueue()
+        for copy in reversed(range(self.n_small)):
             self.small.put(copy)
         self.bulk = threading.Lock()
 
