@@ -107,6 +107,9 @@ class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer)
     """Our JSON servers' HTTP on a Unix socket (the handlers are unchanged)."""
 
     daemon_threads = True
+    # Every job of a run may connect at once: socketserver's default queue of 5 turned 48
+    # Mem-T rollouts' connections away (EAGAIN), and a job turned away loads the model itself.
+    request_queue_size = socket.SOMAXCONN
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -115,13 +118,21 @@ class _UnixConnection(http.client.HTTPConnection):
         self.socket_path = path
 
     def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except OSError:
-            sock.close()
-            raise
+        deadline = time.monotonic() + (self.timeout or 0.0)
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self.socket_path)
+                break
+            except BlockingIOError:  # EAGAIN: its queue is full; the server is busy, not gone
+                sock.close()
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
+            except OSError:
+                sock.close()
+                raise
         self.sock = sock
 
 

@@ -139,3 +139,51 @@ def test_children_get_an_allowlisted_environment(monkeypatch):
     assert not set(leaks) & set(env)
     assert env["HF_HOME"] == "/data/hf" and env["CUDA_VISIBLE_DEVICES"] == "0"
     assert env["VLLM_API_KEY"] == "the-childs-own" and env["HOME"] == os.environ["HOME"]
+
+
+def test_a_full_listen_queue_is_waited_out_not_taken_for_a_dead_server(tmp_path):
+    # 48 jobs connecting at once filled the embedding server's queue; a client turned away
+    # (EAGAIN) took the server for gone and loaded the model itself.
+    import threading
+
+    path = str(tmp_path / "busy.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(0)
+    queued = []
+    while True:  # fill the queue: nothing accepts yet
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.setblocking(False)
+        try:
+            c.connect(path)
+        except BlockingIOError:
+            c.close()
+            break
+        queued.append(c)
+    outcome: list[object] = []
+
+    def connect() -> None:
+        conn = served_process._UnixConnection(path, timeout=10)
+        try:
+            conn.connect()
+            outcome.append("connected")
+        except OSError as err:
+            outcome.append(err)
+        finally:
+            conn.close()
+
+    client = threading.Thread(target=connect)
+    client.start()
+    client.join(0.5)
+    assert outcome == [], "the client gave up on a busy server"
+    listener.settimeout(5)
+    for _ in range(len(queued) + 1):
+        listener.accept()[0].close()
+    client.join(10)
+    assert outcome == ["connected"]
+    for c in [*queued, listener]:
+        c.close()
+
+
+def test_the_servers_listen_queue_takes_a_runs_jobs_at_once():
+    assert served_process.UnixHTTPServer.request_queue_size >= 128
