@@ -4,12 +4,13 @@
 
 Paper scale (50 users x the five systems, memt through its stand-in
 (memprobe/testing/memt_standin.py, started here), 31 targets, up to 25 turns; about 110,000
-calls to the provider and 50,000 to the stand-in, some 47 ms of CPU each: give it the cores
-its rate needs (two carried 670 requests a minute of the 1,500 below; benchmarks/RESULTS.md):
+calls to the provider and 50,000 to the stand-in: give it the cores its rate needs (on two,
+its 48 Mem-T rollouts at once held it to about 420 requests a minute of the 1,500 below, on
+their encodes; benchmarks/RESULTS.md):
 
     python benchmarks/rate_limit_bench.py --users 50 --dims 7/7/7/5/5 \\
         --systems nomem longctx_full amem mem0 memt --rpm 1500 --tpm 8000000 --latency 1 \\
-        --llm-slots 40
+        --llm-slots 48 --cores 48
 
 In a temp copy of the workflow (benchmarks/run_bench.py's helpers), against
 ``memprobe fake-endpoint --limits rpm=R,tpm=T --latency L`` (a provider that answers 429 with
@@ -18,7 +19,10 @@ Retry-After past its limits and sends x-ratelimit-* headers), two passes on a fr
 1. **limited**: ``llm.rate_limit`` set to the provider's limits (every job of the run shares
    them, memprobe/llm/rate_limit.py), provider signals on;
 2. **unlimited**: no ``llm.rate_limit``, provider signals off: only ``llm_slots`` (the brake
-   before issue 29).
+   before issue 29); ``--stop-unlimited-after S`` stops it at S seconds (Ctrl-C to Snakemake)
+   and reports what it did until then.
+
+``--no-limited`` / ``--no-unlimited`` skip a pass.
 
 For each: wall time against the bound max(critical path, paid requests / RPM, their tokens /
 TPM) (critical path: run_bench's, from the same run's DAG and ledger; requests and tokens: those
@@ -131,7 +135,8 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
         sampler = Sampler(proc.pid)
         sampler.start()
         try:
-            err, stopped = proc.communicate(timeout=args.stop_after)[1], False
+            cap = None if limited else args.stop_unlimited_after
+            err, stopped = proc.communicate(timeout=cap)[1], False
         except subprocess.TimeoutExpired:  # Ctrl-C: Snakemake stops its jobs and exits
             proc.send_signal(signal.SIGINT)
             err, stopped = proc.communicate()[1], True
@@ -266,7 +271,9 @@ def main() -> None:
     ap.add_argument("--no-unlimited", action="store_true", help="skip the pass without limiter")
     ap.add_argument("--no-limited", action="store_true", help="skip the pass with the limiter")
     ap.add_argument(
-        "--stop-after", type=float, help="stop a pass still running after this many seconds"
+        "--stop-unlimited-after",
+        type=float,
+        help="stop the unlimited pass if still running after this many seconds",
     )
     ap.add_argument("--keep", action="store_true", help="keep the temp workflow copies")
     ap.add_argument("--out", default=str(rb.ROOT / "benchmarks" / "results-rate-limit.md"))
@@ -310,7 +317,7 @@ def main() -> None:
         "CPU per paid call: every process of the run (Snakemake, job shells, jobs, the embedding "
         "server) and the fake endpoint, over the paid calls. Calls lost: calls that got no reply "
         "after `llm.max_attempts` tries (each fails its job). A pass `stopped` ran past "
-        "`--stop-after`: its row counts what it did until then.",
+        "`--stop-unlimited-after`: its row counts what it did until then.",
         "",
     ]
     if not args.no_limited:
