@@ -5,8 +5,9 @@ job rate limiter's timespan, ``--max-jobs-per-timespan``, 1 s by default) that s
 round when it fires, which starts another timer. Every job that finishes starts a round, so
 every finished job adds a chain of rounds that never ends: after N jobs, about N rounds a
 second, each evaluating every ready job's params and statting its inputs. On 2 cores, 20
-users x 5 systems had 74 live timer threads and 40 rounds a second after 70 finished jobs;
-10 users took 559 s of Snakemake CPU (benchmarks/RESULTS.md, "Snakemake's scheduling rounds").
+users x 5 systems had 74 live timer threads and about 40 rounds a second after 70 finished
+jobs; 10 users took 559 s of Snakemake CPU, 14.8 s with this (benchmarks/RESULTS.md, "The
+paper's 50 users on this machine").
 
 A round looks at every ready job, so one pending timer is enough: the liveness is Snakemake's
 own (a round within a timespan of the last one) without the pile-up. Installed by
