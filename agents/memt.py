@@ -143,6 +143,9 @@ class Hit:
     score: float
 
 
+EMBED_RECENT = 256  # texts whose vectors a store keeps for a repeat
+
+
 class VectorStore:
     """Five named collections of ``{document, metadata}`` with normalised embeddings, on disk.
 
@@ -158,9 +161,18 @@ class VectorStore:
         self.max_seq_length = max_seq_length
         self.items: dict[str, dict[str, dict[str, Any]]] = {c: {} for c in COLLECTIONS}
         self.vectors: dict[str, dict[str, np.ndarray]] = {c: {} for c in COLLECTIONS}
+        self._recent: dict[str, np.ndarray] = {}  # text -> vector, the last EMBED_RECENT
 
     def embed(self, text: str) -> np.ndarray:
-        return embeddings.encode([text], self.embedder, self.max_seq_length)[0]
+        """The text's vector. Each text is encoded alone, so a text seen again gets the vector
+        a new encode would give: a ReAct step often asks every collection the same query."""
+        vec = self._recent.get(text)
+        if vec is None:
+            vec = embeddings.encode([text], self.embedder, self.max_seq_length)[0]
+            if len(self._recent) >= EMBED_RECENT:
+                del self._recent[next(iter(self._recent))]
+            self._recent[text] = vec
+        return vec
 
     def upsert(self, col: str, item_id: str, document: str, metadata: dict[str, Any]) -> None:
         self.items[col][item_id] = {"document": document, "metadata": metadata}

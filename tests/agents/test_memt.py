@@ -352,3 +352,31 @@ def test_paper_memt_embeds_documents_with_their_source_and_stops_react_at_the_to
         m["content"] for b in react for m in b["messages"] if "<tool_response>" in m["content"]
     ]
     assert results and any('"sources": ["user said: I keep bees' in r for r in results)
+
+
+def test_a_text_asked_again_is_not_encoded_again_and_its_vector_is_the_same(monkeypatch):
+    # The ReAct loop asks each collection with the same query: one encode, not four.
+    from memprobe.agents.memt import EMBED_RECENT, VectorStore
+
+    from memprobe.serving import embeddings
+
+    sent: list[str] = []
+
+    def encode(texts, path=None, max_seq_length=None):
+        sent.extend(texts)
+        return text_vectors(texts)
+
+    monkeypatch.setattr(embeddings, "encode", encode)
+    store = VectorStore(None)
+    for col in ("facts", "experiences"):
+        store.upsert(col, "x1", "the user keeps bees", {"memory_content": "bees"})
+    for col in ("facts", "experiences", "personas", "summary"):
+        store.query(col, "what does the user keep", 3)
+    assert sent.count("what does the user keep") == 1
+    assert sent.count("bees") == 1  # its content (no embed_source), stored in two collections
+    again = store.embed("what does the user keep")
+    assert (again == text_vectors(["what does the user keep"])[0]).all()
+    for i in range(EMBED_RECENT):  # the oldest is forgotten past the bound
+        store.embed(f"text {i}")
+    store.embed("what does the user keep")
+    assert sent.count("what does the user keep") == 2
