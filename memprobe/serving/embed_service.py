@@ -72,9 +72,8 @@ class _State:
         # Lanes, one encode at a time in each, each on its own copy of the model (copy i): a
         # bulk request takes seconds on one thread, and rollouts (the longest chains) queued
         # behind probes stalled 4-7 s a time, 86 s of the heaviest A-Mem rollout's 130 s
-        # (issue 20). Few-text requests take the copy last freed of the first n (a stack: a
-        # copy of another model loads only when that many of its encodes wait at once); bulk
-        # has the last.
+        # (issue 20). Few-text requests take the copy last freed of the first n (a stack:
+        # copy i > 0 loads only once i + 1 encodes are waiting at once); bulk has the last.
         self.n_small = small_lanes()
         self.small: queue.LifoQueue[int] = queue.LifoQueue()
         for copy in reversed(range(self.n_small)):
@@ -91,7 +90,7 @@ def _load_default(state: _State) -> None:
     me = threading.get_native_id()
     os.setpriority(os.PRIO_PROCESS, me, 10)
     try:
-        for copy in range(state.n_small + 1):
+        for copy in (0, state.n_small):  # the others load when that many encodes wait at once
             embeddings.load_model(None, copy)
     except Exception as err:  # reported to every caller, which then encodes in-process
         state.failed = f"{type(err).__name__}: {err}"
