@@ -61,7 +61,11 @@ def small_lanes() -> int:
     sets it. With one, 32 Mem-T rollouts at once queued on a single core (50 users, 2 cores:
     326 requests a minute of the 1,500 allowed, the server at 93% of one core)."""
     given = os.environ.get(LANES_ENV)
-    return max(1, int(given) if given else min(os.cpu_count() or 1, 4))
+    if not given:
+        return min(os.cpu_count() or 1, 4)
+    if not given.isdigit() or int(given) < 1:
+        raise ValueError(f"{LANES_ENV}={given!r}: expected a whole number of lanes, 1 or more")
+    return int(given)
 
 
 class _State:
@@ -222,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memprobe.serving.embed_service")
     ap.add_argument("--socket", required=True, help="the Unix socket to listen on")
     args = ap.parse_args(argv)
+    try:
+        small_lanes()
+    except ValueError as err:  # one line in the server's log; the run's jobs encode themselves
+        print(f"memprobe embedding server: {err}", file=sys.stderr)
+        return 2
     serve(args.socket, "_MEMPROBE_EMBED_TOKEN_IN")
     return 0
 

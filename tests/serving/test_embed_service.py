@@ -186,3 +186,17 @@ def test_a_socket_held_by_another_process_stops_the_start_in_one_line(
     assert "\n" not in str(err.value) and embed_service.SOCKET_ENV not in os.environ
     assert squatter.received == b""  # the proof sends nothing: the kernel names the listener
     assert embed_service._run_server is None and not private.exists()  # child stopped, cleaned
+
+
+@pytest.mark.parametrize("value", ["x", "0", "-1", "1.5"])
+def test_a_bad_lane_count_is_one_line_and_the_server_does_not_start(
+    value, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv(embed_service.LANES_ENV, value)
+    assert embed_service.main(["--socket", str(tmp_path / "embed.sock")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"memprobe embedding server: MEMPROBE_EMBED_LANES={value!r}: "
+        "expected a whole number of lanes, 1 or more"
+    ]
+    assert not (tmp_path / "embed.sock").exists()
