@@ -23,7 +23,6 @@ from memprobe.spec import recovery_log
 from memprobe.spec.records import RecordError
 from memprobe.vocabulary import MODES
 
-
 scheduler_rounds.install()  # one pending scheduler round, not one per finished job
 
 
