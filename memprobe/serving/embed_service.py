@@ -69,7 +69,7 @@ def small_lanes() -> int:
 
 
 class _State:
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, lanes: int) -> None:
         self.token = token
         self.ready = threading.Event()
         self.failed: str | None = None
@@ -78,7 +78,7 @@ class _State:
         # behind probes stalled 4-7 s a time, 86 s of the heaviest A-Mem rollout's 130 s
         # (issue 20). Few-text requests take the copy last freed of the first n (a stack:
         # copy i > 0 loads only once i + 1 encodes are waiting at once); bulk has the last.
-        self.n_small = small_lanes()
+        self.n_small = lanes
         self.small: queue.LifoQueue[int] = queue.LifoQueue()
         for copy in reversed(range(self.n_small)):
             self.small.put(copy)
@@ -157,8 +157,8 @@ def _handler(state: _State) -> type[QuietJSONHandler]:
     return Handler
 
 
-def serve(socket_path: str, token_env: str) -> None:
-    state = _State(os.environ.pop(token_env))
+def serve(socket_path: str, token_env: str, lanes: int) -> None:
+    state = _State(os.environ.pop(token_env), lanes)
     server = served_process.UnixHTTPServer(socket_path, _handler(state))
     threading.Thread(target=_load_default, args=(state,), daemon=True).start()
     server.serve_forever()
@@ -227,11 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--socket", required=True, help="the Unix socket to listen on")
     args = ap.parse_args(argv)
     try:
-        small_lanes()
+        lanes = small_lanes()
     except ValueError as err:  # one line in the server's log; the run's jobs encode themselves
         print(f"memprobe embedding server: {err}", file=sys.stderr)
         return 2
-    serve(args.socket, "_MEMPROBE_EMBED_TOKEN_IN")
+    serve(args.socket, "_MEMPROBE_EMBED_TOKEN_IN", lanes)
     return 0
 
 
