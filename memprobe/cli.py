@@ -224,8 +224,27 @@ def _offline_judge(args: argparse.Namespace) -> int:
     from memprobe.serving.embeddings import encode_local
     from memprobe.spec.records import write_atomic
 
+    if args.offline_command == "variants":
+        print(judge_agreement.VARIANTS_HEADER, flush=True)
+        rows = judge_agreement.variants(
+            args.release,
+            encode_local,
+            args.users,
+            args.measure_users,
+            n=args.n,
+            seed=args.seed,
+            progress=lambda line: print(line, flush=True),
+        )
+        print(f"best cross-validated: {judge_agreement.best(rows).variant.name}")
+        return 0
     if args.offline_command == "fit":
         params = judge_agreement.fit(args.release, args.users, encode_local)
+        if args.measure_users:
+            measured = judge_agreement.measure(
+                args.release, args.measure_users, args.n, args.seed, params, encode_local
+            )
+            params.measured = measured.agreement()
+            print(judge_agreement.report(measured))
         write_atomic(args.params, offline_judge.params_yaml(params))
         print(f"{args.params}: {params.fitted_on}")
         return 0
@@ -361,19 +380,30 @@ def main(argv: list[str] | None = None) -> int:
     a.set_defaults(fn=_audit_sample)
 
     oj = sub.add_parser(
-        "offline-judge", help="fit or measure the offline judge on the release's verdicts"
+        "offline-judge", help="fit, measure or compare variants of the offline judge"
     ).add_subparsers(dest="offline_command", required=True)
-    for name, users, text in (
-        ("fit", "1-25", "refit the figures on these users' recorded judge scores"),
-        ("measure", "26-50", "agreement with the recorded scores of these users"),
+    for name, text in (
+        ("fit", "refit the figures on --users, measure them on --measure-users"),
+        ("measure", "agreement with the recorded scores of --users"),
+        ("variants", "fit every variant on --users, measure it on --measure-users"),
     ):
         o = oj.add_parser(name, help=text, **defaults)
         o.add_argument("--release", required=True, help="a checkout of the authors' release")
-        o.add_argument("--users", default=users, help="user numbers, e.g. 26-50 or 1-10,12")
-        o.add_argument("--params", default="config/offline_judge.yaml", help="the figures file")
-        if name == "measure":
-            o.add_argument("--n", type=int, default=200, help="stratified pairs (n/5 a level)")
-            o.add_argument("--seed", type=int, default=0, help="the sample's seed")
+        o.add_argument(
+            "--users",
+            default="26-50" if name == "measure" else "1-25",
+            help="user numbers, e.g. 26-50 or 1-10,12",
+        )
+        if name != "measure":
+            o.add_argument(
+                "--measure-users",
+                default="26-50",
+                help="the users it is measured on" + ("; '' to skip" if name == "fit" else ""),
+            )
+        if name != "variants":
+            o.add_argument("--params", default="config/offline_judge.yaml", help="the figures file")
+        o.add_argument("--n", type=int, default=200, help="stratified pairs (n/5 a level)")
+        o.add_argument("--seed", type=int, default=0, help="the stratified draw's seed")
         o.set_defaults(fn=_offline_judge)
 
     j = sub.add_parser(

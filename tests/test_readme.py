@@ -54,7 +54,7 @@ RUN_BY = [
     (r"^python -m pytest -q( --integration)?$", ".ci/run"),
     (r"^memprobe job\b", "tests/workflow/test_job.py::test_a_judge_job_run_by_hand"),
     (
-        r"^memprobe offline-judge (fit|measure)\b",
+        r"^memprobe offline-judge (fit|measure|variants)\b",
         "tests/protocol/test_offline_judge.py::test_the_refit_and_measure_commands",
     ),
     (r"^pip install -e '\.\[(dev|kubernetes)\]'", ".ci/run"),

@@ -36,6 +36,7 @@ def test_the_judge_runs_the_taxonomy_it_reads():
     assert code_inputs.logic_modules(str(ROOT / "scripts/judge.py")) == (
         "memprobe.protocol.judges",
         "memprobe.protocol.offline_judge",
+        "memprobe.protocol.opposites",
         "memprobe.protocol.recovery",
         "memprobe.spec.rubric",
         "memprobe.spec.taxonomy",
