@@ -256,6 +256,24 @@ def _offline_judge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shared_words(args: argparse.Namespace) -> int:
+    from memprobe.release import shared_words as sw
+    from memprobe.spec.records import write_atomic
+
+    if bool(args.release) == bool(args.hashes):
+        raise ValueError("give the release (--release DIR) or its stored hashes (--hashes FILE)")
+    if args.release:
+        known, where = sw.release_hashes(args.release, args.words), f"{args.release}'s code strings"
+    else:
+        known, where = sw.read_hashes(args.hashes), f"the release strings hashed in {args.hashes}"
+    if args.write_hashes:
+        write_atomic(args.write_hashes, sw.hashes_file(known, args.words))
+        print(f"{args.write_hashes}: {len(known)} hashes of {args.words}-word runs")
+    shared = sw.shared_runs(sw.prompt_texts(args.prompts), known, args.words)
+    print(sw.report(shared, args.words, where))
+    return 1 if shared else 0
+
+
 def _job(args: argparse.Namespace) -> int:
     from memprobe.workflow import job
 
@@ -405,6 +423,18 @@ def main(argv: list[str] | None = None) -> int:
         o.add_argument("--n", type=int, default=200, help="stratified pairs (n/5 a level)")
         o.add_argument("--seed", type=int, default=0, help="the stratified draw's seed")
         o.set_defaults(fn=_offline_judge)
+
+    w = sub.add_parser(
+        "shared-words",
+        help="runs of words the prompt files share with the release's code strings (exit 1 if any)",
+        **defaults,
+    )
+    w.add_argument("--release", help="a checkout of the authors' release")
+    w.add_argument("--hashes", help="instead of the release: its runs' stored hashes")
+    w.add_argument("--prompts", default="prompts", help="the prompt files' folder")
+    w.add_argument("--words", type=int, default=12, help="the shortest run that counts")
+    w.add_argument("--write-hashes", help="also write the release runs' hashes to this file")
+    w.set_defaults(fn=_shared_words)
 
     j = sub.add_parser(
         "job",

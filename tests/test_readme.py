@@ -57,6 +57,10 @@ RUN_BY = [
         r"^memprobe offline-judge (fit|measure|variants)\b",
         "tests/protocol/test_offline_judge.py::test_the_refit_and_measure_commands",
     ),
+    (
+        r"^memprobe shared-words\b",
+        "tests/release/test_shared_words.py::test_the_command_exits_1_and_lists_a_shared_run",
+    ),
     (r"^pip install -e '\.\[(dev|kubernetes)\]'", ".ci/run"),
     (r"^pip install '\.\[kubernetes\]'", ".ci/run"),
     (

@@ -622,7 +622,7 @@ def test_paper_task_stages_see_what_the_releases_saw(scripted, tmp_path):
     )
     writer = all_text(seen["task_writer"][1])
     assert "skill_memory/critical_thinking_skill: Help me sort my reading list." in writer
-    assert "I've got two repairs coming up this month" in writer  # a worked neutral example
+    assert "The boiler and the back door both need fixing" in writer  # a worked neutral example
     critic = all_text(seen["critic"][1])
     assert "adjectives that match the expected stance" in critic
     assert EPISODE.short not in critic and EPISODE.dimension not in critic  # still blind
@@ -651,6 +651,6 @@ def test_paper_bank_prompt_asks_for_a_non_generic_stance_and_shows_earlier_expla
     users.make_bank(persona(), counts, pool, GUIDES, llm, stage_prompt(cfg, "bank_select"))
     first, second = llm.prompt_text(0), llm.prompt_text(1)
     assert "meaningful, non-generic stance" in first and "most people would not share" not in first
-    assert "Gaps, misconceptions and\n  weaknesses matter as much as strengths" in first
+    assert "is as worth recording as what they do well" in first
     assert "EXPL-1." in second  # the earlier category with its explanation
     assert pool.categories["knowledge_memory"].dimensions[0].axis in second
