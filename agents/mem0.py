@@ -42,7 +42,7 @@ from typing import Any, Literal
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
 from pydantic import BaseModel, Field
 
-from memprobe.config import WriterSettings
+from memprobe.config.schema import WriterSettings
 from memprobe.llm.client import LLM
 from memprobe.registry.systems import CostPriors, Settings, declare
 

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
 
-from memprobe.config import Config
+from memprobe.config.schema import Config
 from memprobe.llm.cache import ResponseCache
 from memprobe.llm.client import LLM
 from memprobe.llm.ledger import Ledger

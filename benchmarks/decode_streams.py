@@ -81,7 +81,7 @@ def main() -> int:
     ap.add_argument("--busy", action="store_true", help="a busy-looping process beside it")
     ap.add_argument("--one", nargs=2, type=int, help=argparse.SUPPRESS)  # streams, spin
     args = ap.parse_args()
-    from memprobe.config import LocalModel
+    from memprobe.config.llm import LocalModel
     from memprobe.serving import local_server
 
     model = str(local_server.resolve_model(LocalModel()).path)

@@ -56,7 +56,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_bench as rb  # noqa: E402
 
-from memprobe.config import PAPER_PROTOCOL, set_dotted, snakemake_merge  # noqa: E402
+from memprobe.config.loading import set_dotted, snakemake_merge
+from memprobe.config.protocols import PAPER_PROTOCOL  # noqa: E402
 from memprobe.report import estimate  # noqa: E402
 from memprobe.report.jobdag import Dag, critical_path  # noqa: E402
 from memprobe.testing.memt_standin import StandIn  # noqa: E402

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from memprobe import CATEGORIES  # noqa: E402
-from memprobe.config import load_config  # noqa: E402
+from memprobe.config.loading import load_config  # noqa: E402
 from memprobe.report import estimate  # noqa: E402
 from memprobe.report.jobdag import Dag, critical_path, job_counts  # noqa: E402
 

@@ -151,7 +151,7 @@ def _fake_endpoint(args: argparse.Namespace) -> int:
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from memprobe.config import ConfigError
+    from memprobe.config.base import ConfigError
     from memprobe.report import estimate
 
     try:
@@ -194,7 +194,7 @@ def _estimate(args: argparse.Namespace) -> int:
 
 
 def _local_server(args: argparse.Namespace) -> int:
-    from memprobe.config import ConfigError
+    from memprobe.config.base import ConfigError
     from memprobe.serving import local_server
 
     try:
@@ -205,7 +205,8 @@ def _local_server(args: argparse.Namespace) -> int:
 
 
 def _audit_sample(args: argparse.Namespace) -> int:
-    from memprobe.config import ConfigError, load_files
+    from memprobe.config.base import ConfigError
+    from memprobe.config.loading import load_files
     from memprobe.report import audit
 
     if args.results is None:

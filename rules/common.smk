@@ -18,7 +18,9 @@ from memprobe.spec import taxonomy
 from memprobe.registry import systems as registry
 from memprobe.workflow import paths
 from memprobe.workflow import servers
-from memprobe.config import PROMPT_STAGES, ConfigError, read_config_file, validate
+from memprobe.config.base import ConfigError
+from memprobe.config.loading import read_config_file, validate
+from memprobe.config.stages import PROMPT_STAGES
 from memprobe.spec import recovery_log
 from memprobe.spec.records import RecordError
 from memprobe.vocabulary import MODES

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from pydantic import BaseModel
 
-from memprobe.config import Config, system_settings_model
+from memprobe.config.schema import Config, system_settings_model
 from tests.helpers.workflow import ROOT
 
 FIDELITY = ROOT / "docs" / "fidelity.md"

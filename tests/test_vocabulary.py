@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from memprobe.config import Config
+from memprobe.config.schema import Config
 from memprobe.protocol.calibration import Anchor
 from memprobe.protocol.simulation import SimulatorReply
 from memprobe.spec.records import Turn

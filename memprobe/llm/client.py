@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from memprobe.config import Config, role_settings
+from memprobe.config.schema import Config, role_settings
 from memprobe.llm import cpu_cost, providers, rate_limit
 from memprobe.llm.cache import ResponseCache, request_key
 from memprobe.llm.ledger import Ledger

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 from urllib.parse import urlsplit, urlunsplit
 
-from memprobe.config import Config
+from memprobe.config.schema import Config
 from memprobe.llm import cpu_cost
 from memprobe.registry import backends
 

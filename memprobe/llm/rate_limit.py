@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memprobe.config import Config
+    from memprobe.config.schema import Config
 
 WINDOW_S = 60.0  # the providers' window: requests and tokens per minute
 # The token bucket keeps at most this many rows per window (pyrate-limiter stores one row per

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memprobe.config import Config
+from memprobe.config.schema import Config
 from memprobe.llm.client import LLM
 from memprobe.protocol import recovery
 from memprobe.spec import taxonomy

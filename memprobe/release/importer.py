@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memprobe.config import Config
+from memprobe.config.schema import Config
 from memprobe.protocol.recovery import judge_record, store_overflows
 from memprobe.spec.records import (
     Attribution,
@@ -566,7 +566,7 @@ def scores(
         raise RecordError(f"{path}: details: dimensions {got} do not follow the bank {order}")
     over, tokens = False, 0
     budget = lay.cfg.slotfill.context_tokens
-    assert budget is not None, "set when the config loads (config.py)"
+    assert budget is not None, "set when the config loads (config/schema.py)"
     if mode == "dump_all":
         over, tokens = store_overflows(store.memories, budget)
     slot = SlotFill(

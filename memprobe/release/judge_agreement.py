@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from memprobe.config import parse_users
+from memprobe.config.stages import parse_users
 from memprobe.protocol import calibration, offline_judge
 from memprobe.release.judge_verdicts import stratified, verdicts
 

@@ -14,7 +14,8 @@ import random
 import re
 from pathlib import Path
 
-from memprobe.config import Config, parse_users
+from memprobe.config.schema import Config
+from memprobe.config.stages import parse_users
 from memprobe.protocol import calibration
 from memprobe.protocol.recovery import is_unknown
 from memprobe.spec.records import RecordError
@@ -89,7 +90,7 @@ def calibration_pairs(cfg: Config, anchors_path: str | Path) -> calibration.Anch
     cal = cfg.judge.calibration
     if cal.source == "release":
         try:
-            assert cal.release_dir, "set when the config loads (config.py)"
+            assert cal.release_dir, "set when the config loads (config/schema.py)"
             return release_anchors(cal.release_dir, cal.users, cal.n, cfg.seed)
         except ValueError as err:  # RecordError too
             raise calibration.CalibrationError(

@@ -32,7 +32,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memprobe.config import Config, Price, role_settings, set_dotted
+from memprobe.config.loading import set_dotted
+from memprobe.config.schema import Config, Price, role_settings
 from memprobe.llm import ledger
 from memprobe.registry import systems as registry
 from memprobe.registry.systems import CostPriors, SystemSpec
@@ -744,7 +745,7 @@ def parse_config_args(pairs: list[str]) -> dict[str, Any]:
 
 def load_configs(paths: list[str], overrides: list[str] | None = None) -> Config:
     """Layer the configs as the Snakefile does: config/config.yaml, each file, then --config."""
-    from memprobe.config import load_files
+    from memprobe.config.loading import load_files
 
     return load_files(paths, parse_config_args(overrides) if overrides else None)
 

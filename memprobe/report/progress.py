@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from memprobe.config import Config, Price
+from memprobe.config.schema import Config, Price
 from memprobe.llm import ledger
 
 

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memprobe.config import Config, LocalModel
+from memprobe.config.llm import LocalModel
+from memprobe.config.schema import Config
 from memprobe.llm.providers import Endpoint, OpenAIBackend, ProviderError
 from memprobe.serving import served_process
 
@@ -387,7 +388,7 @@ def stop_for_run(cfg: Config) -> None:
 
 def config_from_files(paths: list[str]) -> Config:
     """config/config.yaml with these files layered on it, as Snakemake layers them."""
-    from memprobe.config import load_files
+    from memprobe.config.loading import load_files
 
     return load_files(paths)
 

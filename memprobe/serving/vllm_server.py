@@ -25,7 +25,7 @@ import os
 import secrets
 from pathlib import Path
 
-from memprobe.config import MemT
+from memprobe.config.schema import MemT
 from memprobe.llm.providers import LLMError
 from memprobe.serving import served_process
 from memprobe.serving.local_server import model_cache_dir

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from memprobe.config import Config
+from memprobe.config.schema import Config
 from memprobe.llm.providers import Endpoint, OpenAICompatible, Provider
 from memprobe.testing.fake_responder import completion_body, embedding_body, fake_content
 

@@ -29,9 +29,11 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from memprobe.config import ROLES, Config, ConfigError, role_settings
+from memprobe.config.base import ConfigError
+from memprobe.config.schema import Config, role_settings
 from memprobe.llm.providers import backend
 from memprobe.registry import systems as registry
+from memprobe.vocabulary import ROLES
 
 LLM_RULE_SEED = "seed"  # part of every request (and of its cache key)
 

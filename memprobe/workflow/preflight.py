@@ -14,7 +14,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from memprobe.config import ROLES, Config, role_settings
+from memprobe.config.schema import Config, role_settings
+from memprobe.vocabulary import ROLES
 
 
 class PreflightError(RuntimeError):

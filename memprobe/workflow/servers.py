@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from memprobe.config import Config
+from memprobe.config.schema import Config
 from memprobe.registry import systems as registry
 from memprobe.workflow.config_slices import SLICES
 

@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from memprobe.config import Config, ConfigError
+from memprobe.config.base import ConfigError
+from memprobe.config.schema import Config
 from memprobe.llm.client import ATTEMPT_STRIDE, LLM, LLMError, client_for
 from memprobe.spec import recovery_log
 from memprobe.spec.prompts import PromptError

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from memprobe.agents.amem import AMem, enhanced_text, evolution_schema
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
 from memprobe.protocol.recovery import slotfill_user
 from memprobe.serving import embeddings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from memprobe.agents.longctx import LongContext
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
 from memprobe.spec.records import Episodes
 from tests.helpers.endpoint import record_requests

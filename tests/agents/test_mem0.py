@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
 from tests.helpers.agents import writer_system
 from tests.helpers.endpoint import record_requests

@@ -18,7 +18,8 @@ from memprobe.agents.memt import (
     parse_tool_calls,
 )
 
-from memprobe.config import ConfigError, load_config
+from memprobe.config.base import ConfigError
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
 from memprobe.serving import served_process, vllm_server
 from memprobe.spec.prompts import prompt_path

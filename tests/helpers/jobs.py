@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.spec import records, recovery_log
 from memprobe.workflow import shell_job
 from tests.helpers.workflow import ROOT, tiny_config

@@ -6,7 +6,7 @@ import stat
 import sys
 from pathlib import Path
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from tests.helpers.workflow import tiny_config
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from memprobe.config import Config, load_config
+from memprobe.config.loading import load_config
+from memprobe.config.schema import Config
 from memprobe.release import importer as release
 from tests.helpers.workflow import tiny_config
 

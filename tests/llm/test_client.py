@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.cache import ResponseCache
 from memprobe.llm.client import ATTEMPT_STRIDE, Exhausted, LLMError, client_for, redact
 from memprobe.serving import served_process
@@ -395,7 +395,7 @@ def test_paid_calls_go_through_openai_and_replays_never_import_it(tmp_path):
     code = """
         import sys
         from pydantic import BaseModel
-        from memprobe.config import load_config
+        from memprobe.config.loading import load_config
         from memprobe.llm.client import client_for
 
         class V(BaseModel):

@@ -7,14 +7,13 @@ import csv
 import pytest
 
 from memprobe import CATEGORIES
-from memprobe.config import ConfigError, load_config
 from memprobe.protocol import calibration, recovery
 from memprobe.spec import taxonomy
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import Bank, BankEntry, SlotFill, SlotFillEntry
 from tests.helpers.jobs import ScriptJob
 from tests.helpers.recording_llm import RecordingLLM
-from tests.helpers.workflow import ROOT, tiny_config
+from tests.helpers.workflow import ROOT
 
 ANCHORS = ROOT / "config" / "judge_calibration.yaml"
 PROMPT = str(prompt_path("recovery_judge"))
@@ -107,18 +106,6 @@ def test_a_bad_anchors_file_is_one_line_naming_it(tmp_path):
                    " truth: t, label: l, kind: verbatim, score: 0.6}\n")  # fmt: skip
     with pytest.raises(calibration.CalibrationError, match=r"anchors.yaml: items.0.score"):
         calibration.load_anchors(bad)
-
-
-def test_judge_settings_are_validated():
-    cfg = load_config(tiny_config("http://x/v1"))
-    judge = cfg.judge
-    assert (judge.calibration.on_fail, judge.min_kappa, judge.max_bias) == ("warn", 0.6, 0.15)
-    assert (judge.form, judge.calibration.source) == ("llm", "anchors")
-    with pytest.raises(ConfigError, match="judge.calibration"):
-        load_config(tiny_config("http://x/v1", judge={"calibration": "halt"}))
-    # the earlier shorthand `judge.calibration: stop` still means on_fail: stop
-    stop = load_config(tiny_config("http://x/v1", judge={"calibration": "stop"}))
-    assert stop.judge.calibration.on_fail == "stop"
 
 
 @pytest.mark.parametrize(

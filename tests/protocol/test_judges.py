@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.protocol import judges, recovery
 from memprobe.spec.prompts import prompt_path
 from tests.helpers.encode import bag_of_words

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import Exhausted, client_for
 from memprobe.protocol import recovery
 from memprobe.protocol.recovery import slotfill_user

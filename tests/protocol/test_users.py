@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from memprobe import CATEGORIES
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import LLM, client_for
 from memprobe.protocol import users
 from memprobe.spec import records

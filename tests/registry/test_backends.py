@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.providers import OpenAICompatible, backend
 from memprobe.registry import RegistryError, backends
 

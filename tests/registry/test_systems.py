@@ -31,7 +31,7 @@ def test_the_built_ins_come_first_in_table_5s_order_each_declared_on_its_class()
 
 
 def test_an_unknown_system_says_where_a_plugin_must_be_installed():
-    """(tests/test_config.py: the message names the entry point group and the interpreter.)"""
+    """(tests/config/test_schema.py: the message names the entry point group, the interpreter.)"""
     hint = r"must be installed into the interpreter that runs snakemake, docs/plugins\.md\)$"
     with pytest.raises(ValueError, match=r"^unknown system 'gpt_memory'; .*" + hint):
         systems.spec("gpt_memory")

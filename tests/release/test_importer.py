@@ -17,7 +17,8 @@ import pytest
 from docutils.core import publish_parts
 
 from memprobe import CATEGORIES
-from memprobe.config import ConfigError, load_config
+from memprobe.config.base import ConfigError
+from memprobe.config.loading import load_config
 from memprobe.release import importer as release
 from memprobe.report import tables
 from memprobe.spec.records import RecordError

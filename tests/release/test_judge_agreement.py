@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from memprobe.config import parse_users
+from memprobe.config.stages import parse_users
 from memprobe.release import judge_agreement
 from memprobe.release.judge_verdicts import verdicts
 from tests.helpers.encode import bag_of_words

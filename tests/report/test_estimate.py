@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.ledger import COLUMNS
 from memprobe.registry import systems as registry
 from memprobe.report import estimate

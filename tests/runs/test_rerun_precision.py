@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memprobe.config import set_dotted
+from memprobe.config.loading import set_dotted
 from memprobe.llm import ledger
 from memprobe.report import tables
 from memprobe.report.jobdag import Dag, job_key

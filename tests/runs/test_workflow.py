@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm import ledger
 from memprobe.llm.client import ATTEMPT_STRIDE
 from memprobe.protocol import users

@@ -19,7 +19,8 @@ import pytest
 import yaml
 from pydantic import BaseModel, Field
 
-from memprobe.config import LocalModel, load_config
+from memprobe.config.llm import LocalModel
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
 from memprobe.serving import local_server, served_process
 from memprobe.serving.local_server import LocalModelError, ModelPack
@@ -339,7 +340,7 @@ def test_a_failed_local_run_stops_its_server_too(tmp_path, workflow_factory):
 
 
 def test_local_server_key_is_in_no_argv_and_no_state_file(tmp_path):
-    from memprobe.config import LocalModel
+    from memprobe.config.llm import LocalModel
     from memprobe.serving import local_server
 
     server = local_server.Server(
@@ -384,7 +385,7 @@ def test_the_local_backend_refuses_a_cluster_executor():
 FOREGROUND = """
 import os, signal, subprocess, sys, time
 from pathlib import Path
-from memprobe.config import LocalModel
+from memprobe.config.llm import LocalModel
 from memprobe.serving import local_server
 
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from memprobe.agents.memt import policy_client
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.serving import served_process, vllm_server
 from tests.helpers.memt import SERVE_STANDIN, fake_vllm, serve_settings
 from tests.helpers.squatters import Squatter

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
 from memprobe.protocol import recovery
 from memprobe.testing.fake_backend import BACKEND, FAKE_URL

@@ -16,7 +16,8 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from memprobe.config import Config, load_config, set_dotted
+from memprobe.config.loading import load_config, set_dotted
+from memprobe.config.schema import Config
 from memprobe.registry import systems as registry
 from memprobe.serving import local_server
 from memprobe.spec.records import RecordError

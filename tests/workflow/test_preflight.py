@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.workflow import preflight
 from tests.helpers.workflow import ROOT, SNAKEMAKE, tiny_config
 

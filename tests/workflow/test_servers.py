@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.workflow import servers
 from tests.helpers.workflow import local_raw, tiny_config
 
