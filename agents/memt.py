@@ -62,7 +62,8 @@ from memprobe.config.schema import Config
 from memprobe.llm.cache import ResponseCache
 from memprobe.llm.client import LLM
 from memprobe.llm.ledger import Ledger
-from memprobe.llm.providers import OPENAI, Endpoint, endpoint_for
+from memprobe.llm.openai_backend import OPENAI
+from memprobe.llm.providers import Endpoint, backend, endpoint_for
 from memprobe.registry.systems import CostPriors, Resources, declare
 from memprobe.serving import embeddings, vllm_server
 from memprobe.spec.prompts import render
@@ -514,7 +515,7 @@ class MemT(MemorySystem):
 def policy_endpoint(cfg: Config) -> Endpoint:
     """The served Mem-T policy: an OpenAI-compatible endpoint (vLLM) keyed on the weights, so a
     new port replays from the cache and a new checkpoint does not."""
-    if cfg.llm.backend == "fake":  # a dry run: the fake backend answers the policy too
+    if backend(cfg.llm.backend).answers_served_models:  # a dry run's stand-in answers it too
         return endpoint_for(cfg, {"base_url": None, "api_key_env": None})
     m = cfg.memt
     base_url, uds = vllm_server.ensure(m)

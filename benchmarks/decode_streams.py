@@ -81,8 +81,8 @@ def main() -> int:
     ap.add_argument("--busy", action="store_true", help="a busy-looping process beside it")
     ap.add_argument("--one", nargs=2, type=int, help=argparse.SUPPRESS)  # streams, spin
     args = ap.parse_args()
-    from memprobe.config.llm import LocalModel
     from memprobe.serving import local_server
+    from memprobe.serving.local_server import LocalModel
 
     model = str(local_server.resolve_model(LocalModel()).path)
     if args.one:

@@ -257,12 +257,6 @@ def _config_reference(args: argparse.Namespace) -> int:
     return 0
 
 
-def estimate_latency() -> str:
-    from memprobe.report.estimate import ASSUMED_LATENCY_S, ASSUMED_LOCAL_LATENCY_S
-
-    return f"{ASSUMED_LATENCY_S:g}, or {ASSUMED_LOCAL_LATENCY_S:g} for the local backend"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memprobe", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -337,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument(
         "--latency",
         type=float,
-        help=f"seconds per call (default: the ledger's mean, else {estimate_latency()})",
+        help="seconds per call (default: the ledger's mean, else the backend's assumed latency, "
+        "printed with the estimate)",
     )
     e.add_argument("--llm-slots", type=int, help="LLM jobs at once (default: profiles/default)")
     e.set_defaults(fn=_estimate)

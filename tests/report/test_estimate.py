@@ -13,6 +13,7 @@ import yaml
 
 from memprobe.config.loading import load_config
 from memprobe.llm.ledger import COLUMNS
+from memprobe.llm.providers import backend
 from memprobe.registry import systems as registry
 from memprobe.report import estimate
 from tests.helpers.workflow import ROOT
@@ -434,15 +435,16 @@ def test_the_local_backend_waits_for_its_servers_slots_at_the_local_models_pace(
     assert cfg.llm.backend == "local"
     # 4 server slots: 2 jobs' conversations (the workflow holds the other jobs back).
     assert estimate.streams(cfg, llm_slots=8) == cfg.llm.local.jobs_at_once == 2
-    assert estimate.assumed_latency(cfg) == estimate.ASSUMED_LOCAL_LATENCY_S
+    local = backend("local").assumed_latency_s
+    assert estimate.assumed_latency(cfg) == local == 15.3
     rates = estimate.priors(cfg)
     lines = estimate.predict(cfg, rates)
     wall = estimate.wall_time(cfg, lines, estimate.assumed_latency(cfg), llm_slots=8)
     calls = sum(x.calls for x in lines)
-    assert wall.streams_s == pytest.approx(calls * estimate.ASSUMED_LOCAL_LATENCY_S / 2)
+    assert wall.streams_s == pytest.approx(calls * local / 2)
     hosted = load_config(paper_like())
     assert estimate.streams(hosted, llm_slots=8) == 8 * hosted.llm.concurrency
-    assert estimate.assumed_latency(hosted) == estimate.ASSUMED_LATENCY_S
+    assert estimate.assumed_latency(hosted) == backend("openai").assumed_latency_s == 4.0
 
 
 # -- rollout.replay: the recorded run's conversations, no conversation calls ------------------

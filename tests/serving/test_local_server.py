@@ -19,11 +19,10 @@ import pytest
 import yaml
 from pydantic import BaseModel, Field
 
-from memprobe.config.llm import LocalModel
 from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
 from memprobe.serving import local_server, served_process
-from memprobe.serving.local_server import LocalModelError, ModelPack
+from memprobe.serving.local_server import LocalModel, LocalModelError, ModelPack
 from tests.helpers.workflow import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -340,8 +339,8 @@ def test_a_failed_local_run_stops_its_server_too(tmp_path, workflow_factory):
 
 
 def test_local_server_key_is_in_no_argv_and_no_state_file(tmp_path):
-    from memprobe.config.llm import LocalModel
     from memprobe.serving import local_server
+    from memprobe.serving.local_server import LocalModel
 
     server = local_server.Server(
         local_server.ResolvedModel(tmp_path / "m.gguf", None), LocalModel(), tmp_path / "log"
@@ -385,7 +384,7 @@ def test_the_local_backend_refuses_a_cluster_executor():
 FOREGROUND = """
 import os, signal, subprocess, sys, time
 from pathlib import Path
-from memprobe.config.llm import LocalModel
+from memprobe.serving.local_server import LocalModel
 from memprobe.serving import local_server
 
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"

@@ -22,35 +22,6 @@ def _remote(**llm) -> dict:
     }
 
 
-def test_preflight_wants_the_key_of_a_remote_endpoint(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    cfg = load_config(_remote())
-    (line,) = preflight.missing_keys(cfg)
-    assert line.startswith("llm.api_key_env: $OPENAI_API_KEY is not set")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    assert preflight.missing_keys(cfg) == []
-    # a loopback server (vLLM, the fake endpoint) needs none
-    monkeypatch.delenv("OPENAI_API_KEY")
-    assert preflight.missing_keys(load_config(_remote(base_url="http://127.0.0.1:9/v1"))) == []
-
-
-def test_a_role_on_its_own_remote_endpoint_without_a_key_variable_is_one_line(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    raw = _remote()
-    raw["llm"]["roles"] = {"judge": {"base_url": "https://judge.example/v1"}}
-    cfg = load_config(raw)
-    (line,) = preflight.missing_keys(cfg)
-    assert line.startswith("llm.roles.judge.api_key_env: not set") and "\n" not in line
-    assert preflight.key_variables(cfg) == ["OPENAI_API_KEY"]  # the Kubernetes envvars list
-    with pytest.raises(preflight.PreflightError, match="llm.roles.judge.api_key_env"):
-        preflight.check(cfg, local_files=False)
-    raw["llm"]["roles"]["judge"]["api_key_env"] = ""  # no key, on purpose
-    assert preflight.missing_keys(load_config(raw)) == []
-    # a name that only looks like loopback is remote: its key is wanted
-    monkeypatch.delenv("OPENAI_API_KEY")
-    assert preflight.missing_keys(load_config(_remote(base_url="http://127.0.0.1.nip.io/v1")))
-
-
 def test_preflight_wants_memt_files(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     raw = {
