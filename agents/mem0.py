@@ -37,12 +37,12 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
 from pydantic import BaseModel, Field
 
-from memprobe.config.schema import WriterSettings
+from memprobe.config.schema import Config, WriterSettings
 from memprobe.llm.client import LLM
 from memprobe.registry.systems import CostPriors, Settings, declare
 
@@ -226,12 +226,25 @@ class Mem0Settings(Settings):
     """mem0's BM25 + entity boost (its models must be installed; checked before any job)"""
 
 
+def _preflight(cfg: Config, local_files: bool) -> list[str]:
+    """Hybrid search needs spaCy and fastembed models that would download mid-run."""
+    own = cast(Mem0Settings, cfg.system_settings.mem0)
+    missing = hybrid_models_missing() if own.hybrid_search else []
+    if not missing:
+        return []
+    return [
+        f"system_settings.mem0.hybrid_search: needs {', '.join(missing)} installed locally "
+        "(nothing is downloaded mid-run); install them or set it to false"
+    ]
+
+
 @declare(
     "mem0",
     searchable=True,
     llm_writer=True,
     embeds=True,  # embedder minilm (the default); with openai the run's server goes unused
     settings=Mem0Settings,
+    preflight=_preflight,
     recall_changes_store=False,  # search only
     priors=CostPriors(
         table5_m=(88.16, 3.99),

@@ -111,7 +111,7 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
     try:
         raw = snakemake_merge([paper_protocol(), rb.bench_config(args, base_url)])
         if standin is not None:
-            raw["memt"] = {"endpoint": standin.base_url}
+            raw.setdefault("system_settings", {})["memt"] = {"endpoint": standin.base_url}
         raw["llm"]["max_attempts"] = args.max_attempts
         raw["llm"]["rate_limit"] = (
             {"requests_per_minute": args.rpm, "tokens_per_minute": args.tpm}
@@ -155,7 +155,8 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
         paid = [r for r in ledger if r.get("cached") == "false"]
         # The provider's limits bind only the calls sent to it: memt's writer calls go to its
         # stand-in (Mem-T-4B on its own server), which has none.
-        limited_rows = [r for r in paid if r.get("model") != cfg.memt.model]
+        served = cfg.system_settings.memt.model
+        limited_rows = [r for r in paid if r.get("model") != served]
         tokens = sum(int(r["prompt_tokens"]) + int(r["completion_tokens"]) for r in limited_rows)
         logs = err + "".join(
             p.read_text(errors="replace") for p in (wd / "logs").rglob("*.log") if p.is_file()
@@ -246,8 +247,8 @@ def release_outcomes(systems: list[str]) -> str:
 NOT_HERE = (
     "system_settings.mem0.hybrid_search",
     "system_settings.mem0.embedder",
-    "memt.embedder",
-    "memt.embedder_max_seq_length",
+    "system_settings.memt.embedder",
+    "system_settings.memt.embedder_max_seq_length",
 )
 
 

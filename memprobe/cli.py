@@ -96,14 +96,14 @@ def _search(args: argparse.Namespace) -> int:
     if not spec.searchable:
         raise ValueError(f"--system {spec.name}: it has no search() (dump_all only)")
     if args.memories:
-        if spec.name != "longctx_full":
+        if not spec.dump_is_store:
+            dumps = [s for s in registry.system_names() if registry.spec(s).dump_is_store]
             raise ValueError(
-                f"--memories: a dump alone is searchable for longctx_full only (its store is "
-                f"its dump); for {spec.name} give its store: --store results/{spec.name}/USER/store"
+                f"--memories: a dump alone is searchable for a system whose store is its dump "
+                f"({', '.join(dumps)}); for {spec.name} give its store: --store "
+                f"results/{spec.name}/USER/store"
             )
-        from memprobe.agents.longctx import LongContext
-
-        system = LongContext.__new__(LongContext)
+        system = registry.bare(spec.name)  # no config, no LLM: its store is the dump
         system.load_dump(dump_items(args.memories))
     else:
         system = _open_store(spec.name, Path(args.store), args.configfile)

@@ -258,7 +258,7 @@ def agent_prompts(wildcards):
 # (memprobe/registry/systems.py Resources; memt) ask for one. For every other job these callables
 # return None, which drops the resource, so neither the SLURM nor the Kubernetes plugin sees a
 # GPU request (both react to the mere presence of `gpu`/`gpu_model`). gpu_model/cpus_per_gpu:
-# the system's settings block (memt.*, docs/cluster.md).
+# the system's settings (GpuPlacement: system_settings.memt.*, docs/cluster.md).
 def _resources(wildcards):
     return registry.spec(wildcards.system).resources
 
@@ -268,8 +268,8 @@ def _gpu_system(wildcards):
 
 
 def _placement(wildcards, key):
-    block = _resources(wildcards).settings_block
-    return getattr(getattr(CFG, block), key, None) if block else None
+    own = getattr(CFG.system_settings, wildcards.system, None)
+    return getattr(own, key, None)
 
 
 def gpu_count(wildcards):

@@ -47,12 +47,19 @@ def _plugins_registered() -> None:
 RENAMED = {"k": "top_k"}  # Snakemake's --config takes only keys of two or more letters
 
 
+# Blocks that moved: the old place stops the run in one line that names the new one.
+MOVED = {"memt": "system_settings.memt"}  # a system's settings live with the system's
+
+
 def _no_renamed_key(raw: dict[str, Any], source: str) -> None:
     for old, new in RENAMED.items():
         if old in raw:
             raise ConfigError(
                 f"{source}: {old}: renamed {new} (write {new}: {raw[old]}, or --config {new}=...)"
             )
+    for old, new in MOVED.items():
+        if old in raw:
+            raise ConfigError(f"{source}: {old}: moved to {new} (the same keys, under it)")
 
 
 def load_config(raw: dict[str, Any], source: str = "config") -> Config:

@@ -49,14 +49,14 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "system_settings.mem0.writer.max_tokens": 2000,
     "system_settings.mem0.embedder": "openai",
     "system_settings.mem0.hybrid_search": True,
-    "memt.temperature": 0.7,
-    "memt.max_tool_steps": 6,
-    "memt.embedder": "BAAI/bge-m3",
-    "memt.embedder_max_seq_length": None,
-    "memt.profile_sources": "turns",
-    "memt.embed_source": True,
-    "memt.stop_at_tool_call": True,
-    "memt.observation_sources": True,
+    "system_settings.memt.temperature": 0.7,
+    "system_settings.memt.max_tool_steps": 6,
+    "system_settings.memt.embedder": "BAAI/bge-m3",
+    "system_settings.memt.embedder_max_seq_length": None,
+    "system_settings.memt.profile_sources": "turns",
+    "system_settings.memt.embed_source": True,
+    "system_settings.memt.stop_at_tool_call": True,
+    "system_settings.memt.observation_sources": True,
 }
 # config/release-compat.yaml: the paper's protocol with the release's own choices where we
 # fixed something (every compat switch on, one unchecked edit).

@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from memprobe.config.base import KeyedError, Strict, endpoint_url
+from memprobe.config.base import KeyedError, Strict
 from memprobe.config.llm import (
     DEFAULT_TEMPERATURE,
     LLMSettings,
@@ -46,10 +46,6 @@ from memprobe.registry import backends
 from memprobe.registry import systems as registry
 from memprobe.vocabulary import CATEGORIES, MODES, Category, Mode
 
-# Flags of memt.vllm_args that would undo what vllm_server sets: a Unix socket in a private
-# directory (no TCP port), the run's key.
-_VLLM_RESERVED = ("--host", "--port", "--uds", "--api-key")
-
 
 class Price(Strict):
     """USD per million tokens of one model."""
@@ -69,88 +65,6 @@ class Progress(Strict):
     """USD per million input/output tokens per model, for the money so far"""
 
 
-class MemT(Strict):
-    """Mem-T (the memt system): where its policy model is served and how its store behaves.
-
-    Either ``endpoint`` (an OpenAI-compatible server already running Mem-T) or ``serve: true``
-    with ``model_path``, in which case the memt jobs start ``vllm serve`` themselves
-    (memprobe/serving/vllm_server.py) from the separate env ``envs/vllm.yaml``.
-    """
-
-    endpoint: str | None = None
-    """a running Mem-T server (OpenAI-compatible)"""
-    serve: bool = False
-    """each memt job starts `vllm serve` on its GPU instead"""
-    model_path: str | None = None
-    """local Mem-T-4B weights (`memt.serve`)"""
-    model: str = Field(default="Mem-T-4B", description="served model name")
-    api_key_env: str = "MEMT_API_KEY"
-    """the variable holding the Mem-T server's key"""
-    temperature: float = Field(default=0.7, ge=0.0, le=2.0)  # the release's hard-coded value
-    """Mem-T's sampling temperature (the release's)"""
-    # No cap by default: the release sent none, and a formation reply with many tool calls
-    # cut at a cap loses its last calls; the server's context still bounds every reply.
-    max_tokens: int | None = Field(default=None, ge=1)
-    """reply bound per Mem-T call (unset: none, as in the release)"""
-    max_tool_steps: int = Field(default=6, ge=1)
-    """ReAct steps per search"""
-    update_topk: int = Field(default=3, ge=1)
-    """similar items shown to an update call"""
-    search_topk: int = Field(default=5, ge=1, description="items per search_* tool call")
-    embedder: str | None = Field(
-        default=None,
-        description="sentence-transformers path or name, local (unset: the packaged MiniLM)",
-    )
-    # None: the embedder's own maximum (bge-m3: 8192 tokens, as the release's Chroma used it).
-    embedder_max_seq_length: int | None = Field(default=None, ge=16)
-    """tokens the embedder reads per text (unset: the model's own; bge-m3 8192)"""
-    # Persona and summary documents: "turns" repeats every source turn after the content, as
-    # the release's did; "ids" keeps the ids of their source turns only (a smaller dump).
-    profile_sources: Literal["ids", "turns"] = "ids"
-    """persona/summary documents: `ids` of their source turns, or every source `turns` (the
-    release)"""
-    # The vector of a stored item: true embeds its document (content + source block, as the
-    # release's Chroma did); false embeds only the distilled content.
-    embed_source: bool = False
-    """embed each item's document (content + source turns, the release) instead of its content"""
-    # ReAct requests stop at the closing tool-call tag (the release's stop sequence).
-    stop_at_tool_call: bool = False
-    """ReAct requests stop at `</tool_call>` (the release's stop sequence)"""
-    # A ReAct tool result shows each item's source turns not shown before in that search (the
-    # release's did); false: id and content only.
-    observation_sources: bool = False
-    """a ReAct tool result shows each item's source turns not shown before (the release)"""
-    vllm_bin: str = Field(default="vllm", description="the vllm executable of envs/vllm.yaml")
-    vllm_args: list[str] = Field(default_factory=list)
-    """extra `vllm serve` flags"""
-    startup_timeout_s: float = Field(default=900.0, gt=0)
-    """how long the served model may take to be healthy"""
-    # SLURM placement of the memt jobs; set here, not per rule, so only memt jobs get a GPU.
-    gpu_model: str | None = None
-    """SLURM GPU model of the memt jobs (`--gpus=MODEL:1`)"""
-    cpus_per_gpu: int | None = Field(default=None, ge=1)
-    """SLURM `--cpus-per-gpu` of the memt jobs"""
-
-    _url = field_validator("endpoint")(endpoint_url)
-
-    @field_validator("vllm_args")
-    @classmethod
-    def _no_reserved_args(cls, v: list[str]) -> list[str]:
-        for arg in v:
-            if arg.split("=", 1)[0] in _VLLM_RESERVED:
-                raise ValueError(
-                    f"{arg.split('=', 1)[0]} is set by memprobe (a Unix socket in a private "
-                    "directory, the run's key through VLLM_API_KEY); remove it"
-                )
-        return v
-
-    @model_validator(mode="after")
-    def _serve_needs_model(self) -> MemT:
-        if self.serve and not self.model_path:
-            raise ValueError("model_path: required when memt.serve is true")
-        return self
-
-
 class WriterSettings(Strict):
     """One system's ``writer`` role settings, over ``llm.roles.writer`` and the ``llm`` defaults.
 
@@ -168,7 +82,7 @@ class WriterSettings(Strict):
 
 class SystemSettings(Strict):
     """``system_settings``: one block per system that declares a settings model
-    (memprobe/registry/systems.py), validated by that model; memt keeps its own ``memt`` block."""
+    (memprobe/registry/systems.py), validated by that model."""
 
     if TYPE_CHECKING:  # the fields are the registered systems' (system_settings_model)
 
@@ -310,7 +224,6 @@ class Config(Strict):
     prompts: PromptFiles = Field(default_factory=PromptFiles)
     slotfill: SlotFill = Field(default_factory=SlotFill)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
-    memt: MemT = Field(default_factory=MemT)
     system_settings: SerializeAsAny[SystemSettings] = Field(
         default_factory=dict, validate_default=True
     )
@@ -413,13 +326,12 @@ class Config(Strict):
         return self
 
     @model_validator(mode="after")
-    def _memt_reachable(self) -> Config:
-        serving = self.memt.endpoint or self.memt.serve or self.release.import_runs
-        if "memt" in self.systems and not serving:
-            raise ValueError(
-                "memt: set memt.endpoint (a running Mem-T server) or memt.serve: true "
-                "with memt.model_path"
-            )
+    def _systems_checks(self) -> Config:
+        # Each system run (not one whose records are imported) checks the config it needs.
+        for name in [] if self.release.import_runs else self.systems:
+            check = registry.spec(name).check
+            if check is not None:
+                check(self)
         return self
 
     def served(self, role: str) -> Any:

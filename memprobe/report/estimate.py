@@ -351,10 +351,10 @@ def _tokens_per_call(
 
 def line_model(cfg: Config, system: str, role: str) -> str:
     """The model that serves a role (a system that serves its own model writes with it:
-    memt's Mem-T, named in its settings block)."""
+    memt's Mem-T, named by its settings' ``model``)."""
     res = registry.specs()[system].resources if system in registry.specs() else None
-    if role == "writer" and res and res.served_model and res.settings_block:
-        return getattr(cfg, res.settings_block).model
+    if role == "writer" and res and res.served_model:
+        return str(getattr(cfg.system_settings, system).model)
     return role_settings(cfg, role)["model"]
 
 

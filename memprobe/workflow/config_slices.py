@@ -114,11 +114,6 @@ RUNTIME_ONLY: tuple[str, ...] = (
     "llm.api_key_env",
     "llm.rate_limit",  # the pace of the calls, never their replies
     "progress",  # read by the Snakemake process alone
-    "memt.api_key_env",
-    "memt.vllm_bin",
-    "memt.startup_timeout_s",
-    "memt.gpu_model",
-    "memt.cpus_per_gpu",
 )
 
 # Keys that decide which jobs exist and which files they read (Snakemake sees those changes as
@@ -149,11 +144,14 @@ ROLE_IDENTITY: tuple[str, ...] = (
 
 @cache
 def runtime_only() -> frozenset[str]:
-    """``RUNTIME_ONLY`` and each backend's ``runtime_settings`` under its ``llm.<name>`` (a
-    slot-fill budget derived from the local server's context is in the slotfill slice)."""
+    """``RUNTIME_ONLY``, each backend's ``runtime_settings`` under its ``llm.<name>`` (a
+    slot-fill budget derived from the local server's context is in the slotfill slice) and
+    each system's under its ``system_settings.<name>``."""
     keys = set(RUNTIME_ONLY)
     for name in backends.names():
         keys |= {f"llm.{name}.{k}" for k in backend(name).runtime_settings}
+    for name, spec in registry.specs().items():
+        keys |= {f"{SYSTEM_SECTION}.{name}.{k}" for k in spec.runtime_settings}
     return frozenset(keys)
 
 

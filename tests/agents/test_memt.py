@@ -21,9 +21,11 @@ from memprobe.agents.memt import (
 from memprobe.config.base import ConfigError
 from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
+from memprobe.registry import systems as registry
 from memprobe.serving import served_process, vllm_server
 from memprobe.spec.prompts import prompt_path
 from memprobe.testing.memt_standin import StandIn
+from memprobe.workflow import preflight
 from tests.helpers.endpoint import record_requests
 from tests.helpers.memt import SERVE_STANDIN, fake_vllm, serve_settings
 from tests.helpers.paper import paper_config, text_vectors
@@ -60,7 +62,7 @@ def standin():
 
 def memt_config(base_url: str, **memt) -> object:
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
-    raw["memt"] = {"endpoint": base_url, **memt}
+    raw.setdefault("system_settings", {})["memt"] = {"endpoint": base_url, **memt}
     return load_config(raw)
 
 
@@ -144,7 +146,7 @@ def test_memt_forms_all_collections_and_search_ranks_k_distinct(standin, tmp_pat
 @pytest.mark.torch
 def test_compat_discovery_order_returns_release_order_without_scores(standin, tmp_path):
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
-    raw["memt"] = {"endpoint": standin.base_url}
+    raw.setdefault("system_settings", {})["memt"] = {"endpoint": standin.base_url}
     raw["compat"] = {"memt_discovery_order": True}
     agent = make_agent(load_config(raw), tmp_path)
     drive(agent, turns=2)
@@ -197,11 +199,15 @@ def test_update_ops_apply_and_bad_ids_are_counted(tmp_path):
 
 def test_memt_config_errors_are_one_line():
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
-    with pytest.raises(ConfigError, match=r"memt: set memt.endpoint") as err:
+    with pytest.raises(ConfigError, match=r"system_settings\.memt: set endpoint") as err:
         load_config(raw)
     assert "\n" not in str(err.value)
-    raw["memt"] = {"serve": True}
-    with pytest.raises(ConfigError, match=r"memt: model_path: required"):
+    raw.setdefault("system_settings", {})["memt"] = {"serve": True}
+    with pytest.raises(ConfigError, match=r"system_settings\.memt: model_path: required"):
+        load_config(raw)
+    # Its settings were a top-level block before they moved to the system's.
+    raw["memt"] = raw.pop("system_settings")["memt"]
+    with pytest.raises(ConfigError, match=r"^config: memt: moved to system_settings\.memt "):
         load_config(raw)
 
 
@@ -252,15 +258,15 @@ def test_server_that_dies_or_hangs_fails_in_one_line(tmp_path):
 
 def test_ensure_prefers_endpoint_and_env(tmp_path, monkeypatch):
     cfg = memt_config("http://10.0.0.5:8000/v1")
-    assert vllm_server.ensure(cfg.memt) == ("http://10.0.0.5:8000/v1", None)
+    assert vllm_server.ensure(cfg.system_settings.memt) == ("http://10.0.0.5:8000/v1", None)
     monkeypatch.setenv(vllm_server.ENDPOINT_ENV, "http://127.0.0.1:7/v1")
-    assert vllm_server.ensure(cfg.memt) == ("http://127.0.0.1:7/v1", None)
+    assert vllm_server.ensure(cfg.system_settings.memt) == ("http://127.0.0.1:7/v1", None)
 
 
 @pytest.mark.workflow
 def test_tiny_workflow_runs_memt_end_to_end(endpoint, standin, workflow_factory):
     raw = tiny_config(endpoint.base_url, systems=["nomem", "memt"])
-    raw["memt"] = {"endpoint": standin.base_url}
+    raw.setdefault("system_settings", {})["memt"] = {"endpoint": standin.base_url}
     wf = workflow_factory(raw)
     wf.run(wf.target("table2.csv"))
     results = wf.results
@@ -285,7 +291,10 @@ def test_memt_turn_order_is_retrieve_reply_write(endpoint, tmp_path):
     seen = record_requests(endpoint)
     raw = tiny_config(endpoint.base_url, systems=["memt"])
     raw["llm"]["cache_dir"] = str(tmp_path / "cache")
-    raw["memt"] = {"endpoint": endpoint.base_url, "max_tool_steps": 1}
+    raw.setdefault("system_settings", {})["memt"] = {
+        "endpoint": endpoint.base_url,
+        "max_tool_steps": 1,
+    }
     cfg = load_config(raw)
     prompts = {n: str(prompt_path(n)) for n in ("memt_formation", "memt_update", "memt_retrieve")}
     agent = MemT(
@@ -327,7 +336,7 @@ def test_paper_memt_embeds_documents_with_their_source_and_stops_react_at_the_to
     try:
         seen = record_requests(standin)
         cfg = paper_config("http://127.0.0.1:9/v1", tmp_path)
-        cfg.memt.serve, cfg.memt.endpoint = False, standin.base_url
+        cfg.system_settings.memt.serve, cfg.system_settings.memt.endpoint = False, standin.base_url
         agent = MemT(config=cfg, assistant=None, writer=None, workdir=tmp_path)
         agent.reset("user_001")
         first, second = "I keep bees on my roof.", "My hives are on the north side."
@@ -381,3 +390,32 @@ def test_a_text_asked_again_is_not_encoded_again_and_its_vector_is_the_same(monk
         store.embed(f"text {i}")
     store.embed("what does the user keep")
     assert sent.count("what does the user keep") == 2
+
+
+def test_its_preflight_wants_its_files_where_its_jobs_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    raw = {
+        "n_users": 1,
+        "llm": {"backend": "openai", "base_url": "http://127.0.0.1:9/v1"},
+        "systems": ["memt"],
+        "system_settings": {
+            "memt": {
+                "serve": True,
+                "model_path": str(tmp_path / "Mem-T-4B"),
+                "vllm_bin": str(tmp_path / "vllm"),
+                "embedder": "BAAI/bge-m3",
+            }
+        },
+    }
+    cfg = load_config(raw)
+    keys = [line.split(":")[0] for line in registry.spec("memt").preflight(cfg, True)]
+    assert keys == [f"system_settings.memt.{k}" for k in ("model_path", "vllm_bin", "embedder")]
+    (tmp_path / "Mem-T-4B").mkdir()
+    (tmp_path / "vllm").write_text("#!/bin/sh\n")
+    (tmp_path / "hf" / "hub" / "models--BAAI--bge-m3").mkdir(parents=True)
+    assert registry.spec("memt").preflight(cfg, True) == []
+    # the Snakefile's check: every problem in one line
+    (tmp_path / "vllm").unlink()
+    with pytest.raises(preflight.PreflightError, match="memt.vllm_bin"):
+        preflight.check(cfg)
+    assert registry.spec("memt").preflight(cfg, False) == []  # its jobs run on other hosts

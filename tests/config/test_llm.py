@@ -36,7 +36,9 @@ def test_endpoint_urls_must_be_http_with_a_host(url):
     raw = tiny_config(url)
     with pytest.raises(ConfigError, match="llm.base_url"):
         load_config(raw)
-    raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"], memt={"endpoint": url})
+    raw = tiny_config(
+        "http://127.0.0.1:9/v1", systems=["memt"], system_settings={"memt": {"endpoint": url}}
+    )
     with pytest.raises(ConfigError, match="memt.endpoint"):
         load_config(raw)
 

@@ -89,8 +89,10 @@ GUARDED = {  # key: a --config that changes it (Snakemake merges --config over t
     "llm.model": {"llm": {"model": "gpt-4o"}},
     "systems": {"systems": ["nomem", "amem"]},
     "seed": {"seed": 1},
-    "memt.max_tool_steps": {"memt": {"max_tool_steps": 3}},
-    "memt.embedder": {"memt": {"embedder": "sentence-transformers/all-MiniLM-L6-v2"}},
+    "system_settings.memt.max_tool_steps": {"system_settings": {"memt": {"max_tool_steps": 3}}},
+    "system_settings.memt.embedder": {
+        "system_settings": {"memt": {"embedder": "sentence-transformers/all-MiniLM-L6-v2"}}
+    },
     "tasks.max_edits": {"tasks": {"max_edits": 1}},
     "compat.longctx_drop_final_reply": {"compat": {"longctx_drop_final_reply": True}},
     "compat.retrieve_attribution_empty_transcript": {

@@ -97,7 +97,11 @@ def test_bad_config_is_one_line_naming_the_key(change, expected):
 @pytest.mark.parametrize("arg", ["--host", "--host=0.0.0.0", "--api-key"])
 def test_vllm_args_cannot_override_host_or_key(arg):
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
-    raw["memt"] = {"serve": True, "model_path": "/m", "vllm_args": [arg, "0.0.0.0"]}
+    raw.setdefault("system_settings", {})["memt"] = {
+        "serve": True,
+        "model_path": "/m",
+        "vllm_args": [arg, "0.0.0.0"],
+    }
     with pytest.raises(ConfigError, match="memt.vllm_args"):
         load_config(raw)
 

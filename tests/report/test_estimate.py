@@ -410,7 +410,7 @@ def test_a_rollout_holds_its_slot_for_one_call_at_a_time_and_a_served_model_is_i
     llm.concurrency: the slots bound is at least the rollouts' calls over the slots. Mem-T's
     writer calls go to its own server, at that server's pace."""
     memt = {"endpoint": "http://127.0.0.1:2/v1"}
-    cfg = load_config(paper_like(systems=["nomem", "amem", "memt"], memt=memt))
+    cfg = load_config(paper_like(systems=["nomem", "amem", "memt"], system_settings={"memt": memt}))
     lines = estimate.predict(cfg, estimate.priors(cfg))
     turns = sum(x.calls for x in lines if x.role in ("assistant", "simulator"))
     hosted = estimate.wall_time(cfg, lines, latency_s=1.0, llm_slots=16)

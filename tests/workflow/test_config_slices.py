@@ -58,8 +58,8 @@ def test_every_config_key_is_in_a_slice_or_runtime_or_shape():
             for name, prefixes in places.items()
             if any(key == p or key.startswith(p + ".") for p in prefixes)
         }
-        # A runtime key inside a sliced section (memt.vllm_bin) or a backend's block (llm.local
-        # .threads) is left out of that section's slice or role identity.
+        # A runtime key inside a sliced section (system_settings.memt.vllm_bin) or a backend's
+        # block (llm.local.threads) is left out of that section's slice or role identity.
         return {"runtime"} if "runtime" in found else found
 
     unplaced = [k for k in leaves(Config) if not where(k)]
@@ -77,7 +77,7 @@ def test_every_rule_has_a_slice_and_every_slice_a_rule():
 
 def full_config(**llm) -> dict:
     raw = tiny_config("http://127.0.0.1:9/v1", systems=SYSTEMS)
-    raw["memt"] = {"endpoint": "http://127.0.0.1:9/v1"}
+    raw.setdefault("system_settings", {})["memt"] = {"endpoint": "http://127.0.0.1:9/v1"}
     raw["llm"] |= llm
     return raw
 
@@ -111,11 +111,11 @@ RUNTIME_VALUES = {
     "llm.local.cache_reuse": 0,
     "llm.local.startup_timeout_s": 5.0,
     "llm.local.spin_count": 10000,
-    "memt.api_key_env": "OTHER_KEY",
-    "memt.vllm_bin": "/opt/vllm",
-    "memt.startup_timeout_s": 9.0,
-    "memt.gpu_model": "a100",
-    "memt.cpus_per_gpu": 2,
+    "system_settings.memt.api_key_env": "OTHER_KEY",
+    "system_settings.memt.vllm_bin": "/opt/vllm",
+    "system_settings.memt.startup_timeout_s": 9.0,
+    "system_settings.memt.gpu_model": "a100",
+    "system_settings.memt.cpus_per_gpu": 2,
 }
 
 
@@ -128,7 +128,7 @@ def test_runtime_only_keys_are_in_no_slice():
         assert evaluated(raw) == before, key
     # A setting that is read does change a slice (the comparison is not vacuous).
     raw = full_config()
-    raw["memt"]["search_topk"] = 9
+    raw["system_settings"]["memt"]["search_topk"] = 9
     changed = {k[0] for k, v in evaluated(raw).items() if v != before[k]}
     assert changed == {"rollout", "replay", "probe"}
 
@@ -260,8 +260,10 @@ def test_a_job_reads_its_slice_and_nothing_else():
         att.compat.retrieve_attribution_empty_transcript  # noqa: B018
     # a system's own keys, in its own jobs; no LLM settings for a job that calls none
     rollout = job_config("rollout", system="memt", user="user_001")
-    assert rollout.memt.endpoint == "http://127.0.0.1:9/v1" and rollout.max_turns == 3
-    assert getattr(rollout.system_settings, "memt", None) is None  # memt has no settings model
+    assert (
+        rollout.system_settings.memt.endpoint == "http://127.0.0.1:9/v1" and rollout.max_turns == 3
+    )
+    assert getattr(rollout.system_settings, "nomem", None) is None  # nomem has no settings model
     with pytest.raises(cs.OutsideSlice):
         rollout.system_settings.mem0  # noqa: B018
     tables = job_config("tables")
