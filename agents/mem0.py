@@ -225,6 +225,11 @@ class Mem0Settings(Settings):
     hybrid_search: bool = False
     """mem0's BM25 + entity boost (its models must be installed; checked before any job)"""
 
+    @property
+    def hosted_embedder(self) -> bool:
+        """Whether it embeds through the writer's endpoint and key, not the packaged MiniLM."""
+        return self.embedder != "minilm"
+
 
 def _preflight(cfg: Config, local_files: bool) -> list[str]:
     """Hybrid search needs spaCy and fastembed models that would download mid-run."""
@@ -313,7 +318,7 @@ class Mem0(MemorySystem):
         memory = Memory(config)
         memory.llm.writer = self.writer
         memory.llm.where = f"user {self.user_id}, mem0 extraction"
-        if own.embedder == "openai":
+        if own.hosted_embedder:
             assert self.writer is not None, "checked by _embedder"
             memory.embedding_model.client = self.writer.embedder(own.embedder_model)
             memory.embedding_model.where = f"user {self.user_id}, mem0 embedding"
@@ -324,11 +329,11 @@ class Mem0(MemorySystem):
 
     def _dims(self) -> int:
         own = self.config.system_settings.mem0
-        return own.embedder_dims if own.embedder == "openai" else MINILM_DIMS
+        return own.embedder_dims if own.hosted_embedder else MINILM_DIMS
 
     def _embedder_name(self) -> str:
         own = self.config.system_settings.mem0
-        return own.embedder_model if own.embedder == "openai" else "all-MiniLM-L6-v2"
+        return own.embedder_model if own.hosted_embedder else "all-MiniLM-L6-v2"
 
     def _embedder(self, config_cls):
         own = self.config.system_settings.mem0
