@@ -32,10 +32,11 @@ tool-result wrapper and the nudge included).
 
 Where Mem-T's pieces are: its settings and what the run checks of them (``MemTSettings``,
 ``_check``, ``_preflight`` below; docs/configuration.md); its policy's client,
-``policy_client`` below; the vLLM server a memt job starts (memprobe/serving/vllm_server.py,
-env ``envs/vllm.yaml``); the stand-in policy that tests and dry runs serve
-(memprobe/testing/memt_standin.py); the release's memt runs as our records
-(memprobe/release/importer.py); its GPU placement (``Resources`` below, docs/cluster.md).
+``policy_client`` below (built by ``client_for`` like every role's); the vLLM server a memt
+job starts (memprobe/serving/vllm_server.py, env ``envs/vllm.yaml``); the stand-in policy
+that tests and dry runs serve (memprobe/testing/memt_standin.py); the release's memt runs as
+our records (memprobe/release/importer.py); its GPU placement (``Resources`` below,
+docs/cluster.md).
 
 The store as the release built it (docs/release-format.md §2.7), switch by switch:
 each fact/experience document repeats its source turns after ``SOURCE_SEP``; persona and
@@ -60,9 +61,7 @@ from pydantic import Field
 
 from memprobe.config.base import KeyedError
 from memprobe.config.schema import Config
-from memprobe.llm.cache import ResponseCache
-from memprobe.llm.client import LLM
-from memprobe.llm.ledger import Ledger
+from memprobe.llm.client import LLM, client_for
 from memprobe.llm.openai_backend import OPENAI
 from memprobe.llm.providers import Endpoint, backend, endpoint_for
 from memprobe.registry.systems import CostPriors, GpuPlacement, Resources, declare
@@ -606,24 +605,16 @@ def policy_endpoint(cfg: Config) -> Endpoint:
 
 
 def policy_client(cfg: Config, writer: LLM | None) -> LLM:
-    """The served Mem-T policy's client, on the writer's cache and usage ledger."""
+    """The served Mem-T policy's client, on the writer's cache and usage ledger: built by
+    ``client_for`` like every role's (re-asks, resampling, concurrency, the rate limiter)."""
     m = settings_of(cfg)
-    endpoint = policy_endpoint(cfg)
-    return LLM(
+    ledger = writer.ledger if writer else None
+    return client_for(
         "writer",
-        backend=endpoint.backend,
-        base_url=endpoint.base_url,
-        model=m.model,
-        api_key_env=endpoint.api_key_env,
-        temperature=m.temperature,
-        max_tokens=m.max_tokens,
-        seed=cfg.seed,
-        cache=writer.cache if writer else ResponseCache(cfg.llm.cache_dir),
-        ledger=writer.ledger if writer else Ledger(None),
-        timeout_s=cfg.llm.timeout_s,
-        max_attempts=cfg.llm.max_attempts,
-        backoff_s=cfg.llm.backoff_s,
-        cache_identity=endpoint.identity,
+        cfg,
+        ledger_path=ledger.path if ledger else None,
+        job=ledger.job if ledger else "",
         attempt=writer.attempt if writer else 0,
-        uds=endpoint.uds,
+        endpoint=policy_endpoint(cfg),
+        overrides={"model": m.model, "temperature": m.temperature, "max_tokens": m.max_tokens},
     )

@@ -29,7 +29,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -590,15 +590,23 @@ def client_for(
     ledger_path: str | os.PathLike[str] | None = None,
     job: str = "",
     attempt: int = 0,
+    endpoint: Endpoint | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> LLM:
-    """Build the client of one role from the validated config (``attempt``: the job's)."""
+    """Build the client of one role from the validated config (``attempt``: the job's).
+
+    ``endpoint`` and ``overrides`` (model, temperature, max_tokens) send the role to a model
+    a system serves itself (Mem-T's policy, on the writer's cache and ledger): the same
+    retries, re-asks, concurrency and rate limiter as every other client.
+    """
     cpu_cost.client_built()
-    s = role_settings(cfg, role)
-    try:
-        endpoint = endpoint_for(cfg, s)
-    except ProviderError as err:
-        raise LLMError(f"role {role}: {err}") from None
-    llm = LLM(
+    s = role_settings(cfg, role) | dict(overrides or {})
+    if endpoint is None:
+        try:
+            endpoint = endpoint_for(cfg, s)
+        except ProviderError as err:
+            raise LLMError(f"role {role}: {err}") from None
+    return LLM(
         role,
         backend=endpoint.backend,
         base_url=endpoint.base_url,
@@ -609,7 +617,7 @@ def client_for(
         seed=cfg.seed,
         cache=ResponseCache(cfg.llm.cache_dir),
         ledger=Ledger.shared(ledger_path, job=job),
-        timeout_s=cfg.llm.timeout_s,
+        timeout_s=endpoint.timeout_s,
         max_attempts=cfg.llm.max_attempts,
         max_reasks=cfg.llm.max_reasks,
         backoff_s=cfg.llm.backoff_s,
@@ -617,6 +625,6 @@ def client_for(
         resample_invalid=cfg.llm.resample_invalid,
         cache_identity=endpoint.identity,
         attempt=attempt,
-        limiter=rate_limit.for_endpoint(cfg, role, endpoint.backend, endpoint.identity),
+        uds=endpoint.uds,
+        limiter=rate_limit.for_endpoint(cfg, role, endpoint, s["base_url"]),
     )
-    return llm

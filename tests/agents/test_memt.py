@@ -16,6 +16,7 @@ from memprobe.agents.memt import (
     UPDATE_TOOLS,
     MemT,
     parse_tool_calls,
+    policy_client,
 )
 
 from memprobe.config.base import ConfigError
@@ -419,3 +420,25 @@ def test_its_preflight_wants_its_files_where_its_jobs_run(tmp_path, monkeypatch)
     with pytest.raises(preflight.PreflightError, match="memt.vllm_bin"):
         preflight.check(cfg)
     assert registry.spec("memt").preflight(cfg, False) == []  # its jobs run on other hosts
+
+
+def test_the_policy_client_is_built_like_every_role_s(standin, tmp_path):
+    """Mem-T's policy goes through client_for: the run's re-asks, resampling, concurrency and
+    rate limiter (its own endpoint: no provider's limits, the provider's signals), on the
+    writer's cache, ledger and attempt."""
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
+    raw["llm"] |= {"cache_dir": str(tmp_path / "cache"), "concurrency": 3, "max_reasks": 1,
+                   "resample_invalid": 4, "rate_limit": {"requests_per_minute": 60}}  # fmt: skip
+    raw["system_settings"] = {"memt": {"endpoint": standin.base_url, "temperature": 0.3}}
+    cfg = load_config(raw)
+    writer = client_for("writer", cfg, ledger_path=tmp_path / "usage.csv", job="rollout/x")
+    writer.attempt = 2
+    policy = policy_client(cfg, writer)
+    assert (policy.concurrency, policy.max_reasks, policy.resample_invalid) == (3, 1, 4)
+    assert (policy.model, policy.temperature, policy.attempt) == ("Mem-T-4B", 0.3, 2)
+    assert policy.ledger is writer.ledger and policy.cache.root == writer.cache.root
+    assert policy.limiter is not None and policy.limiter.limits.requests is None
+    assert writer.limiter is not None and writer.limiter.limits.requests == 60
+    assert policy.text([{"role": "user", "content": "hello"}])  # the stand-in answers
+    rows = (tmp_path / "usage.csv").read_text().splitlines()
+    assert len(rows) == 2 and ",writer,Mem-T-4B," in rows[1]
