@@ -244,8 +244,8 @@ USERS_FOLDERS = sorted(set(PATHS.users.values()))
 
 
 def agent_module(wildcards):
-    """The system's module file: editing it reruns exactly that system's jobs."""
-    return registry.spec(wildcards.system).source_file()
+    """The system's module file and its parts': editing one reruns exactly its jobs."""
+    return registry.spec(wildcards.system).source_files()
 
 
 def agent_prompts(wildcards):

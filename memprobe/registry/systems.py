@@ -120,6 +120,9 @@ class SystemSpec(_Frozen):
     # Its store is its memories.json dump (``load_dump``): ``memprobe search --memories``
     # searches a dump alone.
     dump_is_store: bool = False
+    # Other modules of its own whose code shapes what it writes (dotted names): inputs of its
+    # jobs like its module (an edit reruns its jobs); any other module of its package is not.
+    parts: tuple[str, ...] = ()
     # Whether its recall can change what it later stores. A replay (rollout.replay) runs a
     # recall that can, and skips one that only reads: the reply it would feed is the
     # recording's, so its calls would be paid for nothing. Unknown (a plugin that does not
@@ -132,10 +135,11 @@ class SystemSpec(_Frozen):
     def module(self) -> str:
         return self.target.split(":", 1)[0]
 
-    def source_file(self) -> str:
-        """The module file, declared as a rule input so that editing it reruns its jobs."""
+    def source_files(self) -> list[str]:
+        """Its module's file and its parts', declared as rule inputs so that editing one
+        reruns its jobs."""
         try:
-            return module_file(self.module)
+            return [module_file(m) for m in (self.module, *self.parts)]
         except ValueError as err:
             raise ValueError(f"system {self.name!r}: {err}") from None
 
