@@ -1,7 +1,7 @@
 """Every run table and figure, in one job (see rules/tables.smk for why one)."""
 
 from memprobe.llm import ledger
-from memprobe.protocol import calibration, recovery
+from memprobe.protocol import calibration
 from memprobe.report import figures, tables
 from memprobe.spec import records, recovery_log, sheets, taxonomy
 from memprobe.workflow import step
@@ -131,7 +131,7 @@ def main(job: step.Job) -> None:
     retrieve_systems = [s for s, m in pairs if m == "retrieve"]
     write(o.topk_sweep, tables.topk_sweep(retrieve_systems, list(params.ks), by_k))
 
-    axes = recovery.pool_axes(taxonomy.load_pool(i.pool))
+    axes = taxonomy.load_pool(i.pool).axes()
     df = tables.degenerate_labels(pairs, js, axes)
     write(o.degenerate_labels, df)
     n_bad = int(df["degenerate"].sum()) if len(df) else 0

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from memprobe.llm.client import LLM, Exhausted
 from memprobe.llm.salvage import last_lenient
-from memprobe.protocol.users import leak_share
+from memprobe.protocol.leaks import leak_share
 from memprobe.spec.prompts import dialogue, render
 from memprobe.spec.records import (
     Attribution,

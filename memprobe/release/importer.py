@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memprobe.config.schema import Config
-from memprobe.protocol.recovery import judge_record, store_overflows
+from memprobe.protocol.judge import judge_record
+from memprobe.protocol.slotfill import store_overflows
 from memprobe.spec.records import (
     Attribution,
     AttributionEntry,
@@ -448,7 +449,7 @@ def tasks(lay: Layout, user: str, bank_: Bank) -> Tasks:
             for i, t in enumerate(raw.tasks, 1)
         ],
     )
-    from memprobe.protocol.users import check_tasks_match_bank
+    from memprobe.protocol.tasks import check_tasks_match_bank
 
     check_tasks_match_bank(result, bank_, str(path))
     return result

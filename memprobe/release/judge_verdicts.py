@@ -17,7 +17,7 @@ from pathlib import Path
 from memprobe.config.schema import Config
 from memprobe.config.stages import parse_users
 from memprobe.protocol import calibration
-from memprobe.protocol.recovery import is_unknown
+from memprobe.protocol.slotfill import is_unknown
 from memprobe.spec.records import RecordError
 from memprobe.spec.records import load as load_record
 from memprobe.spec.rubric import LEVELS

@@ -566,7 +566,7 @@ CROSS_CHECK_COLUMNS = ["system", "mode", "cell", "judge", "offline", "difference
 
 def offline_view(j: Judge) -> Judge | None:
     """The judge record as the offline judge scored it (None where it was not asked)."""
-    from memprobe.protocol.recovery import category_means
+    from memprobe.protocol.judge import category_means
 
     if not j.details or any(d.second_opinion is None for d in j.details):
         return None
@@ -715,7 +715,7 @@ def degenerate_labels(
     pairs: list[tuple[str, str]], judges: list[Judge], axes: dict[str, str]
 ) -> pd.DataFrame:
     """Slot-fill labels that name their slot instead of filling it, per system and mode."""
-    from memprobe.protocol.recovery import degenerate_kind
+    from memprobe.protocol.judge import degenerate_kind
 
     rows = []
     for s, m in pairs:

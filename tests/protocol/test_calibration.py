@@ -7,7 +7,8 @@ import csv
 import pytest
 
 from memprobe import CATEGORIES
-from memprobe.protocol import calibration, recovery
+from memprobe.protocol import calibration
+from memprobe.protocol.judge import JudgeReply, degenerate_kind, judge_user, llm_grader
 from memprobe.spec import taxonomy
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import Bank, BankEntry, SlotFill, SlotFillEntry
@@ -41,7 +42,7 @@ def test_anchors_cover_every_category_level_and_degenerate_kind(anchors):
         if a.kind == "verbatim":
             assert a.label == a.truth, a.id
         if a.kind in ("category_name", "dimension_name", "axis_question"):
-            assert recovery.degenerate_kind(a.label, a.dimension, dim.axis) == a.kind, a.id
+            assert degenerate_kind(a.label, a.dimension, dim.axis) == a.kind, a.id
 
 
 def test_coverage_gaps_names_what_is_missing(anchors):
@@ -62,7 +63,7 @@ def test_the_judge_prompt_never_shows_an_anchor(anchors):
 
 def _replies(anchors, judge) -> list[calibration.Reply]:
     llm = RecordingLLM(lambda m, s: {"score": judge(m[-1]["content"]), "reason": "r"})
-    return calibration.score_anchors(anchors, recovery.llm_grader(llm, PROMPT))
+    return calibration.score_anchors(anchors, llm_grader(llm, PROMPT))
 
 
 def test_a_judge_that_gives_one_everywhere_fails(anchors):
@@ -126,7 +127,7 @@ def test_a_bad_anchors_file_is_one_line_naming_it(tmp_path):
 )
 def test_degenerate_kind(label, kind):
     axis = "How well do they weigh the strengths and weaknesses of arguments and alternatives?"
-    assert recovery.degenerate_kind(label, "critical_thinking_skill", axis) == kind
+    assert degenerate_kind(label, "critical_thinking_skill", axis) == kind
 
 
 def test_degenerate_as_unknown_scores_zero_without_a_call():
@@ -151,12 +152,10 @@ def test_degenerate_as_unknown_scores_zero_without_a_call():
         ],  # fmt: skip
     )
     answer = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    as_protocol = recovery.judge_user(slot, bank, recovery.llm_grader(answer, PROMPT))
+    as_protocol = judge_user(slot, bank, llm_grader(answer, PROMPT))
     assert len(answer.requests) == 2 and as_protocol.overall == 1.0
     option = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    scored = recovery.judge_user(
-        slot, bank, recovery.llm_grader(option, PROMPT), degenerate_axes={}
-    )
+    scored = judge_user(slot, bank, llm_grader(option, PROMPT), degenerate_axes={})
     assert len(option.requests) == 1
     assert scored.per_category["skill_memory"] == 0.0
     assert "category_name" in scored.details[0].judge_reason
@@ -164,7 +163,7 @@ def test_degenerate_as_unknown_scores_zero_without_a_call():
 
 def test_the_judge_writes_its_reason_before_its_score():
     # A grammar-constrained model generates required fields in schema order.
-    schema = recovery.JudgeReply.model_json_schema()
+    schema = JudgeReply.model_json_schema()
     assert list(schema["properties"]) == ["reason", "score"]
     assert schema["required"] == ["reason", "score"]
 

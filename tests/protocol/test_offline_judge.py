@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from memprobe.protocol import calibration, offline_judge, recovery
+from memprobe.protocol import calibration, offline_judge
+from memprobe.protocol.judge import JudgeItem
 from memprobe.spec import taxonomy
 from memprobe.spec.records import RecordError
 from memprobe.spec.rubric import LEVELS
@@ -19,7 +20,7 @@ from tests.helpers.encode import bag_of_words
 from tests.helpers.workflow import ROOT
 
 RELEASE = ROOT / "tests" / "fixtures" / "release"
-AXES = recovery.pool_axes(taxonomy.load_pool(ROOT / "config" / "dimension_pool.yaml"))
+AXES = taxonomy.load_pool(ROOT / "config" / "dimension_pool.yaml").axes()
 
 
 def params(**update) -> offline_judge.Params:
@@ -34,7 +35,7 @@ def params(**update) -> offline_judge.Params:
 
 
 def item(label: str, truth: str = "keeps crews in sync", dim: str = "coordination_skill"):
-    return recovery.JudgeItem(
+    return JudgeItem(
         category="skill_memory",
         dimension=dim,
         explanation="As a foreman she keeps five subcontractors working in sequence.",
@@ -82,7 +83,7 @@ def test_the_same_label_as_the_truth_scores_high_and_an_unrelated_one_low():
     assert replies[0].reason.startswith("offline judge: cosine to the truth 1.00")
 
 
-def synthetic_pairs(n: int = 200) -> tuple[list[recovery.JudgeItem], list[float]]:
+def synthetic_pairs(n: int = 200) -> tuple[list[JudgeItem], list[float]]:
     rng = np.random.default_rng(3)
     words = [f"w{i}" for i in range(40)]
     items, scores = [], []
@@ -91,7 +92,7 @@ def synthetic_pairs(n: int = 200) -> tuple[list[recovery.JudgeItem], list[float]
         keep = int(rng.integers(0, 5))  # how many truth words the label keeps
         label = " ".join(truth.split()[:keep] + list(rng.choice(words, 4 - keep)))
         items.append(
-            recovery.JudgeItem(
+            JudgeItem(
                 category=CATEGORIES[k % 5],
                 dimension="some_dimension",
                 explanation="an explanation",

@@ -11,7 +11,9 @@ from collections import Counter
 import pytest
 
 from memprobe.config.loading import load_config
-from memprobe.protocol import calibration, recovery
+from memprobe.protocol import calibration
+from memprobe.protocol.judge import JudgeReply
+from memprobe.protocol.slotfill import is_unknown
 from memprobe.release import judge_verdicts
 from memprobe.spec.rubric import LEVELS
 from tests.helpers.workflow import ROOT, tiny_config
@@ -22,7 +24,7 @@ RELEASE = ROOT / "tests" / "fixtures" / "release"
 def test_verdicts_are_the_judged_labels_of_the_listed_users_in_every_run():
     found = judge_verdicts.verdicts(RELEASE, {1, 2})
     assert {v.user for v in found} == {"user_001", "user_002"}
-    assert not any(recovery.is_unknown(v.label) for v in found)
+    assert not any(is_unknown(v.label) for v in found)
     runs = {v.run for v in found}
     assert {"mem0_pooled_50", "mem0_pooled_50_retrieve", "longctx_full_pooled_50"} <= runs
     assert "_task_design_oracle" not in runs
@@ -51,10 +53,7 @@ def test_the_replies_file_lists_each_pair_and_its_kappa_and_bias_recompute():
 
     def lenient(items):  # a judge one level too generous below 1.0
         recorded = {f"calibration pair {a.id}": a.score for a in pairs.items}
-        return [
-            recovery.JudgeReply(reason="r", score=min(1.0, recorded[it.where] + 0.25))
-            for it in items
-        ]
+        return [JudgeReply(reason="r", score=min(1.0, recorded[it.where] + 0.25)) for it in items]
 
     replies = calibration.score_anchors(pairs, lenient)
     summary = calibration.summarize(replies)

@@ -655,7 +655,7 @@ def test_table2_says_which_conversations_each_row_was_built_from(imported):
 
 def test_cross_check_flags_the_cells_where_the_offline_judge_disagrees():
     """judge.cross_check: B and each category's mean by both judges; flagged past the margin."""
-    from memprobe.protocol.recovery import category_means
+    from memprobe.protocol.judge import category_means
 
     def entry(cat, score, second):
         return entry_of(cat, score, dimension=f"{cat}_dim", second_opinion=second)

@@ -13,7 +13,7 @@ import pytest
 from memprobe.config.loading import load_config
 from memprobe.llm import ledger
 from memprobe.llm.client import ATTEMPT_STRIDE
-from memprobe.protocol import users
+from memprobe.protocol.persona import sample_attributes
 from memprobe.report import estimate
 from memprobe.report.tables import TABLE2_COLUMNS
 from memprobe.testing.fake_endpoint import Faults
@@ -226,7 +226,7 @@ def test_recovered_replies_end_the_run_listed_and_flag_the_cells_they_touch(
 
 def test_a_failed_job_draws_new_samples_when_the_command_is_run_again(endpoint, workflow_factory):
     seen = record_requests(endpoint)
-    name = users.sample_attributes(7, "user_002")["name"]
+    name = sample_attributes(7, "user_002")["name"]
     endpoint.server.faults = Faults(poison=name)  # user_002's persona request: always 500
     wf = workflow_factory(tiny_config(endpoint.base_url))
     # the persona job's own file, in the shared users' folder (docs/runs.md)

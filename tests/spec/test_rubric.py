@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 
-from memprobe.protocol import attribution, recovery
+from memprobe.protocol import attribution
+from memprobe.protocol.judge import JudgeReply, ask_judge, judge_user, llm_grader
 from memprobe.release import importer as release
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import RecordError
@@ -24,16 +25,16 @@ JUDGE_PROMPT = str(prompt_path("recovery_judge"))
 
 
 def test_the_judge_schema_allows_exactly_the_rubric_levels():
-    schema = recovery.JudgeReply.model_json_schema()
+    schema = JudgeReply.model_json_schema()
     assert schema["properties"]["score"]["enum"] == list(RUBRIC.levels)
 
 
 def test_the_judge_prompt_shows_the_rubric_scale(monkeypatch):
     renamed = RUBRIC.grades[0].model_copy(update={"name": "IDENTICAL", "meaning": "SAME-FACT."})
     rubric = RUBRIC.model_copy(update={"grades": (renamed, *RUBRIC.grades[1:])})
-    monkeypatch.setattr(recovery, "RUBRIC", rubric)
+    monkeypatch.setattr("memprobe.protocol.judge.RUBRIC", rubric)
     llm = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    recovery.ask_judge(
+    ask_judge(
         llm,
         JUDGE_PROMPT,
         dimension="d",
@@ -52,10 +53,12 @@ def test_the_judge_prompt_shows_the_rubric_scale(monkeypatch):
 
 
 def test_an_unknown_label_scores_the_rubric_unknown_score(monkeypatch):
-    monkeypatch.setattr(recovery, "RUBRIC", RUBRIC.model_copy(update={"unknown_score": 0.25}))
+    monkeypatch.setattr(
+        "memprobe.protocol.judge.RUBRIC", RUBRIC.model_copy(update={"unknown_score": 0.25})
+    )
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "unknown", "reason": ""}))
     judge_llm = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    judged = recovery.judge_user(out, BANK, recovery.llm_grader(judge_llm, JUDGE_PROMPT))
+    judged = judge_user(out, BANK, llm_grader(judge_llm, JUDGE_PROMPT))
     assert judge_llm.requests == []  # no call for "unknown"
     assert [d.score for d in judged.details] == [0.25, 0.25]
 

@@ -8,7 +8,7 @@ import threading
 
 import openai
 
-from memprobe.protocol import recovery
+from memprobe.protocol.judge import JudgeReply
 from memprobe.testing.fake_endpoint import Gate
 
 
@@ -16,13 +16,13 @@ def test_server_is_deterministic_and_speaks_openai(endpoint):
     client = openai.OpenAI(base_url=endpoint.base_url, api_key="unused")
     fmt = {
         "type": "json_schema",
-        "json_schema": {"name": "judge", "schema": recovery.JudgeReply.model_json_schema()},
+        "json_schema": {"name": "judge", "schema": JudgeReply.model_json_schema()},
     }
     msgs = [{"role": "user", "content": "grade this"}]
     a = client.chat.completions.create(model="m", messages=msgs, response_format=fmt)
     b = client.chat.completions.create(model="m", messages=msgs, response_format=fmt)
     assert a.choices[0].message.content == b.choices[0].message.content
-    recovery.JudgeReply.model_validate(json.loads(a.choices[0].message.content))
+    JudgeReply.model_validate(json.loads(a.choices[0].message.content))
     assert a.usage.prompt_tokens > 0
     assert [m.id for m in client.models.list()] == ["fake"]
 

@@ -8,7 +8,7 @@ import json
 import logging
 
 from memprobe.llm.client import ATTEMPT_STRIDE
-from memprobe.protocol import users
+from memprobe.protocol.persona import sample_attributes
 from memprobe.spec.prompts import prompt_path
 from memprobe.workflow import attempts, step
 from tests.helpers.jobs import ScriptJob
@@ -19,7 +19,7 @@ OUT = {"persona": "persona.json"}
 
 
 def narrative(seed: int = 7) -> str:
-    n = users.sample_attributes(seed, "user_001")["n_stories"]
+    n = sample_attributes(seed, "user_001")["n_stories"]
     return json.dumps(
         {
             "values": "Keeping promises to family matters most.",
