@@ -29,7 +29,6 @@ from memprobe.spec.records import (
     BankEntry,
     CriticVerdict,
     Persona,
-    RecordError,
     Recovery,
     Task,
     Tasks,
@@ -270,17 +269,3 @@ def make_tasks(
         report.budget_spent,
     )
     return Tasks(user_id=persona.user_id, tasks=tasks, leak=report, recoveries=recoveries)
-
-
-def check_tasks_match_bank(tasks: Tasks, bank: Bank, source: str) -> None:
-    """Tasks must follow the bank one to one, in bank order."""
-    if len(tasks.tasks) != len(bank.entries):
-        raise RecordError(
-            f"{source}: {len(tasks.tasks)} tasks for {len(bank.entries)} bank entries"
-        )
-    for i, (t, e) in enumerate(zip(tasks.tasks, bank.entries, strict=True)):
-        if t.target_dimension != e.dimension:
-            raise RecordError(
-                f"{source}: tasks[{i}].target_dimension is {t.target_dimension!r}, "
-                f"bank order expects {e.dimension!r}"
-            )

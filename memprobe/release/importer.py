@@ -449,9 +449,7 @@ def tasks(lay: Layout, user: str, bank_: Bank) -> Tasks:
             for i, t in enumerate(raw.tasks, 1)
         ],
     )
-    from memprobe.protocol.tasks import check_tasks_match_bank
-
-    check_tasks_match_bank(result, bank_, str(path))
+    result.check_follows(bank_, str(path))
     return result
 
 

@@ -174,6 +174,19 @@ class Tasks(Recovered):
     tasks: list[Task]
     leak: LeakReport | None = None  # None where no leak check was run
 
+    def check_follows(self, bank: Bank, source: str) -> None:
+        """Tasks follow the bank one to one, in bank order; else a RecordError naming ``source``."""
+        if len(self.tasks) != len(bank.entries):
+            raise RecordError(
+                f"{source}: {len(self.tasks)} tasks for {len(bank.entries)} bank entries"
+            )
+        for i, (t, e) in enumerate(zip(self.tasks, bank.entries, strict=True)):
+            if t.target_dimension != e.dimension:
+                raise RecordError(
+                    f"{source}: tasks[{i}].target_dimension is {t.target_dimension!r}, "
+                    f"bank order expects {e.dimension!r}"
+                )
+
 
 # -- rollout -----------------------------------------------------------------------------
 
