@@ -152,7 +152,7 @@ def _fake_endpoint(args: argparse.Namespace) -> int:
 
 def _estimate(args: argparse.Namespace) -> int:
     from memprobe.config.base import ConfigError
-    from memprobe.report import estimate
+    from memprobe.report import estimate, estimate_rates, estimate_time
 
     try:
         cfg = estimate.load_configs(args.configfile, args.config)
@@ -168,18 +168,18 @@ def _estimate(args: argparse.Namespace) -> int:
     results = Path(args.ledger or cfg.run_dir)
     # The users' generation is billed in the shared users' folders of this config (docs/runs.md).
     users = [] if args.ledger else sorted({Path(p) for p in paths.of(cfg).users.values()})
-    rates = None if args.no_ledger else estimate.observed(results, cfg, users)
+    rates = None if args.no_ledger else estimate_rates.observed(results, cfg, users)
     if rates is None:
-        rates = estimate.priors(cfg)
+        rates = estimate_rates.priors(cfg)
         if not args.no_ledger:
             rates.source += f" (no ledger under {results}/usage)"
     if run := cfg.rollout.replay:  # the recorded run's turns, whatever the system
         from memprobe.release import importer
 
         recorded = importer.recorded_system(run)
-        rates = estimate.replayed_turns(cfg, rates, recorded, importer.recorded_turns(cfg))
-    latency = args.latency or (None if args.no_ledger else estimate.mean_latency(results))
-    prices = estimate.load_prices(args.prices) if args.prices else None
+        rates = estimate_rates.replayed_turns(cfg, rates, recorded, importer.recorded_turns(cfg))
+    latency = args.latency or (None if args.no_ledger else estimate_time.mean_latency(results))
+    prices = estimate_time.load_prices(args.prices) if args.prices else None
     print(
         estimate.report(
             cfg,
@@ -187,7 +187,7 @@ def _estimate(args: argparse.Namespace) -> int:
             prices,
             latency_s=latency or estimate.assumed_latency(cfg),
             latency_from="given" if args.latency else ("ledger mean" if latency else "assumed"),
-            llm_slots=args.llm_slots or estimate.default_llm_slots(),
+            llm_slots=args.llm_slots or estimate_time.default_llm_slots(),
         )
     )
     return 0

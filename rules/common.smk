@@ -325,9 +325,9 @@ def probe_llm_slots(wildcards):
 # come first (they unlock its rollouts), then rollouts by their system's expected calls, then
 # scoring in chain order, then the leaves. Snakemake starts the ready job of highest priority.
 def _rollout_calls():
-    from memprobe.report import estimate
+    from memprobe.report import estimate_calls, estimate_rates
 
-    calls = estimate.protocol_calls(CFG, estimate.priors(CFG))
+    calls = estimate_calls.protocol_calls(CFG, estimate_rates.priors(CFG))
     roles = ("assistant", "simulator", "writer")
     return {s: sum(calls.get((s, r), 0.0) for r in roles) for s in SYSTEMS}
 

@@ -130,16 +130,18 @@ def predict(
     """The estimate for this config (an earlier run's rates where its ledger has them; ``shared``:
     the run's users' folders); None where the run's jobs (``rules``, their rule names) stop short
     of the tables."""
-    from memprobe.report import estimate
+    from memprobe.report import estimate, estimate_calls, estimate_rates, estimate_time
 
     if WHOLE_RUN_RULE not in rules:
         return None
 
     results = Path(cfg.run_dir)
-    rates = estimate.observed(results, cfg, [Path(p) for p in shared]) or estimate.priors(cfg)
-    latency = estimate.mean_latency(results) or estimate.assumed_latency(cfg)
-    lines = estimate.predict(cfg, rates)
-    wall = estimate.wall_time(cfg, lines, latency, llm_slots)
+    rates = estimate_rates.observed(
+        results, cfg, [Path(p) for p in shared]
+    ) or estimate_rates.priors(cfg)
+    latency = estimate_time.mean_latency(results) or estimate.assumed_latency(cfg)
+    lines = estimate_calls.predict(cfg, rates)
+    wall = estimate_time.wall_time(cfg, lines, latency, llm_slots)
     return Prediction(wall.seconds, wall.calls)
 
 

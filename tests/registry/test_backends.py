@@ -16,7 +16,7 @@ from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
 from memprobe.llm.providers import BackendBase, Capacity, Endpoint, OpenAICompatible, backend
 from memprobe.registry import RegistryError, backends
-from memprobe.report import estimate
+from memprobe.report import estimate, estimate_calls, estimate_rates, estimate_time
 from memprobe.workflow import config_slices, preflight
 
 
@@ -171,9 +171,9 @@ def test_a_plugin_backend_gets_its_preflight_and_keys_through_the_interface(pace
 def test_a_plugin_backend_gets_its_estimate_through_the_interface(paced):
     cfg = load_config(paced_config())
     assert estimate.assumed_latency(cfg) == 7.0
-    assert estimate.streams(cfg, llm_slots=8) == 3  # its capacity, not 8 x concurrency
-    lines = estimate.predict(cfg, estimate.priors(cfg))
-    wall = estimate.wall_time(cfg, lines, estimate.assumed_latency(cfg), llm_slots=8)
+    assert estimate_time.streams(cfg, llm_slots=8) == 3  # its capacity, not 8 x concurrency
+    lines = estimate_calls.predict(cfg, estimate_rates.priors(cfg))
+    wall = estimate_time.wall_time(cfg, lines, estimate.assumed_latency(cfg), llm_slots=8)
     calls = sum(x.calls for x in lines)
     assert wall.provider_calls == calls  # every call paced by the provider's limit
     assert wall.requests_s == pytest.approx(calls / 60 * 60)

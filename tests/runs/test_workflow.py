@@ -14,7 +14,7 @@ from memprobe.config.loading import load_config
 from memprobe.llm import ledger
 from memprobe.llm.client import ATTEMPT_STRIDE
 from memprobe.protocol.persona import sample_attributes
-from memprobe.report import estimate
+from memprobe.report import estimate_calls, estimate_rates
 from memprobe.report.tables import TABLE2_COLUMNS
 from memprobe.testing.fake_endpoint import Faults
 from memprobe.workflow import paths
@@ -107,7 +107,7 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
     # ... its users' ledgers found where the command looks, from the config alone (docs/runs.md)
     users = sorted(wf.root / p for p in paths.of(wf.cfg).users.values())
     assert users == wf.users
-    lines = estimate.predict(cfg, estimate.observed(results, cfg, users))
+    lines = estimate_calls.predict(cfg, estimate_rates.observed(results, cfg, users))
     ok = [r for r in first if r["status"] == "ok"]
     assert sum(x.calls for x in lines) == pytest.approx(len(ok), rel=0.1)
     for field in ("prompt_tokens", "completion_tokens"):
