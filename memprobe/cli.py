@@ -174,10 +174,10 @@ def _estimate(args: argparse.Namespace) -> int:
         if not args.no_ledger:
             rates.source += f" (no ledger under {results}/usage)"
     if run := cfg.rollout.replay:  # the recorded run's turns, whatever the system
-        from memprobe.release import importer
+        from memprobe.release import layout
 
-        recorded = importer.recorded_system(run)
-        rates = estimate_rates.replayed_turns(cfg, rates, recorded, importer.recorded_turns(cfg))
+        recorded = layout.recorded_system(run)
+        rates = estimate_rates.replayed_turns(cfg, rates, recorded, layout.recorded_turns(cfg))
     latency = args.latency or (None if args.no_ledger else estimate_time.mean_latency(results))
     prices = estimate_time.load_prices(args.prices) if args.prices else None
     print(
@@ -195,11 +195,11 @@ def _estimate(args: argparse.Namespace) -> int:
 
 def _local_server(args: argparse.Namespace) -> int:
     from memprobe.config.base import ConfigError
-    from memprobe.serving import local_server
+    from memprobe.serving import local_model, local_server
 
     try:
         local_server.run_foreground(local_server.config_from_files(args.configfile))
-    except (local_server.LocalModelError, ConfigError) as err:
+    except (local_model.LocalModelError, ConfigError) as err:
         raise ValueError(str(err)) from None
     return 0
 

@@ -193,7 +193,7 @@ except taxonomy.TaxonomyError as err:
 # (system, mode) pairs that apply: retrieve needs a system with search().
 if CFG.release.import_runs:
     # Imported runs (rules/release.smk): a mode applies where the release holds its records.
-    from memprobe.release import importer as release
+    from memprobe.release import layout as release
 
     PAIRS = release.pairs(CFG)
 else:

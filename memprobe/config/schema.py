@@ -142,7 +142,7 @@ class Users(Strict):
 
 
 class Release(Strict):
-    """Reading the authors' release (memprobe/release/importer.py, rules/release.smk,
+    """Reading the authors' release (memprobe/release/, rules/release.smk,
     config/release.yaml).
 
     ``users.source: release`` imports banks and tasks only (any system can then be run on the

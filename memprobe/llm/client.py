@@ -31,7 +31,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -53,11 +52,9 @@ from memprobe.llm.providers import (
     redact,
 )
 from memprobe.llm.rate_limit import RateLimiter
-from memprobe.llm.salvage import strip_fence
-from memprobe.spec.records import Metric, Recovery
-from memprobe.vocabulary import Stage
+from memprobe.llm.salvage import Exhausted, problem_of, strip_fence
 
-__all__ = ["LLM", "Exhausted", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
+__all__ = ["LLM", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -72,33 +69,6 @@ def _short(err: BaseException) -> str:
 
 
 ATTEMPT_STRIDE = 1000  # seed offset per job attempt: far above any sample index
-
-
-@dataclass
-class Exhausted:
-    """A structured chain whose re-asks were spent: what it got, for the stage's recovery.
-
-    ``replies``: every raw reply, in order; ``problem``: what was wrong with the last one.
-    """
-
-    role: str
-    where: str
-    problem: str
-    replies: list[str] = field(default_factory=list)
-
-    @property
-    def last(self) -> str:
-        return self.replies[-1] if self.replies else ""
-
-    def recovery(self, stage: Stage, action: str, touches: Iterable[Metric] = ()) -> Recovery:
-        """The record of the stand-in a stage used for this chain."""
-        return Recovery(
-            stage=stage,
-            where=self.where,
-            problem=self.problem,
-            action=action,
-            touches=list(touches),
-        )
 
 
 # Transient by HTTP semantics; every other 4xx fails the same way on a resend.
@@ -256,7 +226,7 @@ class LLM:
                     self._record(key, reply, 0.0, cached=False, reask=reask, status="invalid")
                     log.warning(
                         "role %s%s: invalid reply (%s); re-sampling %d/%d",
-                        self.role, where, _problem(err), invalid, self.resample_invalid,
+                        self.role, where, problem_of(err), invalid, self.resample_invalid,
                     )  # fmt: skip
                     continue
             if attempt >= self.max_attempts:
@@ -521,7 +491,7 @@ class LLM:
                 if check is not None:
                     check(value)
             except (json.JSONDecodeError, ValidationError, ValueError) as err:
-                problem = _problem(err)
+                problem = problem_of(err)
                 convo = [
                     *convo,
                     {"role": "assistant", "content": raw},
@@ -571,16 +541,6 @@ def _validator(schema: type[BaseModel]) -> Callable[[str], Any]:
 
 def _where(where: str) -> str:
     return f" ({where})" if where else ""
-
-
-def _problem(err: BaseException) -> str:
-    if isinstance(err, ValidationError):
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "reply"
-        return f"{loc}: {first['msg']}"
-    if isinstance(err, json.JSONDecodeError):
-        return f"not valid JSON ({err.msg})"
-    return str(err)
 
 
 def client_for(

@@ -15,8 +15,8 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
-from memprobe.llm.client import LLM, Exhausted
-from memprobe.llm.salvage import last_lenient
+from memprobe.llm.client import LLM
+from memprobe.llm.salvage import Exhausted, last_lenient
 from memprobe.protocol.leaks import leak_share
 from memprobe.spec.prompts import dialogue, render
 from memprobe.spec.records import (

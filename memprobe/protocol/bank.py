@@ -15,8 +15,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, WithJsonSchema, create_model
 
-from memprobe.llm.client import LLM, Exhausted
-from memprobe.llm.salvage import cut_at_sentence, cut_words, objects
+from memprobe.llm.client import LLM
+from memprobe.llm.salvage import Exhausted, cut_at_sentence, cut_words, objects
 from memprobe.protocol.leaks import content_words
 from memprobe.protocol.persona import persona_block
 from memprobe.spec.prompts import prompt_path, render

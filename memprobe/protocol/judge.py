@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
-from memprobe.llm.client import LLM, Exhausted
-from memprobe.llm.salvage import last_lenient
+from memprobe.llm.client import LLM
+from memprobe.llm.salvage import Exhausted, last_lenient
 from memprobe.protocol.slotfill import is_unknown
 from memprobe.spec.prompts import render
 from memprobe.spec.records import (

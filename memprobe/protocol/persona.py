@@ -12,8 +12,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, create_model
 
-from memprobe.llm.client import LLM, Exhausted
-from memprobe.llm.salvage import cut_at_sentence, last_lenient, objects
+from memprobe.llm.client import LLM
+from memprobe.llm.salvage import Exhausted, cut_at_sentence, last_lenient, objects
 from memprobe.spec.prompts import render
 from memprobe.spec.records import Location, Persona, Recovery
 

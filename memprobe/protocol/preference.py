@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, create_model
 
-from memprobe.llm.client import LLM, Exhausted
-from memprobe.llm.salvage import cut_at_sentence, objects
+from memprobe.llm.client import LLM
+from memprobe.llm.salvage import Exhausted, cut_at_sentence, objects
 from memprobe.spec.prompts import render
 from memprobe.spec.records import (
     Bank,

@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel, Field, create_model
 
 from memprobe.agents.base import HistoryTurn, MemorySystem
-from memprobe.llm.client import LLM, Exhausted
-from memprobe.llm.salvage import cut_at_sentence, json_value, last_lenient, strip_fence
+from memprobe.llm.client import LLM
+from memprobe.llm.salvage import Exhausted, cut_at_sentence, json_value, last_lenient, strip_fence
 from memprobe.protocol.bank import bank_block
 from memprobe.protocol.persona import persona_block
 from memprobe.spec.prompts import dialogue, render

@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memprobe.llm.client import LLM, Exhausted
-from memprobe.llm.salvage import last_lenient
+from memprobe.llm.client import LLM
+from memprobe.llm.salvage import Exhausted, last_lenient
 from memprobe.spec.prompts import render
 from memprobe.spec.records import (
     Bank,

@@ -13,8 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from memprobe.llm.client import LLM, Exhausted
+from memprobe.llm.client import LLM
 from memprobe.llm.salvage import (
+    Exhausted,
     cut_at_sentence,
     json_value,
     last_lenient,

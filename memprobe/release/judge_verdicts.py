@@ -29,7 +29,7 @@ def verdicts(release_dir: str | Path, users: set[int]) -> list[calibration.Ancho
     """Every non-"unknown" judged label of the listed users, over every run of the release,
     in a fixed order (run, user, bank order), as calibration pairs scored at the recorded
     level."""
-    from memprobe.release.importer import RawReconJudge
+    from memprobe.release.formats import RawReconJudge
 
     out_dir = Path(release_dir) / "output"
     runs = sorted(p for p in out_dir.glob("*/recon_judge") if not p.parent.name.startswith("_"))

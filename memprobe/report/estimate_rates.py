@@ -144,7 +144,7 @@ def priors(cfg: Config) -> Rates:
 
 def replayed_turns(cfg: Config, rates: Rates, recorded: str, counted: float | None) -> Rates:
     """``rollout.replay``: every system's turns per episode are the recorded run's, whatever
-    the system: ``counted`` in its files where the release is at hand (release.importer
+    the system: ``counted`` in its files where the release is at hand (release.layout
     ``recorded_turns``), else the prior of ``recorded``, the system whose run it is."""
     run = cfg.rollout.replay
     if not run:

@@ -34,7 +34,7 @@ from memprobe.config.base import endpoint_url
 from memprobe.llm.providers import LLMError
 from memprobe.registry.systems import Settings
 from memprobe.serving import served_process
-from memprobe.serving.local_server import model_cache_dir
+from memprobe.serving.local_model import model_cache_dir
 from memprobe.spec.records import write_atomic
 
 ENDPOINT_ENV = "MEMPROBE_MEMT_BASE_URL"  # a server started outside the job (wins over serve)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from memprobe.llm.client import Exhausted
+from memprobe.llm.salvage import Exhausted
 
 
 class RecordingLLM:

@@ -15,7 +15,8 @@ import pytest
 
 from memprobe.config.loading import load_config
 from memprobe.llm.cache import ResponseCache
-from memprobe.llm.client import ATTEMPT_STRIDE, Exhausted, LLMError, client_for, redact
+from memprobe.llm.client import ATTEMPT_STRIDE, LLMError, client_for, redact
+from memprobe.llm.salvage import Exhausted
 from memprobe.serving import served_process
 from memprobe.testing.memt_standin import StandIn
 from tests.helpers.endpoint import Drip

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from memprobe.llm.client import Exhausted
+from memprobe.llm.salvage import Exhausted
 from memprobe.protocol.judge import (
     JudgeReply,
     category_means,

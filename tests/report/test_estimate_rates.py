@@ -60,7 +60,7 @@ def test_observed_disclosure_counts_the_paid_questions_not_the_cached_ones(tmp_p
 
 # -- rollout.replay: the recorded run's conversations, no conversation calls ------------------
 def test_a_replay_pays_no_conversation_and_takes_the_recorded_turns():
-    from memprobe.release import importer
+    from memprobe.release import layout
     from tests.helpers.release_fixture import FIXTURE
 
     live = load_config(paper_like(users={"source": "release"}, release_dir=str(FIXTURE)))
@@ -103,16 +103,16 @@ def test_a_replay_pays_no_conversation_and_takes_the_recorded_turns():
             rollout={"replay": "longctx_full_pooled_50"},
         )
     )  # fmt: skip
-    assert importer.recorded_turns(small) == 36 / 24
+    assert layout.recorded_turns(small) == 36 / 24
     counted = estimate_rates.replayed_turns(
         small, estimate_rates.priors(small), "longctx_full", 36 / 24
     )
     assert set(counted.turns_per_episode.values()) == {36 / 24}
     assert "counted in longctx_full_pooled_50's recorded episodes" in counted.source
     # files not all at hand (more users than the fixture holds): the prior
-    assert importer.recorded_turns(cfg) is None
-    assert importer.recorded_system("memt_memonly_pooled_50") == "memt"
-    assert importer.recorded_system("longctx_full_pooled_50") == "longctx_full"
+    assert layout.recorded_turns(cfg) is None
+    assert layout.recorded_system("memt_memonly_pooled_50") == "memt"
+    assert layout.recorded_system("longctx_full_pooled_50") == "longctx_full"
     # a live run is left alone
     assert estimate_rates.replayed_turns(
         live, estimate_rates.priors(live), "x", 1.0

@@ -11,7 +11,7 @@ import pytest
 
 from memprobe.protocol import attribution
 from memprobe.protocol.judge import JudgeReply, ask_judge, judge_user, llm_grader
-from memprobe.release import importer as release
+from memprobe.release import importer, layout
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import RecordError
 from memprobe.spec.rubric import RUBRIC
@@ -79,15 +79,15 @@ def test_an_imported_score_off_the_rubric_is_refused(tmp_path):
     copy = tmp_path / "release"
     shutil.copytree(FIXTURE, copy)
     cfg = cfg_model(release_dir=str(copy))
-    lay = release.Layout(cfg)
+    lay = layout.Layout(cfg)
     path = lay.recon_judge("longctx_full", "retrieve", "user_001")
     raw = json.loads(path.read_text())
     raw["details"][1]["score"] = 0.3
     path.write_text(json.dumps(raw))
-    bank = release.bank(lay, "user_001", cfg.dims_per_category)
-    mem = release.memories(lay, "longctx_full", "user_001")
+    bank = importer.bank(lay, "user_001", cfg.dims_per_category)
+    mem = importer.memories(lay, "longctx_full", "user_001")
     with pytest.raises(RecordError, match=r"details\.1\.score: .*0\.0, 0\.25, 0\.5, 0\.75 or 1\.0"):
-        release.scores(lay, "longctx_full", "retrieve", "user_001", bank, mem)
+        importer.scores(lay, "longctx_full", "retrieve", "user_001", bank, mem)
 
 
 def test_the_levels_carry_the_releases_meanings():

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from memprobe.config.loading import load_config, set_dotted
 from memprobe.config.schema import Config, block_model
 from memprobe.registry import systems as registry
-from memprobe.serving import local_server
+from memprobe.serving import local_model
 from memprobe.spec.records import RecordError
 from memprobe.workflow import config_slices as cs
 from memprobe.workflow import shell_job, step
@@ -148,9 +148,9 @@ def test_local_model_identity_is_the_cache_identity_without_reading_the_model(
     def no_hashing(*_):
         raise AssertionError("the DAG load must not hash the model")
 
-    monkeypatch.setattr(local_server, "sha256_of", no_hashing)
+    monkeypatch.setattr(local_model, "sha256_of", no_hashing)
     cfg = load_config(full_config(backend="local", base_url=None))
-    pack = local_server.PACKS[cfg.llm.local.package].sha256
+    pack = local_model.PACKS[cfg.llm.local.package].sha256
     assert cs.role_identity(cfg, "judge")["endpoint"] == f"local-gguf:{pack}"
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF" + bytes(64))
