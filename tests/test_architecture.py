@@ -223,3 +223,15 @@ def test_the_length_check_sees_a_long_module(tmp_path):
     (tmp_path / "memprobe" / "big.py").write_text("x = 1\n" * 601)
     (tmp_path / "agents" / "small.py").write_text("x = 1\n" * 600)
     assert long_modules(tmp_path) == ["memprobe/big.py: 601 lines"]
+
+
+MAX_COMMON_SMK_LINES = 250  # input functions and declarations; the glue is in memprobe/workflow/
+
+
+def test_common_smk_holds_input_functions_and_declarations_only():
+    common = (ROOT / "rules" / "common.smk").read_text(encoding="utf-8")
+    assert len(common.splitlines()) <= MAX_COMMON_SMK_LINES
+    # The run's start and end are one call each (memprobe/workflow/lifecycle.py).
+    for hook in ("onstart", "onsuccess", "onerror"):
+        body = common.split(f"\n{hook}:\n", 1)[1].split("\n\n", 1)[0]
+        assert len([ln for ln in body.splitlines() if ln.strip()]) == 1, (hook, body)

@@ -65,7 +65,7 @@ class RateLimit(RateLimitValues):
     """per-role limits, for a role with its own `base_url`"""
     share: float = Field(default=1.0, gt=0, le=1)
     """this machine's share of every limit: 1 on one machine; the cluster executors set it
-    (rules/common.smk) so that the shares of all nodes add up to the limit"""
+    (memprobe/workflow/cluster.py) so that the shares of all nodes add up to the limit"""
     provider_signals: bool = True
     """slow down on the provider's `Retry-After` and `x-ratelimit-remaining-*` headers"""
     state_dir: str | None = None

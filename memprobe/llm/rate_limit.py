@@ -44,7 +44,8 @@ LOW_WATER = 0.1  # below this share of the limit left, pace what is left until t
 # exactly its rate would find the bucket a hair short.
 PACE_MARGIN = 1.1
 MAX_HOLD_S = 120.0  # never trust a signal to stop the run for longer than this at once
-# A cluster node's buckets, on its own disk: file locks do not hold over NFS (rules/common.smk).
+# A cluster node's buckets, on its own disk: file locks do not hold over NFS
+# (memprobe/workflow/cluster.py).
 NODE_STATE_DIR = "/tmp/memprobe-rate-limit"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 

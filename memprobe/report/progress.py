@@ -4,8 +4,8 @@ While a run goes, the Snakemake process prints one line every ``progress.interva
 of total, calls paid (and replayed from the cache) and tokens so far, money at
 ``progress.prices``, and the time left at the current rate, next to ``memprobe estimate``'s
 prediction for the same config (where the run goes to the tables); at the end the same line
-once more as the run's summary (``rules/common.smk``: onstart, onsuccess, onerror). The figures
-are the ledgers' own: each poll reads only the bytes appended since the last one.
+once more as the run's summary (memprobe/workflow/lifecycle.py: onstart, onsuccess, onerror).
+The figures are the ledgers' own: each poll reads only the bytes appended since the last one.
 """
 
 from __future__ import annotations
