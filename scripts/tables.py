@@ -3,7 +3,7 @@
 from memprobe.llm import ledger
 from memprobe.protocol import calibration
 from memprobe.report import figures, table_notes, tables
-from memprobe.spec import records, recovery_log, sheets, taxonomy
+from memprobe.spec import records, sheets, stand_in_log, taxonomy
 from memprobe.workflow import step
 
 
@@ -31,14 +31,14 @@ def judge_note(path, params) -> tuple[str | None, str]:
     return None, f"The judge passed calibration: {figures_}."
 
 
-def recovery_header(jobs: list[recovery_log.JobRecoveries]) -> str:
-    """The report's line on recovered replies (the run's last lines say the same)."""
-    counts = recovery_log.per_stage(jobs)
+def stand_in_header(jobs: list[stand_in_log.JobStandIns]) -> str:
+    """The report's line on the stand-ins (the run's last lines say the same)."""
+    counts = stand_in_log.per_stage(jobs)
     if not counts:
         return "Every LLM reply validated: no stand-in was needed (``recoveries.csv``)."
-    stages = recovery_log.stage_counts(counts)
+    stages = stand_in_log.stage_counts(counts)
     return (
-        f"**{sum(counts.values())} replies were recovered** after their re-asks ran out "
+        f"**{sum(counts.values())} replies were stand-ins** after their re-asks ran out "
         f"({stages}): each stand-in is listed in ``recoveries.csv`` and in its artifact, and "
         "every cell whose number rests on one names it in its ``_flags.csv``."
     )
@@ -55,15 +55,15 @@ def main(job: step.Job) -> None:
     # The judges of the sweep's k: the primary k's are the retrieve mode's own.
     judges |= {p: records.load(p, records.Judge) for p in i.sweep}
     note, header = judge_note(i.calibration, params)
-    recovered = recovery_log.read(params.recoveries)
+    stand_ins = stand_in_log.read(params.recoveries)
 
     def flagged(flags, df, metrics, columns=None, mode=None):
-        """A failed judge's note on the B cells, and on every cell the recovered replies that
+        """A failed judge's note on the B cells, and on every cell the stand-ins that
         moved the numbers it rests on."""
         keys = [c for c in table_notes.KEYS if c in df.columns]
         cols = columns or [c for c in df.columns if c not in keys]
         flags = tables.note_cells(flags, df, cols, note) if note else flags
-        return table_notes.recovery_flags(flags, df, recovered, metrics, mode)
+        return table_notes.stand_in_flags(flags, df, stand_ins, metrics, mode)
 
     # judge.cross_check: B cells where the offline judge disagrees with the run's judge.
     margin = cfg.judge.cross_check_margin
@@ -141,9 +141,9 @@ def main(job: step.Job) -> None:
         f"\n\n{n_bad} of {int(df['n_labels'].sum()) if len(df) else 0} slot-fill labels name "
         "their slot instead of filling it (``degenerate_labels.csv``)."
     )
-    df = table_notes.recoveries_table(recovered)
+    df = table_notes.stand_ins_table(stand_ins)
     write(o.recoveries, df)
-    header += "\n\n" + recovery_header(recovered)
+    header += "\n\n" + stand_in_header(stand_ins)
     if replayed:
         header += "\n\n" + tables.replay_header(replayed)
     records.write_atomic(o.report_header, f"MemProbe run\n============\n\n{header}\n")

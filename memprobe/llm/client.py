@@ -10,7 +10,7 @@
   transient garbage from an endpoint then converges to the reply a clean run would have got,
   while a model that keeps answering wrongly still gets told what was wrong.
 - When the re-asks are spent, ``json()`` hands what it got (:class:`Exhausted`) to the stage's
-  ``recover`` function, whose deterministic stand-in the stage records; without one it fails.
+  ``stand_in`` function, whose deterministic stand-in the stage records; without one it fails.
 - A job's ``attempt`` moves every request's seed (``seed + sample + ATTEMPT_STRIDE *
   attempt``): the attempt after a failed one draws new samples where nothing is cached, while
   whatever an earlier attempt got is replayed (a call looks up attempts ``attempt`` .. 0).
@@ -447,19 +447,19 @@ class LLM:
         check: Callable[[M], None] | None = None,
         sample: int = 0,
         where: str = "",
-        recover: Callable[[Exhausted], M] | None = None,
+        stand_in: Callable[[Exhausted], M] | None = None,
     ) -> M:
         """Ask for a reply validating against ``schema`` (and ``check``), re-asking on failure.
 
         The replies of a chain that succeeded stay cached, so a rerun replays the same chain.
-        When the re-asks are spent, ``recover`` (the stage's deterministic stand-in) gets what
-        the chain got and its value is returned; the chain stays cached, so a replay recovers
-        the same way. Without ``recover`` the chain's replies are dropped, so a rerun asks
+        When the re-asks are spent, ``stand_in`` (the stage's deterministic stand-in) gets what
+        the chain got and its value is returned; the chain stays cached, so a replay stands in
+        the same way. Without ``stand_in`` the chain's replies are dropped, so a rerun asks
         again instead of failing the same way for ever, and the call fails.
         """
         paid: Paid = []
         try:
-            return self._reask_chain(messages, schema, check, sample, where, paid, recover)
+            return self._reask_chain(messages, schema, check, sample, where, paid, stand_in)
         except Exception:
             # Failed however it ended (no valid reply, a cut reply, a rejected request, retries
             # spent): its earlier paid steps must not replay on the rerun.
@@ -476,7 +476,7 @@ class LLM:
         sample: int,
         where: str,
         paid: Paid,
-        recover: Callable[[Exhausted], M] | None,
+        stand_in: Callable[[Exhausted], M] | None,
     ) -> M:
         convo = list(messages)
         loc = _where(where)
@@ -504,17 +504,17 @@ class LLM:
                 continue
             return value
         secret = os.environ.get(self._api_key_env or "")
-        if recover is not None:
+        if stand_in is not None:
             spent.problem = problem
             log.warning(
                 "%s",
                 redact(
                     f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries "
-                    f"(last problem: {problem}); recovering deterministically",
+                    f"(last problem: {problem}); using the stage's stand-in",
                     secret,
                 ),
             )
-            return recover(spent)
+            return stand_in(spent)
         raise LLMError(
             redact(
                 f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries; "

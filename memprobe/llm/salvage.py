@@ -1,8 +1,8 @@
 """What a stage can still use of replies whose re-asks ran out (``Exhausted``).
 
 Deterministic, no call: the same replies always give the same stand-in, so a replay of a
-finished job recovers the same way. Each stage picks what fits its protocol meaning
-(docs/fidelity.md, "Recovered replies"); these are the parts they share.
+finished job stands in the same way. Each stage picks what fits its protocol meaning
+(docs/fidelity.md, "Stand-ins"); these are the parts they share.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from memprobe.spec.records import Metric, Recovery
+from memprobe.spec.records import Metric, StandIn
 from memprobe.vocabulary import Stage
 
 M = TypeVar("M", bound=BaseModel)
@@ -23,7 +23,7 @@ M = TypeVar("M", bound=BaseModel)
 
 @dataclass
 class Exhausted:
-    """A structured chain whose re-asks were spent: what it got, for the stage's recovery.
+    """A structured chain whose re-asks were spent: what it got, for the stage's stand-in.
 
     ``replies``: every raw reply, in order; ``problem``: what was wrong with the last one.
     """
@@ -37,9 +37,9 @@ class Exhausted:
     def last(self) -> str:
         return self.replies[-1] if self.replies else ""
 
-    def recovery(self, stage: Stage, action: str, touches: Iterable[Metric] = ()) -> Recovery:
+    def stand_in(self, stage: Stage, action: str, touches: Iterable[Metric] = ()) -> StandIn:
         """The record of the stand-in a stage used for this chain."""
-        return Recovery(
+        return StandIn(
             stage=stage,
             where=self.where,
             problem=self.problem,

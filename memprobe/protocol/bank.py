@@ -20,7 +20,7 @@ from memprobe.llm.salvage import Exhausted, cut_at_sentence, cut_words, objects
 from memprobe.protocol.leaks import content_words
 from memprobe.protocol.persona import persona_block
 from memprobe.spec.prompts import prompt_path, render
-from memprobe.spec.records import Bank, BankEntry, Persona, Recovery
+from memprobe.spec.records import Bank, BankEntry, Persona, StandIn
 from memprobe.spec.taxonomy import Dimension, Pool, check_counts
 from memprobe.vocabulary import CATEGORIES
 
@@ -139,7 +139,7 @@ def bank_stand_in(
     n: int,
     shown: list[Dimension],
     shorten: Callable[[dict[str, str]], tuple[str, str]],
-) -> tuple[list[dict[str, str]], Recovery]:
+) -> tuple[list[dict[str, str]], StandIn]:
     """n entries when the re-asks ran out. The latest reply's entries with a pool name come
     first (a short with a problem rewritten by ``shorten``: a dedicated call, else cut to 15
     words; an empty explanation replaced by the axis question it answers); missing ones are
@@ -174,7 +174,7 @@ def bank_stand_in(
                 "explanation": dim.axis,
             }
             notes.append(f"{dim.name}: the pool's first example value in place of a missing one")
-    return list(chosen.values()), spent.recovery("bank", "; ".join(notes) or "kept as given")
+    return list(chosen.values()), spent.stand_in("bank", "; ".join(notes) or "kept as given")
 
 
 def shorten_short(
@@ -206,7 +206,7 @@ def shorten_short(
         ShortReply,
         check=check,
         where=f"{where}, shorten {d['name']}",
-        recover=cut,
+        stand_in=cut,
     )
     return reply.short.strip(), how
 
@@ -224,7 +224,7 @@ def make_bank(
     shorten_prompt: str | None = None,
 ) -> Bank:
     entries: list[BankEntry] = []
-    recoveries: list[Recovery] = []
+    recoveries: list[StandIn] = []
     shorten_prompt = shorten_prompt or str(prompt_path("bank_shorten"))
     for cat in CATEGORIES:
         n = counts[cat]
@@ -273,9 +273,9 @@ def category_dims(
     llm: LLM,
     shorten_prompt: str,
     where: str,
-    recoveries: list[Recovery],
+    recoveries: list[StandIn],
 ) -> list[dict[str, str]]:
-    """One category's n picks (a recovery, when one was needed, goes to ``recoveries``)."""
+    """One category's n picks (a stand-in, when one was needed, goes to ``recoveries``)."""
     names = [d.name for d in shown]
     axes = {d.name: d.axis for d in shown}
     schema = bank_schema(names, n)
@@ -287,12 +287,12 @@ def category_dims(
         return shorten_short(d, axes[d["name"]], llm, shorten_prompt, where)
 
     def stand_in(spent: Exhausted) -> Any:
-        dims, recovery = bank_stand_in(spent, n, shown, shorten)
-        recoveries.append(recovery)
+        dims, note = bank_stand_in(spent, n, shown, shorten)
+        recoveries.append(note)
         return schema.model_validate({"dims": dims})
 
     # bank_schema's model is built at run time: its fields are known to pydantic only.
-    reply: Any = llm.json(messages, schema, check=check, where=where, recover=stand_in)
+    reply: Any = llm.json(messages, schema, check=check, where=where, stand_in=stand_in)
     return [d.model_dump() for d in reply.dims]
 
 

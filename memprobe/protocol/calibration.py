@@ -121,7 +121,7 @@ class Reply(BaseModel):
 
 
 def score_anchors(anchors: Anchors, grade: Grader) -> list[Reply]:
-    """Grade every pair exactly as the judge rule grades a label (a recovered reply, 0.0,
+    """Grade every pair exactly as the judge rule grades a label (a stand-in reply, 0.0,
     counts against the judge; the grader lists it)."""
     replies = grade([a.item() for a in anchors.items])
     return [
@@ -219,7 +219,7 @@ def stop_if_failed(cfg, pairs: Anchors, prompt: str, pool: str) -> None:
             job="judge_calibration/onstart",
         )
 
-    try:  # a recovered reply (0.0) counts against the judge; only the verdict is kept here
+    try:  # a stand-in reply (0.0) counts against the judge; only the verdict is kept here
         replies = score_anchors(pairs, judge_form.grader(cfg, llm, prompt, pool, []))
     except (LLMError, records.RecordError) as err:
         raise CalibrationError(f"judge calibration: {err}") from None

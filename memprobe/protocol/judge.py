@@ -23,9 +23,9 @@ from memprobe.spec.records import (
     Bank,
     Judge,
     JudgeEntry,
-    Recovery,
     SlotFill,
     SlotFillEntry,
+    StandIn,
 )
 from memprobe.spec.rubric import RUBRIC, Level
 from memprobe.vocabulary import CATEGORIES
@@ -40,16 +40,16 @@ class JudgeReply(BaseModel):
     score: Level
 
 
-def judge_stand_in(spent: Exhausted) -> tuple[JudgeReply, Recovery]:
+def judge_stand_in(spent: Exhausted) -> tuple[JudgeReply, StandIn]:
     """The judge's verdict when the re-asks ran out: the latest reply with its reason cut at a
     sentence end (its score stands), else 0.0, the rubric's score for a label it could not
     credit (the release's parse-failure score), marked as touching B."""
     fixed = last_lenient(spent.replies, JudgeReply)
     if fixed is not None:
         value, cut = fixed
-        return value, spent.recovery("judge", f"cut {', '.join(cut)}")
+        return value, spent.stand_in("judge", f"cut {', '.join(cut)}")
     reason = f"stand-in: no valid judge reply ({spent.problem})"[:500]
-    return JudgeReply(reason=reason, score=0.0), spent.recovery("judge", "score 0.0", ("B",))
+    return JudgeReply(reason=reason, score=0.0), spent.stand_in("judge", "score 0.0", ("B",))
 
 
 # -- judge -------------------------------------------------------------------------------
@@ -88,14 +88,14 @@ def ask_judge(
     truth: str,
     label: str,
     where: str,
-    recoveries: list[Recovery],
+    recoveries: list[StandIn],
 ) -> JudgeReply:
     """One judge call: the judge rule and the calibration ask exactly this way (a reply whose
-    re-asks ran out is recovered by ``judge_stand_in`` and listed in ``recoveries``)."""
+    re-asks ran out gets ``judge_stand_in``'s stand-in, listed in ``recoveries``)."""
 
     def stand_in(spent: Exhausted) -> JudgeReply:
-        reply, recovery = judge_stand_in(spent)
-        recoveries.append(recovery)
+        reply, note = judge_stand_in(spent)
+        recoveries.append(note)
         return reply
 
     messages = render(
@@ -107,16 +107,16 @@ def ask_judge(
         truth=truth,
         label=label,
     )
-    return llm.json(messages, JudgeReply, where=where, recover=stand_in)
+    return llm.json(messages, JudgeReply, where=where, stand_in=stand_in)
 
 
-def llm_grader(llm: LLM, prompt: str, recoveries: list[Recovery] | None = None) -> Grader:
+def llm_grader(llm: LLM, prompt: str, recoveries: list[StandIn] | None = None) -> Grader:
     """The LLM judge: one call per label (``llm.map`` runs them concurrently). A reply whose
-    re-asks ran out is recovered as ``ask_judge`` recovers it and listed in ``recoveries`` (when
+    re-asks ran out gets ``ask_judge``'s stand-in, listed in ``recoveries`` (when
     given), in the order of the items."""
 
     def grade(items: Sequence[JudgeItem]) -> list[JudgeReply]:
-        recovered: list[list[Recovery]] = [[] for _ in items]  # per item: map() uses threads
+        stand_ins: list[list[StandIn]] = [[] for _ in items]  # per item: map() uses threads
 
         def one(i: int) -> JudgeReply:
             it = items[i]
@@ -128,12 +128,12 @@ def llm_grader(llm: LLM, prompt: str, recoveries: list[Recovery] | None = None) 
                 truth=it.truth,
                 label=it.label,
                 where=it.where,
-                recoveries=recovered[i],
+                recoveries=stand_ins[i],
             )
 
         replies = llm.map(one, range(len(items)))
         if recoveries is not None:
-            recoveries.extend(r for each in recovered for r in each)
+            recoveries.extend(r for each in stand_ins for r in each)
         return replies
 
     return grade
@@ -173,13 +173,13 @@ def judge_user(
     judge_unknown: bool = False,
     degenerate_axes: dict[str, str] | None = None,
     second_opinion: Grader | None = None,
-    recoveries: list[Recovery] | None = None,
+    recoveries: list[StandIn] | None = None,
 ) -> Judge:
     """Score every slot-fill label with ``grade``. With ``degenerate_axes`` (dimension -> axis
     question; the ``judge.degenerate_as_unknown`` option) a degenerate label is scored as
     "unknown". ``second_opinion`` (``judge.cross_check``) also grades every label, each entry
     keeping its score beside the judge's. ``recoveries``: the list ``grade`` records its
-    recovered replies in (``llm_grader``), kept in the record."""
+    stand-ins in (``llm_grader``), kept in the record."""
     truth = {e.dimension: e for e in bank.entries}
 
     def item(s: SlotFillEntry) -> JudgeItem:
@@ -234,7 +234,7 @@ def judge_user(
 
 
 def judge_record(
-    slotfill: SlotFill, details: list[JudgeEntry], recoveries: list[Recovery] | None = None
+    slotfill: SlotFill, details: list[JudgeEntry], recoveries: list[StandIn] | None = None
 ) -> Judge:
     """The judge record of a slot-fill: its scored entries and their category means."""
     per, overall = category_means(details)

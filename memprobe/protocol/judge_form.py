@@ -13,7 +13,7 @@ from memprobe.config.schema import Config
 from memprobe.llm.client import LLM
 from memprobe.protocol import judge
 from memprobe.spec import taxonomy
-from memprobe.spec.records import Recovery
+from memprobe.spec.records import StandIn
 
 
 def offline(cfg: Config, pool: str | None) -> judge.Grader:
@@ -32,10 +32,10 @@ def grader(
     llm: Callable[[], LLM],
     prompt: str | None,
     pool: str | None,
-    recoveries: list[Recovery],
+    recoveries: list[StandIn],
 ) -> judge.Grader:
     """The configured judge; ``llm`` builds the judge role's client (only ``form: llm``), whose
-    recovered replies go to ``recoveries`` (the offline judge has none)."""
+    stand-ins go to ``recoveries`` (the offline judge has none)."""
     if cfg.judge.form == "scorer":
         return offline(cfg, pool)
     if prompt is None:

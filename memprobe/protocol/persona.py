@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, create_model
 from memprobe.llm.client import LLM
 from memprobe.llm.salvage import Exhausted, cut_at_sentence, last_lenient, objects
 from memprobe.spec.prompts import render
-from memprobe.spec.records import Location, Persona, Recovery
+from memprobe.spec.records import Location, Persona, StandIn
 
 VALUES = ("positive", "negative", "neutral")
 
@@ -142,14 +142,14 @@ def narrative_schema(n_stories: int) -> type[BaseModel]:
     )
 
 
-def narrative_stand_in(spent: Exhausted, n_stories: int) -> tuple[dict[str, Any], Recovery]:
+def narrative_stand_in(spent: Exhausted, n_stories: int) -> tuple[dict[str, Any], StandIn]:
     """The narrative when the re-asks ran out: the latest reply with over-long texts cut at a
     sentence end; failing that, the latest JSON reply's usable fields, the rest left empty
     (a thinner person, never an invented one)."""
     fixed = last_lenient(spent.replies, narrative_schema(n_stories))
     if fixed is not None:
         value, cut = fixed
-        return value.model_dump(), spent.recovery("persona", f"cut {', '.join(cut)}")
+        return value.model_dump(), spent.stand_in("persona", f"cut {', '.join(cut)}")
     obj = next(objects(spent.replies), {})
 
     def texts(key: str, limit: int, most: int) -> list[str]:
@@ -168,7 +168,7 @@ def narrative_stand_in(spent: Exhausted, n_stories: int) -> tuple[dict[str, Any]
     action = "kept the usable narrative fields of the latest reply" + (
         f"; left empty: {', '.join(empty)}" if empty else ""
     )
-    return fields, spent.recovery("persona", action)
+    return fields, spent.stand_in("persona", action)
 
 
 def make_persona(seed: int, user_id: str, llm: LLM, prompt: str) -> Persona:
@@ -187,15 +187,15 @@ def make_persona(seed: int, user_id: str, llm: LLM, prompt: str) -> Persona:
         n_stories=n_stories,
     )
     schema = narrative_schema(n_stories)
-    recoveries: list[Recovery] = []
+    recoveries: list[StandIn] = []
 
     def stand_in(spent: Exhausted) -> BaseModel:
-        fields, recovery = narrative_stand_in(spent, n_stories)
-        recoveries.append(recovery)
+        fields, note = narrative_stand_in(spent, n_stories)
+        recoveries.append(note)
         return schema.model_construct(**fields)  # a thinner narrative than the schema asks
 
     # A model built at run time (narrative_schema): its fields are known to pydantic only.
-    story: Any = llm.json(messages, schema, where=f"user {user_id}, persona", recover=stand_in)
+    story: Any = llm.json(messages, schema, where=f"user {user_id}, persona", stand_in=stand_in)
     return Persona(
         **attrs,
         values=story.values.strip(),

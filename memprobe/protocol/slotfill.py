@@ -22,10 +22,10 @@ from memprobe.spec.prompts import render
 from memprobe.spec.records import (
     Bank,
     Metric,
-    Recovery,
     Retrieved,
     SlotFill,
     SlotFillEntry,
+    StandIn,
 )
 
 log = logging.getLogger("memprobe")
@@ -40,7 +40,7 @@ class SlotReply(BaseModel):
     reason: str = Field(default="", max_length=500)
 
 
-def slot_stand_in(spent: Exhausted) -> tuple[SlotReply, Recovery]:
+def slot_stand_in(spent: Exhausted) -> tuple[SlotReply, StandIn]:
     """The slot-fill answer when the re-asks ran out: the latest reply with over-long fields
     cut at a sentence end, else "unknown" with the reason (the protocol's answer for no
     usable evidence; the judge scores it 0). A cut label or a stand-in "unknown" may score
@@ -49,9 +49,9 @@ def slot_stand_in(spent: Exhausted) -> tuple[SlotReply, Recovery]:
     if fixed is not None:
         value, cut = fixed
         touches: list[Metric] = ["B"] if "label" in cut else []
-        return value, spent.recovery("slotfill", f"cut {', '.join(cut)}", touches)
+        return value, spent.stand_in("slotfill", f"cut {', '.join(cut)}", touches)
     reason = f"stand-in: no valid slot-fill reply ({spent.problem})"[:500]
-    return SlotReply(label=UNKNOWN, reason=reason), spent.recovery("slotfill", "unknown", ("B",))
+    return SlotReply(label=UNKNOWN, reason=reason), spent.stand_in("slotfill", "unknown", ("B",))
 
 
 def serialize(items: list[dict[str, Any]]) -> str:
@@ -142,12 +142,12 @@ def slotfill_user(
     tokens = count_tokens(store_text) if mode == "dump_all" else 0
     over = mode == "dump_all" and tokens > budget
 
-    recovered: dict[str, list[Recovery]] = {}  # per dimension: map() runs them in threads
+    stand_ins: dict[str, list[StandIn]] = {}  # per dimension: map() runs them in threads
 
     def ask(category: str, dimension: str, memory_text: str, where: str) -> SlotReply:
         def stand_in(spent: Exhausted) -> SlotReply:
-            reply, recovery = slot_stand_in(spent)
-            recovered.setdefault(dimension, []).append(recovery)
+            reply, note = slot_stand_in(spent)
+            stand_ins.setdefault(dimension, []).append(note)
             return reply
 
         return llm.json(
@@ -160,7 +160,7 @@ def slotfill_user(
             ),
             SlotReply,
             where=where,
-            recover=stand_in,
+            stand_in=stand_in,
         )
 
     def one(e) -> SlotFillEntry:
@@ -232,5 +232,5 @@ def slotfill_user(
         overflow_strategy=overflow if over else None,  # type: ignore[arg-type]
         memory_tokens=tokens,
         entries=entries,
-        recoveries=[r for e in bank.entries for r in recovered.get(e.dimension, [])],
+        recoveries=[r for e in bank.entries for r in stand_ins.get(e.dimension, [])],
     )

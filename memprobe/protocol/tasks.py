@@ -30,7 +30,7 @@ from memprobe.spec.records import (
     BankEntry,
     CriticVerdict,
     Persona,
-    Recovery,
+    StandIn,
     Task,
     Tasks,
 )
@@ -60,36 +60,36 @@ class CriticReply(BaseModel):
 GENERIC_TASK = "Could you help me think something through?"
 
 
-def draft_stand_in(spent: Exhausted, stage: Stage) -> tuple[TaskDraft | None, Recovery]:
+def draft_stand_in(spent: Exhausted, stage: Stage) -> tuple[TaskDraft | None, StandIn]:
     """A writer's or editor's draft when the re-asks ran out: the latest reply with over-long
     fields cut at a sentence end, else the latest reply's text as the request (a model that
     answered in prose, or nested its answer); None when no reply holds any text."""
     fixed = last_lenient(spent.replies, TaskDraft)
     if fixed is not None:
         value, cut = fixed
-        return value, spent.recovery(stage, f"cut {', '.join(cut)}")
+        return value, spent.stand_in(stage, f"cut {', '.join(cut)}")
     parsed = json_value(spent.last)
     text = longest_text(parsed) if parsed is not None else strip_fence(spent.last)
     text = cut_at_sentence(text, MAX_TASK_CHARS)
     if text:
-        return TaskDraft(task=text), spent.recovery(stage, "the latest reply's text as the task")
-    return None, spent.recovery(stage, "no usable text")
+        return TaskDraft(task=text), spent.stand_in(stage, "the latest reply's text as the task")
+    return None, spent.stand_in(stage, "no usable text")
 
 
 def critic_stand_in(
     spent: Exhausted, task: str, short: str, threshold: float
-) -> tuple[CriticReply, Recovery]:
+) -> tuple[CriticReply, StandIn]:
     """The critic's verdict when the re-asks ran out: the latest reply with over-long fields
     cut, else the deterministic leak check's (fishing over ``tasks.leak_threshold``)."""
     fixed = last_lenient(spent.replies, CriticReply)
     if fixed is not None:
         value, cut = fixed
-        return value, spent.recovery("critic", f"cut {', '.join(cut)}")
+        return value, spent.stand_in("critic", f"cut {', '.join(cut)}")
     share = leak_share(task, short)
     verdict: Literal["neutral", "fishing"] = "fishing" if share > threshold else "neutral"
     why = f"stand-in: {share:.2f} of the target's content words are in the request"
     action = f"verdict {verdict} from the leak check ({share:.2f}, threshold {threshold:g})"
-    return CriticReply(inferred_trait="", verdict=verdict, why=why), spent.recovery(
+    return CriticReply(inferred_trait="", verdict=verdict, why=why), spent.stand_in(
         "critic", action
     )
 
@@ -111,40 +111,40 @@ def make_task(
     max_edits: int,
     leak_threshold: float,
     hints: dict[str, str],
-    recoveries: list[Recovery] | None = None,
+    recoveries: list[StandIn] | None = None,
 ) -> Task:
     """Write one task, then criticise and edit it until neutral or ``max_edits`` is spent.
 
     ``verdicts[i]`` judges version i; ``revisions`` holds every replaced version in order, so
     the final ``task`` is version ``len(revisions)``. The release edited once without a new
     critique; the paper (App. D) asks for the loop, which we keep. A reply whose re-asks ran
-    out is recovered (``draft_stand_in``, ``critic_stand_in``) and listed in ``recoveries``;
-    an edit that cannot be recovered keeps the version it was asked to edit and ends the loop.
+    out gets a stand-in (``draft_stand_in``, ``critic_stand_in``), listed in ``recoveries``;
+    an edit without a usable stand-in keeps the version it was asked to edit and ends the loop.
     """
-    recovered = recoveries if recoveries is not None else []
+    stand_ins = recoveries if recoveries is not None else []
     edit_failed = False
 
     def write_stand_in(spent: Exhausted) -> TaskDraft:
-        draft, recovery = draft_stand_in(spent, "task_writer")
+        draft, note = draft_stand_in(spent, "task_writer")
         if draft is None:
             draft = TaskDraft(task=GENERIC_TASK)
-            recovery.action = "a generic opening request (no reply held any text)"
-        recovered.append(recovery)
+            note.action = "a generic opening request (no reply held any text)"
+        stand_ins.append(note)
         return draft
 
     def edit_stand_in(spent: Exhausted) -> TaskDraft:
         nonlocal edit_failed
-        draft, recovery = draft_stand_in(spent, "editor")
+        draft, note = draft_stand_in(spent, "editor")
         if draft is None:
             edit_failed = True
             draft = TaskDraft(task=text, rationale=rationale)
-            recovery.action = "kept the unedited request and stopped editing (no usable text)"
-        recovered.append(recovery)
+            note.action = "kept the unedited request and stopped editing (no usable text)"
+        stand_ins.append(note)
         return draft
 
-    def critic_recover(spent: Exhausted) -> CriticReply:
-        reply, recovery = critic_stand_in(spent, text, entry.short, leak_threshold)
-        recovered.append(recovery)
+    def stand_in_critic(spent: Exhausted) -> CriticReply:
+        reply, note = critic_stand_in(spent, text, entry.short, leak_threshold)
+        stand_ins.append(note)
         return reply
 
     where = f"user {persona.user_id}, task {index} ({entry.dimension})"
@@ -165,7 +165,7 @@ def make_task(
         ),
         TaskDraft,
         where=where,
-        recover=write_stand_in,
+        stand_in=write_stand_in,
     )
     text, rationale = draft.task.strip(), draft.rationale.strip()
     verdicts: list[CriticVerdict] = []
@@ -177,7 +177,7 @@ def make_task(
             render(prompts["critic"], category=entry.category, task=text),
             CriticReply,
             where=f"{where}, critic round {len(verdicts) + 1}",
-            recover=critic_recover,
+            stand_in=stand_in_critic,
         )
         verdicts.append(
             CriticVerdict(verdict=crit.verdict, inferred_trait=crit.inferred_trait, why=crit.why)
@@ -204,7 +204,7 @@ def make_task(
             ),
             TaskDraft,
             where=f"{where}, edit {len(revisions) + 1}",
-            recover=edit_stand_in,
+            stand_in=edit_stand_in,
         )
         if edit_failed:
             status = "fishing_budget_spent"
@@ -240,7 +240,7 @@ def make_tasks(
     """One task per bank entry, in bank order (sequential: each sees the earlier scenes)."""
     hints = hints if hints is not None else load_guides(HINTS_FILE)
     tasks: list[Task] = []
-    recoveries: list[Recovery] = []
+    recoveries: list[StandIn] = []
     for i, entry in enumerate(bank.entries, start=1):
         tasks.append(
             make_task(

@@ -13,7 +13,7 @@ import pandas as pd
 
 from memprobe.report.tables import SHORT, frame, mean_std, number_cell, pair_rows
 from memprobe.spec.records import Judge
-from memprobe.spec.recovery_log import JobRecoveries
+from memprobe.spec.stand_in_log import JobStandIns
 from memprobe.vocabulary import CATEGORIES
 
 # -- judge.cross_check: the offline judge beside an LLM judge -----------------------------
@@ -79,16 +79,16 @@ def cross_check_notes(df: pd.DataFrame, margin: float) -> dict[tuple[str, str, s
     }
 
 
-# -- recovered replies (memprobe/spec/recovery_log.py) -------------------------------------
-RECOVERY_COLUMNS = ["stage", "job", "attempt", "where", "problem", "action", "touches"]
+# -- stand-ins for invalid replies (memprobe/spec/stand_in_log.py) -------------------------
+STAND_IN_COLUMNS = ["stage", "job", "attempt", "where", "problem", "action", "touches"]
 KEYS = ("system", "mode", "category")
-# What a cell rests on: the metrics a recovery's stand-in may have moved, and the mode its
+# What a cell rests on: the metrics a stand-in may have moved, and the mode its
 # column belongs to (None: the row's mode, or every mode).
 CellMetrics = Callable[[str], tuple[frozenset[str], str | None]]
 
 
-def recoveries_table(jobs: list[JobRecoveries]) -> pd.DataFrame:
-    """Every recovered reply of the run's jobs, one row each."""
+def stand_ins_table(jobs: list[JobStandIns]) -> pd.DataFrame:
+    """Every stand-in of the run's jobs, one row each."""
     rows = [
         {
             "stage": r.stage,
@@ -102,13 +102,13 @@ def recoveries_table(jobs: list[JobRecoveries]) -> pd.DataFrame:
         for j in jobs
         for r in j.recoveries
     ]
-    return frame(rows, RECOVERY_COLUMNS, ints=["attempt"])
+    return frame(rows, STAND_IN_COLUMNS, ints=["attempt"])
 
 
-def recovery_note(
-    jobs: list[JobRecoveries], system: str, mode: str | None, metrics: frozenset[str]
+def stand_in_note(
+    jobs: list[JobStandIns], system: str, mode: str | None, metrics: frozenset[str]
 ) -> str:
-    """The flag of a (system, mode) cell resting on ``metrics``: the recovered replies of
+    """The flag of a (system, mode) cell resting on ``metrics``: the stand-ins of
     per-user jobs of that system and mode (a job without the wildcard: every system or mode)
     whose stand-in touched one of them; "" when none did. The sweep's jobs feed only the
     top-k sweep, which has no flags."""
@@ -120,9 +120,7 @@ def recovery_note(
         if w.get("system", system) != system or (mode and w.get("mode", mode) != mode):
             continue
         counts.update(r.stage for r in j.recoveries if metrics & set(r.touches))
-    return (
-        ("recovered replies: " + ", ".join(f"{s} {n}" for s, n in counts.items())) if counts else ""
-    )
+    return ("stand-ins: " + ", ".join(f"{s} {n}" for s, n in counts.items())) if counts else ""
 
 
 def table2_metrics(column: str) -> tuple[frozenset[str], str | None]:
@@ -141,14 +139,14 @@ def attribution_metrics(column: str) -> tuple[frozenset[str], str | None]:
     return frozenset({"B", "attribution"}), None
 
 
-def recovery_flags(
+def stand_in_flags(
     flags: pd.DataFrame,
     df: pd.DataFrame,
-    jobs: list[JobRecoveries],
+    jobs: list[JobStandIns],
     metrics: CellMetrics,
     mode: str | None = None,
 ) -> pd.DataFrame:
-    """Add to each non-empty value cell the recovered replies it rests on (``recovery_note``);
+    """Add to each non-empty value cell the stand-ins it rests on (``stand_in_note``);
     ``mode``: the mode of rows that have none (Table 13 counts dump_all)."""
     out = flags.copy()
     for i, row in df.iterrows():
@@ -157,7 +155,7 @@ def recovery_flags(
             if c in KEYS or not wanted or pd.isna(row[c]):
                 continue
             row_mode = row["mode"] if "mode" in df.columns else (col_mode or mode)
-            note = recovery_note(jobs, row["system"], row_mode, wanted)
+            note = stand_in_note(jobs, row["system"], row_mode, wanted)
             if note:
                 out.at[i, c] = f"{out.at[i, c]}; {note}" if out.at[i, c] else note
     return out

@@ -24,7 +24,7 @@ from memprobe.config.schema import Config
 from memprobe.llm.providers import ProviderError, backend
 from memprobe.registry import systems as registry
 from memprobe.serving import embed_service
-from memprobe.spec import recovery_log
+from memprobe.spec import stand_in_log
 from memprobe.spec.records import RecordError
 from memprobe.workflow import cluster, preflight, servers, step
 from memprobe.workflow.dag_load import stop
@@ -153,16 +153,16 @@ class Run:
 
 
 def stand_in_lines(workflow: Any, ledgers: list[str]) -> list[str]:
-    """The run's closing lines on its stand-ins (memprobe/spec/recovery_log.py): those of the
+    """The run's closing lines on its stand-ins (memprobe/spec/stand_in_log.py): those of the
     jobs behind this invocation's targets, run now or earlier; ``ledgers``: the default
     target's, where there is no DAG (a dry or aborted run)."""
     try:
         usage = [j.log.usage for j in workflow.dag.jobs if "usage" in j.log.keys()]
     except AttributeError:
         usage = ledgers
-    files = [recovery_log.path_for(Path(p)) for p in usage]
+    files = [stand_in_log.path_for(Path(p)) for p in usage]
     try:
-        jobs = recovery_log.read(files)
+        jobs = stand_in_log.read(files)
     except RecordError as err:
-        return [f"memprobe: recovered replies: {err}"]
-    return recovery_log.summary_lines(jobs, recovery_log.listed_in(files))
+        return [f"memprobe: stand-ins: {err}"]
+    return stand_in_log.summary_lines(jobs, stand_in_log.listed_in(files))

@@ -71,7 +71,7 @@ def build_user(base_url: str, tmp_path: Path, seed: int, user_id: str = "user_00
     return p, bank
 
 
-# -- jobs whose replies never validate: each stage's recovery, recorded --------------------
+# -- jobs whose replies never validate: each stage's stand-in, recorded --------------------
 # max_reasks 1, resample_invalid 0: a reply and one re-ask, then the stage's stand-in.
 
 
@@ -95,7 +95,7 @@ def test_check_bank_dims_accepts_a_good_reply():
     check_bank_dims(GOOD["dims"], SKILLS, 2, "skill_memory")
 
 
-def test_bank_recovers_by_reasking(scripted, tmp_path):
+def test_bank_is_valid_after_a_re_ask(scripted, tmp_path):
     # Every bad reply breaks the enum/count the request's schema carries; the endpoint sends
     # them anyway, so our validation must catch each and re-ask with the reason.
     ep, seen = scripted({"generator": [MADE_UP, DUPLICATE, WRONG_COUNT, LONG_SHORT, GOOD]})

@@ -195,7 +195,7 @@ def test_calibration_job_past_its_re_asks_scores_zero_and_lists_each_anchor(
     scripted, tmp_path, monkeypatch
 ):
     # Every judge reply breaks its schema (0.6 is not a rubric level): each anchor is
-    # recovered as the judge rule recovers a label (0.0), which counts against the judge.
+    # stood in for as the judge rule stands in for a label (0.0), which counts against the judge.
     ep, _ = scripted({"judge": {"else": {"reason": "close", "score": 0.6}}})
     job = ScriptJob(
         tmp_path, monkeypatch, "judge_calibration", ep.base_url, max_reasks=1, resample_invalid=0

@@ -19,7 +19,7 @@ from memprobe.spec.records import (
 from tests.helpers.jobs import ScriptJob
 from tests.helpers.protocol import SPENT, USER, stage_clients
 
-# -- jobs whose replies never validate: each stage's recovery, recorded --------------------
+# -- jobs whose replies never validate: each stage's stand-in, recorded --------------------
 # max_reasks 1, resample_invalid 0: a reply and one re-ask, then the stage's stand-in.
 
 

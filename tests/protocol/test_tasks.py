@@ -82,7 +82,7 @@ def run_tasks(ep, tmp_path, max_edits):
     )
 
 
-# -- jobs whose replies never validate: each stage's recovery, recorded --------------------
+# -- jobs whose replies never validate: each stage's stand-in, recorded --------------------
 # max_reasks 1, resample_invalid 0: a reply and one re-ask, then the stage's stand-in.
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pandas as pd
 
 from memprobe.report import table_notes, tables
-from memprobe.spec.records import Recovery
-from memprobe.spec.recovery_log import JobRecoveries
+from memprobe.spec.records import StandIn
+from memprobe.spec.stand_in_log import JobStandIns
 from tests.helpers.tables import close, entry_of, judge_of, row
 
 
-def recovered(rule: str, stage: str, touches: list[str], **wildcards) -> JobRecoveries:
-    r = Recovery(stage=stage, where="w", problem="p", action="a", touches=touches)
-    return JobRecoveries(job=f"{rule}/x", rule=rule, wildcards=wildcards, recoveries=[r])
+def stood_in(rule: str, stage: str, touches: list[str], **wildcards) -> JobStandIns:
+    r = StandIn(stage=stage, where="w", problem="p", action="a", touches=touches)
+    return JobStandIns(job=f"{rule}/x", rule=rule, wildcards=wildcards, recoveries=[r])
 
 
 def test_degenerate_labels_hand_counts():
@@ -54,14 +54,14 @@ def test_degenerate_labels_hand_counts():
     assert empty["n_labels"] == 0 and empty["degenerate"] == 0 and pd.isna(empty["share"])
 
 
-def test_recovered_replies_flag_the_cells_whose_numbers_rest_on_them():
+def test_stand_ins_flag_the_cells_whose_numbers_rest_on_them():
     jobs = [
-        recovered("judge", "judge", ["B"], system="amem", user="u1", mode="retrieve"),
-        recovered("rollout", "simulator", ["A", "C"], system="mem0", user="u1"),
-        recovered("rollout", "simulator", [], system="amem", user="u1"),  # a cut text only
-        recovered("preference", "preference", ["D"], system="amem", user="u2"),
-        recovered("judge_sweep", "judge", ["B"], system="amem", user="u1", k="10"),
-        recovered("judge_calibration", "judge", ["B"]),  # not a per-user number
+        stood_in("judge", "judge", ["B"], system="amem", user="u1", mode="retrieve"),
+        stood_in("rollout", "simulator", ["A", "C"], system="mem0", user="u1"),
+        stood_in("rollout", "simulator", [], system="amem", user="u1"),  # a cut text only
+        stood_in("preference", "preference", ["D"], system="amem", user="u2"),
+        stood_in("judge_sweep", "judge", ["B"], system="amem", user="u1", k="10"),
+        stood_in("judge_calibration", "judge", ["B"]),  # not a per-user number
     ]
     df = pd.DataFrame(
         {
@@ -74,37 +74,37 @@ def test_recovered_replies_flag_the_cells_whose_numbers_rest_on_them():
         }
     )
     empty = pd.DataFrame({"system": df["system"], **{c: [""] * 2 for c in df.columns[1:]}})
-    out = table_notes.recovery_flags(empty, df, jobs, table_notes.table2_metrics)
+    out = table_notes.stand_in_flags(empty, df, jobs, table_notes.table2_metrics)
     assert out.to_dict("records") == [
         {
             "system": "amem",
             "A": "",
-            "D_mean": "recovered replies: preference 1",
+            "D_mean": "stand-ins: preference 1",
             "C_mean": "",
             "B_dump_all_mean": "",
-            "B_retrieve_mean": "recovered replies: judge 1",
+            "B_retrieve_mean": "stand-ins: judge 1",
         },
         {
             "system": "mem0",
-            "A": "recovered replies: simulator 1",
+            "A": "stand-ins: simulator 1",
             "D_mean": "",  # an empty cell stays empty
-            "C_mean": "recovered replies: simulator 1",
+            "C_mean": "stand-ins: simulator 1",
             "B_dump_all_mean": "",
             "B_retrieve_mean": "",
         },
     ]
-    # An oracle recovery (no system, no mode) moves every attribution row.
-    oracle = [recovered("oracle", "oracle", ["attribution"], user="u1")]
+    # An oracle's stand-in (no system, no mode) moves every attribution row.
+    oracle = [stood_in("oracle", "oracle", ["attribution"], user="u1")]
     counts = pd.DataFrame({"system": ["amem"], "mode": ["dump_all"], "task": [2]})
     flags = pd.DataFrame({"system": ["amem"], "mode": ["dump_all"], "task": [tables.DAGGER]})
-    out = table_notes.recovery_flags(flags, counts, oracle, table_notes.attribution_metrics)
-    assert out.at[0, "task"] == f"{tables.DAGGER}; recovered replies: oracle 1"
+    out = table_notes.stand_in_flags(flags, counts, oracle, table_notes.attribution_metrics)
+    assert out.at[0, "task"] == f"{tables.DAGGER}; stand-ins: oracle 1"
 
 
 def test_the_recoveries_table_lists_every_stand_in():
-    jobs = [recovered("judge", "judge", ["B"], system="amem", user="u1", mode="retrieve")]
-    df = table_notes.recoveries_table(jobs)
-    assert list(df.columns) == table_notes.RECOVERY_COLUMNS
+    jobs = [stood_in("judge", "judge", ["B"], system="amem", user="u1", mode="retrieve")]
+    df = table_notes.stand_ins_table(jobs)
+    assert list(df.columns) == table_notes.STAND_IN_COLUMNS
     assert df.to_dict("records") == [
         {
             "stage": "judge",

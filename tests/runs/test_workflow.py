@@ -195,9 +195,7 @@ def test_memories_json_and_search_cli_agree(endpoint, workflow_factory):
         )
 
 
-def test_recovered_replies_end_the_run_listed_and_flag_the_cells_they_touch(
-    scripted, workflow_factory
-):
+def test_stand_ins_end_the_run_listed_and_flag_the_cells_they_touch(scripted, workflow_factory):
     # Every slot-fill reply breaks its schema (no label): each is recovered as "unknown".
     ep, seen = scripted({"slotfill": {"else": {"reason": "no label given"}}})
     cfg = tiny_config(ep.base_url)
@@ -210,17 +208,15 @@ def test_recovered_replies_end_the_run_listed_and_flag_the_cells_they_touch(
     assert len(listed) == len(seen["slotfill"])  # one per call: no re-ask
     assert {r["touches"] for r in listed} == {"B"}
     last = proc.stderr.strip().splitlines()
-    line = next(x for x in last if "recovered repl" in x)
-    assert (
-        f"memprobe: {len(listed)} recovered replies" in line and f"slotfill {len(listed)}" in line
-    )
+    line = next(x for x in last if "stand-in" in x)
+    assert f"memprobe: {len(listed)} stand-ins" in line and f"slotfill {len(listed)}" in line
     folders = line.split("listed in ", 1)[1].rstrip(")").split(", ")
     assert all((wf.root / f).is_dir() for f in folders), line  # where the files really are
     # longctx_full's B cells rest on them; nomem never called the slot-filler.
     flags = {r["system"]: r for r in csv.DictReader(open(results / "table2_flags.csv"))}
-    assert "recovered replies: slotfill" in flags["longctx_full"]["B_dump_all_mean"]
-    assert "recovered replies" not in flags["nomem"]["B_dump_all_mean"]
-    assert "recovered replies" not in flags["longctx_full"]["A"]
+    assert "stand-ins: slotfill" in flags["longctx_full"]["B_dump_all_mean"]
+    assert "stand-ins" not in flags["nomem"]["B_dump_all_mean"]
+    assert "stand-ins" not in flags["longctx_full"]["A"]
     assert "replies were recovered" in (results / "report_header.rst").read_text()
 
 

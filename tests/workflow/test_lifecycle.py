@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from memprobe.config.loading import load_config
-from memprobe.spec import recovery_log
-from memprobe.spec.records import Recovery
+from memprobe.spec import stand_in_log
+from memprobe.spec.records import StandIn
 from memprobe.workflow import lifecycle, paths
 from tests.helpers.workflow import tiny_config
 
@@ -65,14 +65,14 @@ def test_a_run_that_calls_an_endpoint_stops_before_its_first_job_in_one_line(tmp
 
 def test_the_last_lines_name_the_stand_ins_of_the_run_s_jobs(tmp_path, capsys):
     ledger = tmp_path / "usage" / "judge" / "nomem_user_001_dump_all.csv"
-    record = recovery_log.JobRecoveries(
+    record = stand_in_log.JobStandIns(
         job="judge/nomem_user_001_dump_all",
         rule="judge",
         wildcards={"system": "nomem", "user": "user_001", "mode": "dump_all"},
         attempt=0,
-        recoveries=[Recovery(stage="judge", where="w", problem="p", action="score 0.0")],
+        recoveries=[StandIn(stage="judge", where="w", problem="p", action="score 0.0")],
     )
-    recovery_log.write(recovery_log.path_for(ledger), record)
+    stand_in_log.write(stand_in_log.path_for(ledger), record)
     no_dag = SimpleNamespace()  # a dry or aborted run: the default target's ledgers
     lines = lifecycle.stand_in_lines(no_dag, [str(ledger)])
     assert lines and "judge" in lines[0]
