@@ -257,6 +257,14 @@ def _config_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def configfile_option(command: argparse.ArgumentParser, text: str) -> None:
+    """``--configfile`` as Snakemake takes it: several files after one flag, or the flag
+    repeated; every file counts, in the order given (a later one wins key by key)."""
+    command.add_argument(
+        "--configfile", nargs="+", action="extend", default=[], help=f"{text} (repeatable)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memprobe", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -272,9 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     where = s.add_mutually_exclusive_group(required=True)
     where.add_argument("--store", help="a rollout's store: results/SYSTEM/USER/store")
     where.add_argument("--memories", help="a longctx_full memories.json (ours or the release's)")
-    s.add_argument(
-        "--configfile", nargs="+", default=[], help="the run's config file(s), for --store"
-    )
+    configfile_option(s, "the run's config file(s), for --store")
     s.add_argument("--k", type=int, default=5, help="items per query")
     group = s.add_mutually_exclusive_group(required=True)
     group.add_argument("--query", help="one query")
@@ -286,7 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     f.add_argument("--host", default="127.0.0.1", help="address to listen on")
     f.add_argument("--port", type=int, default=8765, help="port (0: a free one, printed)")
-    f.add_argument("--script", help="JSON file of pinned replies per schema name")
+    f.add_argument(
+        "--script",
+        help="JSON file of pinned replies: {role: [reply, ...]} in order, or {role: {when: "
+        "[[[text, ...], reply], ...], else: reply}} by what the request says (docs/testing.md, "
+        '"The fake endpoint")',
+    )
     f.add_argument(
         "--faults",
         help="seeded fault injection, e.g. 'all=0.2,seed=1,hold_s=3,retry_after=1' or "
@@ -316,13 +327,14 @@ def main(argv: list[str] | None = None) -> int:
         help="calls, tokens, money and hours of a run, before it starts",
         **defaults,
     )
+    configfile_option(e, "config file(s) layered on config/config.yaml, as the Snakefile does")
     e.add_argument(
-        "--configfile",
+        "--config",
         nargs="+",
-        default=[],
-        help="config file(s) layered on config/config.yaml, as the Snakefile does",
+        action="extend",
+        metavar="KEY=VALUE",
+        help="overrides, e.g. top_k=10 (repeatable)",
     )
-    e.add_argument("--config", nargs="+", metavar="KEY=VALUE", help="overrides, e.g. top_k=10")
     e.add_argument(
         "--ledger", help="an earlier run's folder (default: this config's, results/<run.name>)"
     )
@@ -338,9 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     e.set_defaults(fn=_estimate)
 
     loc = sub.add_parser("local-server", help="serve the local GGUF model until Ctrl-C", **defaults)
-    loc.add_argument(
-        "--configfile", nargs="+", default=[], help="config file(s) layered on config/config.yaml"
-    )
+    configfile_option(loc, "config file(s) layered on config/config.yaml")
     loc.set_defaults(fn=_local_server)
 
     aud = sub.add_parser("audit", help="human audit of the LLM's labels").add_subparsers(
@@ -350,9 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--n", type=int, required=True, help="items per label type")
     a.add_argument("--seed", type=int, default=0, help="sampling seed")
     a.add_argument("--name", required=True, help="the sample's folder: <run folder>/audit/NAME")
-    a.add_argument(
-        "--configfile", nargs="+", default=[], help="the run's config file(s), as for snakemake"
-    )
+    configfile_option(a, "the run's config file(s), as for snakemake")
     a.add_argument("--results", help="the run's folder (default: the config's, results/<run.name>)")
     a.set_defaults(fn=_audit_sample)
 
@@ -379,9 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     j.add_argument("rule", help="the rule, e.g. judge")
     j.add_argument("wildcards", nargs="*", help="the job's wildcards, e.g. user=user_001")
-    j.add_argument(
-        "--configfile", nargs="+", default=[], help="config file(s), as given to snakemake"
-    )
+    configfile_option(j, "config file(s), as given to snakemake")
     j.set_defaults(fn=_job)
 
     c = sub.add_parser(

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from memprobe.workflow import compat
+from memprobe.workflow import compat, step
 
 SCRIPT = re.compile(r"(?:^|\s)(scripts/\S+\.py)(?:\s|$)")
 
@@ -131,12 +131,17 @@ def run(job: Any) -> None:
         init = {"snakemake": mock(job)}
     else:
         raise JobError(f"rule {rule.name}: runs no script")
-    saved = sys.argv
+    saved, by_hand = sys.argv, os.environ.get(step.BY_HAND_ENV)
     sys.argv = argv
+    os.environ[step.BY_HAND_ENV] = "1"  # its ledger keeps the run's bill (step.Job)
     try:
         runpy.run_path(script, init_globals=init, run_name="__main__")
     finally:
         sys.argv = saved
+        if by_hand is None:
+            os.environ.pop(step.BY_HAND_ENV, None)
+        else:
+            os.environ[step.BY_HAND_ENV] = by_hand
 
 
 def mock(job: Any) -> SimpleNamespace:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from memprobe.config.base import ConfigError
 from memprobe.config.schema import Config
+from memprobe.llm import ledger
 from memprobe.llm.client import ATTEMPT_STRIDE, LLM, LLMError, client_for
 from memprobe.spec import stand_in_log
 from memprobe.spec.prompts import PromptError
@@ -35,6 +36,7 @@ from memprobe.workflow.shell_job import run_config
 if TYPE_CHECKING:
     from memprobe.agents.base import MemorySystem
 
+BY_HAND_ENV = "MEMPROBE_JOB_BY_HAND"  # set by memprobe job (memprobe/workflow/job.py)
 KNOWN_ERRORS = (ConfigError, LLMError, RecordError, PromptError, TaxonomyError, ValueError)
 log = logging.getLogger("memprobe")
 
@@ -69,6 +71,9 @@ class Job:
         self.attempt = attempts.current(*self._attempt_key) if self.roles else 0
         # Stand-ins that no JSON output lists (a script whose outputs are tables).
         self.stand_ins: list[StandIn] = []
+        # Run by hand (memprobe job): the rows and keys of the bill it started from.
+        self.by_hand = os.environ.get(BY_HAND_ENV) == "1"
+        self.billed: tuple[int, set[str]] | None = None
 
     @property
     def _attempt_key(self) -> tuple[str, str, int, str]:
@@ -135,8 +140,18 @@ class Job:
         the rerun only replays them. Its copy (``.last``) is carried into this attempt's
         pending ledger when the job is the same one (same params and inputs); a job rerun
         because something changed starts a new bill.
+
+        A job run by hand (``memprobe job``) starts from the run's bill as it stands, its
+        declared ledger, which nobody deleted: what it replays of that bill is not added to it
+        again (``finish``), so the estimate's rates count each of the job's calls once.
         """
         pending, last = self.pending_ledger, self.last_ledger
+        if self.by_hand and pending and self.ledger_path and self.ledger_path.exists():
+            if not pending.exists():
+                shutil.copyfile(self.ledger_path, pending)
+        if self.by_hand and pending and pending.exists():
+            rows = ledger.read_rows([pending])
+            self.billed = (len(rows), {r.get("key", "") for r in rows} - {""})
         if pending is None or last is None or not last.exists():
             return
         sig = last.with_name(last.name + ".sig")
@@ -152,7 +167,7 @@ class Job:
         return path.with_name(path.name + ".last") if path else None
 
     def begin(self) -> None:
-        """Drop the recoveries an earlier run of this job recorded; say which attempt this is."""
+        """Drop the stand-ins an earlier run of this job recorded; say which attempt this is."""
         if self.stand_ins_path is not None:
             self.stand_ins_path.unlink(missing_ok=True)
         if self.attempt:
@@ -165,7 +180,7 @@ class Job:
             )
 
     def output_stand_ins(self) -> list[StandIn]:
-        """The recoveries the job's JSON outputs list (records.HasStandIns), in output order."""
+        """The stand-ins the job's JSON outputs list (records.HasStandIns), in output order."""
         found: list[StandIn] = []
         for path in map(Path, self.output):
             if path.suffix != ".json" or not path.is_file():
@@ -176,7 +191,7 @@ class Job:
         return found
 
     def finish(self) -> None:
-        """The job succeeded: its recoveries are written for the run's last lines, and its
+        """The job succeeded: its stand-ins are written for the run's last lines, and its
         pending calls become its declared ledger."""
         if self.stand_ins_path is not None:
             record = stand_in_log.JobStandIns(
@@ -188,6 +203,14 @@ class Job:
             )
             stand_in_log.write(self.stand_ins_path, record)
         pending, last = self.pending_ledger, self.last_ledger
+        if self.billed is not None and pending and pending.exists():
+            # By hand: the rows after the bill it started from, less its replays of that bill.
+            held, keys = self.billed
+            rows = ledger.read_rows([pending])
+            kept = rows[:held] + [
+                r for r in rows[held:] if r.get("cached") != "true" or r.get("key") not in keys
+            ]
+            ledger.write_rows(pending, kept)
         if self.ledger_path and pending and last and pending.exists():
             shutil.copyfile(pending, last)
             last.with_name(last.name + ".sig").write_text(self.signature)

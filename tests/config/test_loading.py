@@ -188,3 +188,15 @@ def test_the_config_validated_at_dag_load_is_the_config_the_jobs_read(workflow_f
         for f in (wf.root / WORKFLOW_CONFIG, wf.config_path, over)
     ]
     assert load_config(jobs) == load_layers(layers)
+
+
+def test_the_smoke_config_takes_another_port_from_the_command_line():
+    """tests/configs/tiny.yaml and the README: `--config 'llm={base_url: ...}'` changes the
+    endpoint only (Snakemake merges the mapping into the file's llm block)."""
+    tiny = yaml.safe_load((ROOT / "tests" / "configs" / "tiny.yaml").read_text())
+    base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cli = {"llm": yaml.safe_load('{base_url: "http://127.0.0.1:9000/v1"}')}
+    cfg = load_layers([("config/config.yaml", base), ("tiny.yaml", tiny), ("--config", cli)])
+    assert cfg.llm.base_url == "http://127.0.0.1:9000/v1"
+    assert cfg.llm.backend == tiny["llm"]["backend"] and cfg.run.name == "smoke"
+    assert "--port 9000" in (ROOT / "README.md").read_text()
