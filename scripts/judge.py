@@ -21,7 +21,7 @@ def main(job: step.Job) -> None:
         if pool and settings.degenerate_as_unknown
         else None,
         second_opinion=judge_form.second_opinion(job.cfg, pool),
-        recoveries=stand_ins,
+        stand_ins=stand_ins,
     )
     records.write_atomic(job.output[0], result)
 

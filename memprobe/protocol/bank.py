@@ -224,7 +224,7 @@ def make_bank(
     shorten_prompt: str | None = None,
 ) -> Bank:
     entries: list[BankEntry] = []
-    recoveries: list[StandIn] = []
+    stand_ins: list[StandIn] = []
     shorten_prompt = shorten_prompt or str(prompt_path("bank_shorten"))
     for cat in CATEGORIES:
         n = counts[cat]
@@ -252,7 +252,7 @@ def make_bank(
             pool=pool_text,
         )
         where = f"user {persona.user_id}, bank {cat}"
-        dims = category_dims(messages, cat, n, shown, llm, shorten_prompt, where, recoveries)
+        dims = category_dims(messages, cat, n, shown, llm, shorten_prompt, where, stand_ins)
         entries += [
             BankEntry(
                 category=cat,
@@ -262,7 +262,7 @@ def make_bank(
             )
             for d in dims
         ]
-    return Bank(user_id=persona.user_id, entries=entries, recoveries=recoveries)
+    return Bank(user_id=persona.user_id, entries=entries, recoveries=stand_ins)
 
 
 def category_dims(
@@ -273,9 +273,9 @@ def category_dims(
     llm: LLM,
     shorten_prompt: str,
     where: str,
-    recoveries: list[StandIn],
+    stand_ins: list[StandIn],
 ) -> list[dict[str, str]]:
-    """One category's n picks (a stand-in, when one was needed, goes to ``recoveries``)."""
+    """One category's n picks (a stand-in, when one was needed, goes to ``stand_ins``)."""
     names = [d.name for d in shown]
     axes = {d.name: d.axis for d in shown}
     schema = bank_schema(names, n)
@@ -288,7 +288,7 @@ def category_dims(
 
     def stand_in(spent: Exhausted) -> Any:
         dims, note = bank_stand_in(spent, n, shown, shorten)
-        recoveries.append(note)
+        stand_ins.append(note)
         return schema.model_validate({"dims": dims})
 
     # bank_schema's model is built at run time: its fields are known to pydantic only.

@@ -88,14 +88,14 @@ def ask_judge(
     truth: str,
     label: str,
     where: str,
-    recoveries: list[StandIn],
+    stand_ins: list[StandIn],
 ) -> JudgeReply:
     """One judge call: the judge rule and the calibration ask exactly this way (a reply whose
-    re-asks ran out gets ``judge_stand_in``'s stand-in, listed in ``recoveries``)."""
+    re-asks ran out gets ``judge_stand_in``'s stand-in, listed in ``stand_ins``)."""
 
     def stand_in(spent: Exhausted) -> JudgeReply:
         reply, note = judge_stand_in(spent)
-        recoveries.append(note)
+        stand_ins.append(note)
         return reply
 
     messages = render(
@@ -110,13 +110,13 @@ def ask_judge(
     return llm.json(messages, JudgeReply, where=where, stand_in=stand_in)
 
 
-def llm_grader(llm: LLM, prompt: str, recoveries: list[StandIn] | None = None) -> Grader:
+def llm_grader(llm: LLM, prompt: str, stand_ins: list[StandIn] | None = None) -> Grader:
     """The LLM judge: one call per label (``llm.map`` runs them concurrently). A reply whose
-    re-asks ran out gets ``ask_judge``'s stand-in, listed in ``recoveries`` (when
+    re-asks ran out gets ``ask_judge``'s stand-in, listed in ``stand_ins`` (when
     given), in the order of the items."""
 
     def grade(items: Sequence[JudgeItem]) -> list[JudgeReply]:
-        stand_ins: list[list[StandIn]] = [[] for _ in items]  # per item: map() uses threads
+        per_item: list[list[StandIn]] = [[] for _ in items]  # per item: map() uses threads
 
         def one(i: int) -> JudgeReply:
             it = items[i]
@@ -128,12 +128,12 @@ def llm_grader(llm: LLM, prompt: str, recoveries: list[StandIn] | None = None) -
                 truth=it.truth,
                 label=it.label,
                 where=it.where,
-                recoveries=stand_ins[i],
+                stand_ins=per_item[i],
             )
 
         replies = llm.map(one, range(len(items)))
-        if recoveries is not None:
-            recoveries.extend(r for each in stand_ins for r in each)
+        if stand_ins is not None:
+            stand_ins.extend(r for each in per_item for r in each)
         return replies
 
     return grade
@@ -173,12 +173,12 @@ def judge_user(
     judge_unknown: bool = False,
     degenerate_axes: dict[str, str] | None = None,
     second_opinion: Grader | None = None,
-    recoveries: list[StandIn] | None = None,
+    stand_ins: list[StandIn] | None = None,
 ) -> Judge:
     """Score every slot-fill label with ``grade``. With ``degenerate_axes`` (dimension -> axis
     question; the ``judge.degenerate_as_unknown`` option) a degenerate label is scored as
     "unknown". ``second_opinion`` (``judge.cross_check``) also grades every label, each entry
-    keeping its score beside the judge's. ``recoveries``: the list ``grade`` records its
+    keeping its score beside the judge's. ``stand_ins``: the list ``grade`` records its
     stand-ins in (``llm_grader``), kept in the record."""
     truth = {e.dimension: e for e in bank.entries}
 
@@ -230,11 +230,11 @@ def judge_user(
         )
         for s, (score, reason), second in zip(slotfill.entries, verdicts, seconds, strict=True)
     ]
-    return judge_record(slotfill, details, recoveries)
+    return judge_record(slotfill, details, stand_ins)
 
 
 def judge_record(
-    slotfill: SlotFill, details: list[JudgeEntry], recoveries: list[StandIn] | None = None
+    slotfill: SlotFill, details: list[JudgeEntry], stand_ins: list[StandIn] | None = None
 ) -> Judge:
     """The judge record of a slot-fill: its scored entries and their category means."""
     per, overall = category_means(details)
@@ -247,5 +247,5 @@ def judge_record(
         per_category=per,
         overall=overall,
         details=details,
-        recoveries=recoveries or [],
+        recoveries=stand_ins or [],
     )

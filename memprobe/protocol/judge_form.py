@@ -32,15 +32,15 @@ def grader(
     llm: Callable[[], LLM],
     prompt: str | None,
     pool: str | None,
-    recoveries: list[StandIn],
+    stand_ins: list[StandIn],
 ) -> judge.Grader:
     """The configured judge; ``llm`` builds the judge role's client (only ``form: llm``), whose
-    stand-ins go to ``recoveries`` (the offline judge has none)."""
+    stand-ins go to ``stand_ins`` (the offline judge has none)."""
     if cfg.judge.form == "scorer":
         return offline(cfg, pool)
     if prompt is None:
         raise ValueError("an LLM judge needs its prompt file (no prompt input)")
-    return judge.llm_grader(llm(), prompt, recoveries)
+    return judge.llm_grader(llm(), prompt, stand_ins)
 
 
 def second_opinion(cfg: Config, pool: str | None) -> judge.Grader | None:

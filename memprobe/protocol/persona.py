@@ -187,11 +187,11 @@ def make_persona(seed: int, user_id: str, llm: LLM, prompt: str) -> Persona:
         n_stories=n_stories,
     )
     schema = narrative_schema(n_stories)
-    recoveries: list[StandIn] = []
+    stand_ins: list[StandIn] = []
 
     def stand_in(spent: Exhausted) -> BaseModel:
         fields, note = narrative_stand_in(spent, n_stories)
-        recoveries.append(note)
+        stand_ins.append(note)
         return schema.model_construct(**fields)  # a thinner narrative than the schema asks
 
     # A model built at run time (narrative_schema): its fields are known to pydantic only.
@@ -203,7 +203,7 @@ def make_persona(seed: int, user_id: str, llm: LLM, prompt: str) -> Persona:
         attitude=story.attitude.strip(),
         stories=[s.strip() for s in story.stories],
         interests=[i.strip() for i in story.interests],
-        recoveries=recoveries,
+        recoveries=stand_ins,
     )
 
 

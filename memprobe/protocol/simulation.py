@@ -108,7 +108,7 @@ def simulate_user(
     turn: int,
     where: str,
     max_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
-    recoveries: list[StandIn] | None = None,
+    stand_ins: list[StandIn] | None = None,
 ) -> SimulatorReply:
     messages = render(
         prompt,
@@ -123,8 +123,8 @@ def simulate_user(
 
     def stand_in(spent: Exhausted) -> SimulatorReply:
         reply, note = simulator_stand_in(spent, max_chars)
-        if recoveries is not None:
-            recoveries.append(note)
+        if stand_ins is not None:
+            stand_ins.append(note)
         return reply
 
     return llm.json(messages, reply_schema(max_chars), where=where, stand_in=stand_in)
@@ -141,7 +141,7 @@ def run_episode(
     target_dimension: str,
     max_turns: int,
     max_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
-    recoveries: list[StandIn] | None = None,
+    stand_ins: list[StandIn] | None = None,
 ) -> Episode:
     history: list[HistoryTurn] = []
     turns: list[Turn] = []
@@ -160,7 +160,7 @@ def run_episode(
             turn,
             where,
             max_chars,
-            recoveries,
+            stand_ins,
         )
         turns.append(
             Turn(
@@ -198,7 +198,7 @@ def rollout(
 ) -> Episodes:
     system.reset(persona.user_id)
     episodes: list[Episode] = []
-    recoveries: list[StandIn] = []
+    stand_ins: list[StandIn] = []
     n = len(tasks.tasks)
     for t in tasks.tasks:
         ep = run_episode(
@@ -212,7 +212,7 @@ def rollout(
             t.target_dimension,
             max_turns,
             max_chars,
-            recoveries,
+            stand_ins,
         )
         episodes.append(ep)
         log.info(
@@ -226,7 +226,7 @@ def rollout(
             len(system.get_all_memories()),
         )
     return Episodes(
-        user_id=persona.user_id, system=system.name, episodes=episodes, recoveries=recoveries
+        user_id=persona.user_id, system=system.name, episodes=episodes, recoveries=stand_ins
     )
 
 

@@ -111,17 +111,18 @@ def make_task(
     max_edits: int,
     leak_threshold: float,
     hints: dict[str, str],
-    recoveries: list[StandIn] | None = None,
+    stand_ins: list[StandIn] | None = None,
 ) -> Task:
     """Write one task, then criticise and edit it until neutral or ``max_edits`` is spent.
 
     ``verdicts[i]`` judges version i; ``revisions`` holds every replaced version in order, so
     the final ``task`` is version ``len(revisions)``. The release edited once without a new
     critique; the paper (App. D) asks for the loop, which we keep. A reply whose re-asks ran
-    out gets a stand-in (``draft_stand_in``, ``critic_stand_in``), listed in ``recoveries``;
+    out gets a stand-in (``draft_stand_in``, ``critic_stand_in``), listed in ``stand_ins``;
     an edit without a usable stand-in keeps the version it was asked to edit and ends the loop.
     """
-    stand_ins = recoveries if recoveries is not None else []
+    if stand_ins is None:
+        stand_ins = []
     edit_failed = False
 
     def write_stand_in(spent: Exhausted) -> TaskDraft:
@@ -240,7 +241,7 @@ def make_tasks(
     """One task per bank entry, in bank order (sequential: each sees the earlier scenes)."""
     hints = hints if hints is not None else load_guides(HINTS_FILE)
     tasks: list[Task] = []
-    recoveries: list[StandIn] = []
+    stand_ins: list[StandIn] = []
     for i, entry in enumerate(bank.entries, start=1):
         tasks.append(
             make_task(
@@ -254,7 +255,7 @@ def make_tasks(
                 max_edits,
                 leak_threshold,
                 hints,
-                recoveries,
+                stand_ins,
             )
         )
         log.info("tasks %s: %d/%d done", persona.user_id, i, len(bank.entries))
@@ -269,4 +270,4 @@ def make_tasks(
         report.edited,
         report.budget_spent,
     )
-    return Tasks(user_id=persona.user_id, tasks=tasks, leak=report, recoveries=recoveries)
+    return Tasks(user_id=persona.user_id, tasks=tasks, leak=report, recoveries=stand_ins)

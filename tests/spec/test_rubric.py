@@ -42,7 +42,7 @@ def test_the_judge_prompt_shows_the_rubric_scale(monkeypatch):
         truth="t",
         label="l",
         where="",
-        recoveries=[],
+        stand_ins=[],
     )
     text = llm.prompt_text(0)
     assert "1.0 = IDENTICAL: SAME-FACT." in text
