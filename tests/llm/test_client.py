@@ -89,7 +89,7 @@ def test_spent_re_asks_go_to_the_stage_s_stand_in_whose_replay_is_the_same(
     assert len(rec.bodies) == 2 and len(seen) == 2 and seen[1].replies == spent.replies
 
 
-def test_a_failed_chain_without_a_recovery_is_dropped_from_the_cache(recorder_factory, tmp_path):
+def test_a_failed_chain_without_a_stand_in_is_dropped_from_the_cache(recorder_factory, tmp_path):
     rec = recorder_factory(["nope", "still nope", '{"verdict": "ok", "score": 1}'])
     msgs = [{"role": "user", "content": "hi"}]
     llm = make_llm(rec.base_url, tmp_path, max_reasks=1, resample_invalid=0)
