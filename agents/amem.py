@@ -33,7 +33,7 @@ from typing import Any, Literal
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
 from pydantic import BaseModel, Field, create_model
 
-from memprobe.config import WriterSettings
+from memprobe.config.schema import WriterSettings
 from memprobe.registry.systems import CostPriors, Settings, declare
 from memprobe.spec.prompts import render
 from memprobe.spec.records import write_atomic

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
-from memprobe.config import Config
+from memprobe.config.schema import Config
 from memprobe.llm.client import LLM
 from memprobe.registry.systems import SystemSpec
 from memprobe.spec.prompts import dialogue, prompt_path, render

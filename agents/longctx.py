@@ -37,6 +37,7 @@ class LongContextSettings(Settings):
     embeds=True,
     settings=LongContextSettings,
     reads=("compat.longctx_drop_final_reply",),
+    dump_is_store=True,  # its notes are exactly its memories.json (load_dump)
     priors=CostPriors(
         table5_m=(238.12, 4.82),
         turns_per_user=77.7,

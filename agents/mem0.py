@@ -37,12 +37,12 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
 from pydantic import BaseModel, Field
 
-from memprobe.config import WriterSettings
+from memprobe.config.schema import Config, WriterSettings
 from memprobe.llm.client import LLM
 from memprobe.registry.systems import CostPriors, Settings, declare
 
@@ -225,6 +225,23 @@ class Mem0Settings(Settings):
     hybrid_search: bool = False
     """mem0's BM25 + entity boost (its models must be installed; checked before any job)"""
 
+    @property
+    def hosted_embedder(self) -> bool:
+        """Whether it embeds through the writer's endpoint and key, not the packaged MiniLM."""
+        return self.embedder != "minilm"
+
+
+def _preflight(cfg: Config, local_files: bool) -> list[str]:
+    """Hybrid search needs spaCy and fastembed models that would download mid-run."""
+    own = cast(Mem0Settings, cfg.system_settings.mem0)
+    missing = hybrid_models_missing() if own.hybrid_search else []
+    if not missing:
+        return []
+    return [
+        f"system_settings.mem0.hybrid_search: needs {', '.join(missing)} installed locally "
+        "(nothing is downloaded mid-run); install them or set it to false"
+    ]
+
 
 @declare(
     "mem0",
@@ -232,6 +249,7 @@ class Mem0Settings(Settings):
     llm_writer=True,
     embeds=True,  # embedder minilm (the default); with openai the run's server goes unused
     settings=Mem0Settings,
+    preflight=_preflight,
     recall_changes_store=False,  # search only
     priors=CostPriors(
         table5_m=(88.16, 3.99),
@@ -300,7 +318,7 @@ class Mem0(MemorySystem):
         memory = Memory(config)
         memory.llm.writer = self.writer
         memory.llm.where = f"user {self.user_id}, mem0 extraction"
-        if own.embedder == "openai":
+        if own.hosted_embedder:
             assert self.writer is not None, "checked by _embedder"
             memory.embedding_model.client = self.writer.embedder(own.embedder_model)
             memory.embedding_model.where = f"user {self.user_id}, mem0 embedding"
@@ -311,11 +329,11 @@ class Mem0(MemorySystem):
 
     def _dims(self) -> int:
         own = self.config.system_settings.mem0
-        return own.embedder_dims if own.embedder == "openai" else MINILM_DIMS
+        return own.embedder_dims if own.hosted_embedder else MINILM_DIMS
 
     def _embedder_name(self) -> str:
         own = self.config.system_settings.mem0
-        return own.embedder_model if own.embedder == "openai" else "all-MiniLM-L6-v2"
+        return own.embedder_model if own.hosted_embedder else "all-MiniLM-L6-v2"
 
     def _embedder(self, config_cls):
         own = self.config.system_settings.mem0

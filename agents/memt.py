@@ -3,25 +3,25 @@
 Mem-T is a trained memory-operation policy served behind an OpenAI-compatible endpoint (vLLM).
 It answers in text with ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks;
 we parse them and execute the operations on a small on-disk vector store with five collections
-(turns, facts, experiences, personas, summary).
+(turns, facts, experiences, personas, summary). Its settings are ``system_settings.memt``
+(``MemTSettings`` below; the keys named here are its keys).
 
 - Order within a user turn, as in the protocol: retrieve for the incoming message, reply,
   then write that message (``end_turn``); the episode's final message is written by
   ``end_episode``.
 - Write, per user turn: the raw turn goes to ``turns``; one *formation* call (create_fact,
-  create_experience, update_persona, update_summary; no max_tokens cap unless
-  ``memt.max_tokens`` sets one, since a cut reply loses its last tool calls); then per
-  fact/experience candidate the most similar stored items and one *update* call (add_item,
-  update_item, delete_item, ignore_item).
+  create_experience, update_persona, update_summary; no max_tokens cap unless ``max_tokens``
+  sets one, since a cut reply loses its last tool calls); then per fact/experience candidate
+  the most similar stored items and one *update* call (add_item, update_item, delete_item,
+  ignore_item).
 - Read: a ReAct loop (search_summary/facts/experiences/personas/turns, finish) within
-  ``memt.max_tool_steps``; each tool result goes back in the ``memt_tool_result`` prompt file,
-  a step without a tool call gets ``memt_nudge``; ``memt.stop_at_tool_call`` ends each request
-  at the closing tag (the release's stop sequence), and ``memt.observation_sources`` shows
-  with each item the source turns this search has not shown yet (as the release's tool results
-  did). ``search(query, k)`` returns the top-k
-  distinct surfaced items ranked by cosine similarity to the query; the release's discovery
-  order (scores None) is ``compat.memt_discovery_order``. Raw turns are never returned by
-  search (as in the release).
+  ``max_tool_steps``; each tool result goes back in the ``memt_tool_result`` prompt file, a
+  step without a tool call gets ``memt_nudge``; ``stop_at_tool_call`` ends each request at the
+  closing tag (the release's stop sequence), and ``observation_sources`` shows with each item
+  the source turns this search has not shown yet (as the release's tool results did).
+  ``search(query, k)`` returns the top-k distinct surfaced items ranked by cosine similarity
+  to the query; the release's discovery order (scores None) is ``compat.memt_discovery_order``.
+  Raw turns are never returned by search (as in the release).
 - A malformed tool call (bad JSON, unknown tool, missing arguments, unknown id) is counted in
   ``meta()["stats"]`` and skipped; it never fails the rollout.
 - The assistant reply stays on the shared reply role (the paper's ``memt_memonly``).
@@ -30,208 +30,152 @@ The prompts (prompts/memt_*.md) are our own wording of Mem-T's tool protocol, no
 prompts Mem-T-4B was trained with; to run it with those, put them in these prompt files (the
 tool-result wrapper and the nudge included).
 
-Where Mem-T's pieces are: its settings, the ``memt`` config block (``MemT`` in
-memprobe/config.py, docs/configuration.md); its policy's client, ``policy_client`` below; the
-vLLM server a memt job starts (memprobe/serving/vllm_server.py, env ``envs/vllm.yaml``); what
-the run checks before the first job (``memt.serve``: memprobe/workflow/preflight.py); the
-stand-in policy that tests and dry runs serve (memprobe/testing/memt_standin.py); the
-release's memt runs as our records (memprobe/release/importer.py); its GPU placement
-(``Resources`` below, docs/cluster.md).
+Where Mem-T's pieces are: its settings and what the run checks of them (``MemTSettings``,
+``_check``, ``_preflight`` below; docs/configuration.md); its policy's client,
+``policy_client`` below (built by ``client_for`` like every role's); the vLLM server a memt
+job starts (memprobe/serving/vllm_server.py, env ``envs/vllm.yaml``); the stand-in policy
+that tests and dry runs serve (memprobe/testing/memt_standin.py); the release's memt runs as
+our records (memprobe/release/importer.py); its GPU placement (``Resources`` below,
+docs/cluster.md).
 
 The store as the release built it (docs/release-format.md §2.7), switch by switch:
 each fact/experience document repeats its source turns after ``SOURCE_SEP``; persona and
-summary documents do too with ``memt.profile_sources: turns`` (``ids``: their source turn ids
-only, a smaller dump); ``memt.embed_source`` embeds the whole document (content + source
-block) rather than the distilled content; ``memt.embedder_max_seq_length`` unset keeps the
-embedder's own maximum (bge-m3: 8192 tokens).
+summary documents do too with ``profile_sources: turns`` (``ids``: their source turn ids
+only, a smaller dump); ``embed_source`` embeds the whole document (content + source block)
+rather than the distilled content; ``embedder_max_seq_length`` unset keeps the embedder's
+own maximum (bge-m3: 8192 tokens).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
-import numpy as np
 from memprobe.agents.base import HistoryTurn, MemorySystem, latest_user_message
+from memprobe.agents.memt_store import (
+    COLLECTIONS,
+    FORMATION_TOOLS,
+    RETRIEVE_TOOLS,
+    SOURCE_SEP,
+    TOOL_CLOSE,
+    UPDATE_TOOLS,
+    Hit,
+    VectorStore,
+    parse_tool_calls,
+)
+from pydantic import Field
 
-from memprobe.config import Config
-from memprobe.llm.cache import ResponseCache
-from memprobe.llm.client import LLM
-from memprobe.llm.ledger import Ledger
-from memprobe.llm.providers import OPENAI, Endpoint, endpoint_for
-from memprobe.registry.systems import CostPriors, Resources, declare
+from memprobe.config.base import KeyedError
+from memprobe.config.schema import Config
+from memprobe.llm.client import LLM, client_for
+from memprobe.llm.openai_backend import OPENAI
+from memprobe.llm.providers import Endpoint, backend, endpoint_for
+from memprobe.registry.systems import CostPriors, GpuPlacement, Resources, declare
 from memprobe.serving import embeddings, vllm_server
+from memprobe.serving.vllm_server import VllmServing
 from memprobe.spec.prompts import render
 from memprobe.spec.records import write_atomic
 
-COLLECTIONS = ("turns", "facts", "experiences", "personas", "summary")
-FORMATION_TOOLS = ("create_fact", "create_experience", "update_persona", "update_summary")
-UPDATE_TOOLS = ("add_item", "update_item", "delete_item", "ignore_item")
-RETRIEVE_TOOLS = tuple(f"search_{c}" for c in COLLECTIONS) + ("finish",)
 SUMMARY_ID = "hmb_session"
-SOURCE_SEP = "\n\n----- ORIGINAL SOURCE -----\n"
-TOOL_CLOSE = "</tool_call>"
 MAX_REPLY_MEMORIES = 20
 FALLBACK_CHARS = 400
 STORE_FILE = "memt_store.json"
-VECTORS_FILE = "memt_vectors.npz"
-
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 
 
-# The text argument of each write tool: ours is "content"; Mem-T's own tool schemas (which
-# Mem-T-4B was trained on and the release used) name it per tool, and are accepted too.
-TEXT_ARGUMENT = {
-    "create_fact": "fact",
-    "create_experience": "experience",
-    "update_persona": "profile",
-    "add_item": "document",
-    "update_item": "document",
-}
+class MemTSettings(VllmServing, GpuPlacement):
+    """``system_settings.memt``: where its policy model is served (``endpoint``, or ``serve:
+    true`` with ``model_path``: memprobe/serving/vllm_server.py, env ``envs/vllm.yaml``), how it
+    samples, how its store behaves, and where its GPU jobs go on a cluster."""
+
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)  # the release's hard-coded value
+    """Mem-T's sampling temperature (the release's)"""
+    # No cap by default: the release sent none, and a formation reply with many tool calls
+    # cut at a cap loses its last calls; the server's context still bounds every reply.
+    max_tokens: int | None = Field(default=None, ge=1)
+    """reply bound per Mem-T call (unset: none, as in the release)"""
+    max_tool_steps: int = Field(default=6, ge=1)
+    """ReAct steps per search"""
+    update_topk: int = Field(default=3, ge=1)
+    """similar items shown to an update call"""
+    search_topk: int = Field(default=5, ge=1, description="items per search_* tool call")
+    embedder: str | None = Field(
+        default=None,
+        description="sentence-transformers path or name, local (unset: the packaged MiniLM)",
+    )
+    # None: the embedder's own maximum (bge-m3: 8192 tokens, as the release's Chroma used it).
+    embedder_max_seq_length: int | None = Field(default=None, ge=16)
+    """tokens the embedder reads per text (unset: the model's own; bge-m3 8192)"""
+    # Persona and summary documents: "turns" repeats every source turn after the content, as
+    # the release's did; "ids" keeps the ids of their source turns only (a smaller dump).
+    profile_sources: Literal["ids", "turns"] = "ids"
+    """persona/summary documents: `ids` of their source turns, or every source `turns` (the
+    release)"""
+    # The vector of a stored item: true embeds its document (content + source block, as the
+    # release's Chroma did); false embeds only the distilled content.
+    embed_source: bool = False
+    """embed each item's document (content + source turns, the release) instead of its content"""
+    # ReAct requests stop at the closing tool-call tag (the release's stop sequence).
+    stop_at_tool_call: bool = False
+    """ReAct requests stop at `</tool_call>` (the release's stop sequence)"""
+    # A ReAct tool result shows each item's source turns not shown before in that search (the
+    # release's did); false: id and content only.
+    observation_sources: bool = False
+    """a ReAct tool result shows each item's source turns not shown before (the release)"""
 
 
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    arguments: dict[str, Any]
-
-    def text(self) -> str:
-        """The call's text argument (``content``, or Mem-T's own name for it), stripped."""
-        args = self.arguments
-        value = args.get("content") or args.get(TEXT_ARGUMENT.get(self.name, "content"))
-        return str(value or "").strip()
+def settings_of(cfg: Config) -> MemTSettings:
+    return cast(MemTSettings, cfg.system_settings.memt)
 
 
-def parse_tool_calls(text: str, allowed: tuple[str, ...]) -> tuple[list[ToolCall], int]:
-    """The well-formed calls of ``allowed`` tools in order, and the number of malformed blocks.
-
-    A trailing block without its closing tag is accepted (servers often stop on the tag).
-    """
-    calls: list[ToolCall] = []
-    malformed = 0
-    for match in _TOOL_CALL.finditer(text or ""):
-        try:
-            obj = json.loads(match.group(1))
-        except json.JSONDecodeError:
-            malformed += 1
-            continue
-        args = obj.get("arguments", {}) if isinstance(obj, dict) else None
-        if isinstance(args, str):  # some servers double-encode the arguments
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                args = None
-        if (
-            not isinstance(obj, dict)
-            or obj.get("name") not in allowed
-            or not isinstance(args, dict)
-        ):
-            malformed += 1
-            continue
-        calls.append(ToolCall(obj["name"], args))
-    return calls, malformed
-
-
-@dataclass
-class Hit:
-    collection: str
-    id: str
-    score: float
-
-
-EMBED_RECENT = 256  # texts whose vectors a store keeps for a repeat
-
-
-class VectorStore:
-    """Five named collections of ``{document, metadata}`` with normalised embeddings, on disk.
-
-    An item's vector is of its document (content + source block, as the release's Chroma
-    embedded it) with ``embed_source``, else of its distilled text (``memory_content``).
-    """
-
-    def __init__(
-        self, embedder: str | None, embed_source: bool = False, max_seq_length: int | None = None
-    ) -> None:
-        self.embedder = embedder
-        self.embed_source = embed_source
-        self.max_seq_length = max_seq_length
-        self.items: dict[str, dict[str, dict[str, Any]]] = {c: {} for c in COLLECTIONS}
-        self.vectors: dict[str, dict[str, np.ndarray]] = {c: {} for c in COLLECTIONS}
-        self._recent: dict[str, np.ndarray] = {}  # text -> vector, the last EMBED_RECENT
-
-    def embed(self, text: str) -> np.ndarray:
-        """The text's vector. Each text is encoded alone, so a text seen again gets the vector
-        a new encode would give: a ReAct step often asks every collection the same query."""
-        vec = self._recent.get(text)
-        if vec is None:
-            vec = embeddings.encode([text], self.embedder, self.max_seq_length)[0]
-            if len(self._recent) >= EMBED_RECENT:
-                del self._recent[next(iter(self._recent))]
-            self._recent[text] = vec
-        return vec
-
-    def upsert(self, col: str, item_id: str, document: str, metadata: dict[str, Any]) -> None:
-        self.items[col][item_id] = {"document": document, "metadata": metadata}
-        content = metadata.get("memory_content")
-        self.vectors[col][item_id] = self.embed(
-            document if self.embed_source or not content else content
+def _check(cfg: Config) -> None:
+    """A run of memt needs its policy served: an endpoint, or its own vllm serve."""
+    m = settings_of(cfg)
+    if not (m.endpoint or m.serve):
+        raise KeyedError(
+            "system_settings.memt",
+            "system_settings.memt: set endpoint (a running Mem-T server) or serve: true with "
+            "model_path",
         )
 
-    def delete(self, col: str, item_id: str) -> bool:
-        self.vectors[col].pop(item_id, None)
-        return self.items[col].pop(item_id, None) is not None
 
-    def query(self, col: str, text: str, n: int) -> list[Hit]:
-        ids = list(self.items[col])
-        if not ids or n < 1:
-            return []
-        matrix = np.stack([self.vectors[col][i] for i in ids])
-        ranked = embeddings.top_k(self.embed(text), matrix, n)
-        return [Hit(col, ids[i], score) for i, score in ranked]
-
-    def similarity(self, vec: np.ndarray, col: str, item_id: str) -> float:
-        return float(self.vectors[col][item_id] @ vec)
-
-    def save(self, directory: Path) -> None:
-        arrays = {}
-        for col in COLLECTIONS:
-            ids = list(self.items[col])
-            if ids:
-                arrays[col] = np.stack([self.vectors[col][i] for i in ids])
-        tmp = directory / f".{VECTORS_FILE}.tmp.npz"
-        # numpy's stub lets **arrays fill its allow_pickle: bool parameter
-        np.savez(tmp, **arrays)  # type: ignore[arg-type]
-        tmp.replace(directory / VECTORS_FILE)
-
-    def load(self, directory: Path, items: dict[str, dict[str, dict[str, Any]]]) -> None:
-        self.items = {c: dict(items.get(c, {})) for c in COLLECTIONS}
-        with np.load(directory / VECTORS_FILE) as arrays:
-            for col in COLLECTIONS:
-                ids = list(self.items[col])
-                matrix = arrays[col] if col in arrays.files else np.zeros((0, 0))
-                if len(ids) != len(matrix):
-                    raise ValueError(
-                        f"{directory / VECTORS_FILE}: collection {col} has {len(matrix)} "
-                        f"vectors for {len(ids)} items"
-                    )
-                self.vectors[col] = {i: matrix[n] for n, i in enumerate(ids)}
+def _preflight(cfg: Config, local_files: bool) -> list[str]:
+    """Mem-T's files where its jobs run on this machine: the weights and vLLM they serve, the
+    embedder they load offline."""
+    m = settings_of(cfg)
+    if not local_files:
+        return []
+    out = vllm_server.missing_files(m)
+    if m.embedder and not embeddings.available_offline(m.embedder):
+        out.append(
+            f"system_settings.memt.embedder: {m.embedder} is neither a directory nor in the "
+            "Hugging Face cache (jobs run offline)"
+        )
+    return out
 
 
-# Its settings are the top-level ``memt`` block (memprobe/config.py ``MemT``): the served
-# policy model is run infrastructure as much as system behaviour.
+def _key_variables(cfg: Config) -> list[str]:
+    m = settings_of(cfg)
+    return [m.api_key_env] if m.endpoint and m.api_key_env else []
+
+
 @declare(
     "memt",
     searchable=True,
     llm_writer=True,
     embeds=True,
     prompts=("memt_formation", "memt_update", "memt_retrieve", "memt_tool_result", "memt_nudge"),
-    reads=("memt", "compat.memt_discovery_order"),
+    settings=MemTSettings,
+    # How its server is reached and where its jobs go, never what they write.
+    runtime_settings=("api_key_env", "vllm_bin", "startup_timeout_s", "gpu_model", "cpus_per_gpu"),
+    reads=("compat.memt_discovery_order",),
+    parts=("memprobe.agents.memt_store",),  # its tool calls and vector store
+    check=_check,
+    preflight=_preflight,
+    key_variables=_key_variables,
     recall_changes_store=False,  # the ReAct search reads the store, never writes it
-    resources=Resources(gpus=1, served_model=True, settings_block="memt"),
+    resources=Resources(gpus=1, served_model=True),
     priors=CostPriors(
         table5_m=(120.91, 3.77),  # the gpt-5.4-mini side only
         turns_per_user=78.7,
@@ -246,7 +190,7 @@ class VectorStore:
 class MemT(MemorySystem):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.settings = self.config.memt
+        self.settings = settings_of(self.config)
         self._policy: LLM | None = None
 
     @property
@@ -514,33 +458,25 @@ class MemT(MemorySystem):
 def policy_endpoint(cfg: Config) -> Endpoint:
     """The served Mem-T policy: an OpenAI-compatible endpoint (vLLM) keyed on the weights, so a
     new port replays from the cache and a new checkpoint does not."""
-    if cfg.llm.backend == "fake":  # a dry run: the fake backend answers the policy too
+    if backend(cfg.llm.backend).answers_served_models:  # a dry run's stand-in answers it too
         return endpoint_for(cfg, {"base_url": None, "api_key_env": None})
-    m = cfg.memt
+    m = settings_of(cfg)
     base_url, uds = vllm_server.ensure(m)
     identity = vllm_server.cache_identity(m, base_url)
     return Endpoint(OPENAI.name, base_url, identity, vllm_server.key_env(m), cfg.llm.timeout_s, uds)
 
 
 def policy_client(cfg: Config, writer: LLM | None) -> LLM:
-    """The served Mem-T policy's client, on the writer's cache and usage ledger."""
-    m = cfg.memt
-    endpoint = policy_endpoint(cfg)
-    return LLM(
+    """The served Mem-T policy's client, on the writer's cache and usage ledger: built by
+    ``client_for`` like every role's (re-asks, resampling, concurrency, the rate limiter)."""
+    m = settings_of(cfg)
+    ledger = writer.ledger if writer else None
+    return client_for(
         "writer",
-        backend=endpoint.backend,
-        base_url=endpoint.base_url,
-        model=m.model,
-        api_key_env=endpoint.api_key_env,
-        temperature=m.temperature,
-        max_tokens=m.max_tokens,
-        seed=cfg.seed,
-        cache=writer.cache if writer else ResponseCache(cfg.llm.cache_dir),
-        ledger=writer.ledger if writer else Ledger(None),
-        timeout_s=cfg.llm.timeout_s,
-        max_attempts=cfg.llm.max_attempts,
-        backoff_s=cfg.llm.backoff_s,
-        cache_identity=endpoint.identity,
+        cfg,
+        ledger_path=ledger.path if ledger else None,
+        job=ledger.job if ledger else "",
         attempt=writer.attempt if writer else 0,
-        uds=endpoint.uds,
+        endpoint=policy_endpoint(cfg),
+        overrides={"model": m.model, "temperature": m.temperature, "max_tokens": m.max_tokens},
     )

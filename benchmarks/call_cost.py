@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.run_bench import start_endpoint  # noqa: E402
-from memprobe.config import load_config  # noqa: E402
+from memprobe.config.loading import load_config  # noqa: E402
 from memprobe.llm.client import client_for  # noqa: E402
 from memprobe.protocol.simulation import SimulatorReply  # noqa: E402
 

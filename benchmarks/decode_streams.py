@@ -81,10 +81,10 @@ def main() -> int:
     ap.add_argument("--busy", action="store_true", help="a busy-looping process beside it")
     ap.add_argument("--one", nargs=2, type=int, help=argparse.SUPPRESS)  # streams, spin
     args = ap.parse_args()
-    from memprobe.config import LocalModel
-    from memprobe.serving import local_server
+    from memprobe.serving import local_model, local_server
+    from memprobe.serving.local_model import LocalModel
 
-    model = str(local_server.resolve_model(LocalModel()).path)
+    model = str(local_model.resolve_model(LocalModel()).path)
     if args.one:
         print(json.dumps(one(model, args.one[0], args.threads, args.tokens)), flush=True)
         os._exit(0)  # xllamacpp's server thread would keep the process alive

@@ -56,8 +56,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_bench as rb  # noqa: E402
 
-from memprobe.config import PAPER_PROTOCOL, set_dotted, snakemake_merge  # noqa: E402
-from memprobe.report import estimate  # noqa: E402
+from memprobe.config.loading import set_dotted, snakemake_merge
+from memprobe.config.protocols import PAPER_PROTOCOL  # noqa: E402
+from memprobe.report import estimate, estimate_calls, estimate_rates, estimate_time  # noqa: E402
 from memprobe.report.jobdag import Dag, critical_path  # noqa: E402
 from memprobe.testing.memt_standin import StandIn  # noqa: E402
 
@@ -110,7 +111,7 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
     try:
         raw = snakemake_merge([paper_protocol(), rb.bench_config(args, base_url)])
         if standin is not None:
-            raw["memt"] = {"endpoint": standin.base_url}
+            raw.setdefault("system_settings", {})["memt"] = {"endpoint": standin.base_url}
         raw["llm"]["max_attempts"] = args.max_attempts
         raw["llm"]["rate_limit"] = (
             {"requests_per_minute": args.rpm, "tokens_per_minute": args.tpm}
@@ -150,11 +151,12 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
         counts = stats(base_url)
         results = wd / "results" / cfg.run.name  # docs/runs.md; its users in results/users/
         users = sorted((wd / "results" / "users").glob("*"))
-        ledger = estimate.read_ledger(results, *users)
+        ledger = estimate_rates.read_ledger(results, *users)
         paid = [r for r in ledger if r.get("cached") == "false"]
         # The provider's limits bind only the calls sent to it: memt's writer calls go to its
         # stand-in (Mem-T-4B on its own server), which has none.
-        limited_rows = [r for r in paid if r.get("model") != cfg.memt.model]
+        served = cfg.system_settings.memt.model
+        limited_rows = [r for r in paid if r.get("model") != served]
         tokens = sum(int(r["prompt_tokens"]) + int(r["completion_tokens"]) for r in limited_rows)
         logs = err + "".join(
             p.read_text(errors="replace") for p in (wd / "logs").rglob("*.log") if p.is_file()
@@ -188,12 +190,12 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
         out["bound_s"] = max(out["critical_s"], out["requests_s"], out["tokens_s"])
         if limited:
             slots = args.llm_slots
-            prior = estimate.priors(cfg)
-            seen = estimate.observed(results, cfg, users) or prior
+            prior = estimate_rates.priors(cfg)
+            seen = estimate_rates.observed(results, cfg, users) or prior
             for key, rates in (("predicted_prior", prior), ("predicted_observed", seen)):
-                lines = estimate.predict(cfg, rates)
+                lines = estimate_calls.predict(cfg, rates)
                 # memt's writer calls go to its stand-in, which answers at once.
-                w = estimate.wall_time(cfg, lines, args.latency, slots, served_latency_s=0.0)
+                w = estimate_time.wall_time(cfg, lines, args.latency, slots, served_latency_s=0.0)
                 out[key] = {"wall_s": w.seconds, "calls": w.provider_calls, "binding": w.binding}
         return out
     finally:
@@ -235,7 +237,7 @@ def release_outcomes(systems: list[str]) -> str:
     satisfied at r = 1 / (the systems' mean turns per episode), so episodes last 1/r turns on
     average (the 25-turn cap aside); the critic passes every task (the release's users had
     one critic pass per task, edits rare: docs/release-format.md)."""
-    per_episode = [estimate.turns_per_user(s) / estimate.RELEASE_DIMS for s in systems]
+    per_episode = [estimate_rates.turns_per_user(s) / estimate_rates.RELEASE_DIMS for s in systems]
     return f"feedback_type=satisfied:{len(per_episode) / sum(per_episode):.4f},verdict=neutral:1"
 
 
@@ -245,8 +247,8 @@ def release_outcomes(systems: list[str]) -> str:
 NOT_HERE = (
     "system_settings.mem0.hybrid_search",
     "system_settings.mem0.embedder",
-    "memt.embedder",
-    "memt.embedder_max_seq_length",
+    "system_settings.memt.embedder",
+    "system_settings.memt.embedder_max_seq_length",
 )
 
 

@@ -12,7 +12,7 @@ What it does, in a temp copy of the workflow (never in the checkout's results/):
    during which at least one of its LLM calls was in flight (the union of the ledger intervals
    [ts - latency_s, ts] of its rows); the bound is the heaviest path through the DAG;
 4. counts calls and tokens per user per system from the ledger, audits them against the
-   protocol (``memprobe.report.estimate.audit``) and against ``memprobe estimate``'s prediction;
+   protocol (``estimate_audit.audit``) and against ``memprobe estimate``'s prediction;
 5. times ``snakemake -n`` on the paper config (DAG build);
 6. for every file in prompts/: edits it, dry-runs, and compares the scheduled jobs with the
    file's dependent set in the DAG (the jobs declaring it as an input and everything
@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from memprobe import CATEGORIES  # noqa: E402
-from memprobe.config import load_config  # noqa: E402
-from memprobe.report import estimate  # noqa: E402
+from memprobe.config.loading import load_config  # noqa: E402
+from memprobe.report import estimate_audit, estimate_calls, estimate_rates  # noqa: E402
 from memprobe.report.jobdag import Dag, critical_path, job_counts  # noqa: E402
 
 PARTS = ("Snakefile", "rules", "scripts", "prompts", "config", "profiles", "envs")
@@ -416,11 +416,11 @@ def main() -> None:
         # The run's folder and the users' folders it made (docs/runs.md: a fresh copy has no other)
         results = wd / "results" / cfg.run.name
         users = sorted((wd / "results" / "users").glob("*"))
-        ledger = estimate.read_ledger(results, *users)
+        ledger = estimate_rates.read_ledger(results, *users)
         bound, chain = critical_path(dag, ledger)
-        audit = estimate.audit(results, cfg)
-        rates = estimate.observed(results, cfg, users) or estimate.priors(cfg)
-        predicted = estimate.protocol_calls(cfg, rates)
+        audit = estimate_audit.audit(results, cfg)
+        rates = estimate_rates.observed(results, cfg, users) or estimate_rates.priors(cfg)
+        predicted = estimate_calls.protocol_calls(cfg, rates)
         # Every job again on the warm cache: what a resumed or re-scored run costs per call.
         replay_run = (
             None if args.no_replay else CpuRun(wd, endpoint, [*run_args, "--forceall"], "replay")

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memprobe.config import load_config  # noqa: E402
+from memprobe.config.loading import load_config  # noqa: E402
 from memprobe.llm.client import client_for  # noqa: E402
 from memprobe.serving import local_server  # noqa: E402
 

@@ -96,14 +96,14 @@ def _search(args: argparse.Namespace) -> int:
     if not spec.searchable:
         raise ValueError(f"--system {spec.name}: it has no search() (dump_all only)")
     if args.memories:
-        if spec.name != "longctx_full":
+        if not spec.dump_is_store:
+            dumps = [s for s in registry.system_names() if registry.spec(s).dump_is_store]
             raise ValueError(
-                f"--memories: a dump alone is searchable for longctx_full only (its store is "
-                f"its dump); for {spec.name} give its store: --store results/{spec.name}/USER/store"
+                f"--memories: a dump alone is searchable for a system whose store is its dump "
+                f"({', '.join(dumps)}); for {spec.name} give its store: --store "
+                f"results/{spec.name}/USER/store"
             )
-        from memprobe.agents.longctx import LongContext
-
-        system = LongContext.__new__(LongContext)
+        system = registry.bare(spec.name)  # no config, no LLM: its store is the dump
         system.load_dump(dump_items(args.memories))
     else:
         system = _open_store(spec.name, Path(args.store), args.configfile)
@@ -151,8 +151,8 @@ def _fake_endpoint(args: argparse.Namespace) -> int:
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from memprobe.config import ConfigError
-    from memprobe.report import estimate
+    from memprobe.config.base import ConfigError
+    from memprobe.report import estimate, estimate_rates, estimate_time
 
     try:
         cfg = estimate.load_configs(args.configfile, args.config)
@@ -168,18 +168,18 @@ def _estimate(args: argparse.Namespace) -> int:
     results = Path(args.ledger or cfg.run_dir)
     # The users' generation is billed in the shared users' folders of this config (docs/runs.md).
     users = [] if args.ledger else sorted({Path(p) for p in paths.of(cfg).users.values()})
-    rates = None if args.no_ledger else estimate.observed(results, cfg, users)
+    rates = None if args.no_ledger else estimate_rates.observed(results, cfg, users)
     if rates is None:
-        rates = estimate.priors(cfg)
+        rates = estimate_rates.priors(cfg)
         if not args.no_ledger:
             rates.source += f" (no ledger under {results}/usage)"
     if run := cfg.rollout.replay:  # the recorded run's turns, whatever the system
-        from memprobe.release import importer
+        from memprobe.release import layout
 
-        recorded = importer.recorded_system(run)
-        rates = estimate.replayed_turns(cfg, rates, recorded, importer.recorded_turns(cfg))
-    latency = args.latency or (None if args.no_ledger else estimate.mean_latency(results))
-    prices = estimate.load_prices(args.prices) if args.prices else None
+        recorded = layout.recorded_system(run)
+        rates = estimate_rates.replayed_turns(cfg, rates, recorded, layout.recorded_turns(cfg))
+    latency = args.latency or (None if args.no_ledger else estimate_time.mean_latency(results))
+    prices = estimate_time.load_prices(args.prices) if args.prices else None
     print(
         estimate.report(
             cfg,
@@ -187,25 +187,26 @@ def _estimate(args: argparse.Namespace) -> int:
             prices,
             latency_s=latency or estimate.assumed_latency(cfg),
             latency_from="given" if args.latency else ("ledger mean" if latency else "assumed"),
-            llm_slots=args.llm_slots or estimate.default_llm_slots(),
+            llm_slots=args.llm_slots or estimate_time.default_llm_slots(),
         )
     )
     return 0
 
 
 def _local_server(args: argparse.Namespace) -> int:
-    from memprobe.config import ConfigError
-    from memprobe.serving import local_server
+    from memprobe.config.base import ConfigError
+    from memprobe.serving import local_model, local_server
 
     try:
         local_server.run_foreground(local_server.config_from_files(args.configfile))
-    except (local_server.LocalModelError, ConfigError) as err:
+    except (local_model.LocalModelError, ConfigError) as err:
         raise ValueError(str(err)) from None
     return 0
 
 
 def _audit_sample(args: argparse.Namespace) -> int:
-    from memprobe.config import ConfigError, load_files
+    from memprobe.config.base import ConfigError
+    from memprobe.config.loading import load_files
     from memprobe.report import audit
 
     if args.results is None:
@@ -293,10 +294,12 @@ def _config_reference(args: argparse.Namespace) -> int:
     return 0
 
 
-def estimate_latency() -> str:
-    from memprobe.report.estimate import ASSUMED_LATENCY_S, ASSUMED_LOCAL_LATENCY_S
-
-    return f"{ASSUMED_LATENCY_S:g}, or {ASSUMED_LOCAL_LATENCY_S:g} for the local backend"
+def configfile_option(command: argparse.ArgumentParser, text: str) -> None:
+    """``--configfile`` as Snakemake takes it: several files after one flag, or the flag
+    repeated; every file counts, in the order given (a later one wins key by key)."""
+    command.add_argument(
+        "--configfile", nargs="+", action="extend", default=[], help=f"{text} (repeatable)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,9 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     where = s.add_mutually_exclusive_group(required=True)
     where.add_argument("--store", help="a rollout's store: results/SYSTEM/USER/store")
     where.add_argument("--memories", help="a longctx_full memories.json (ours or the release's)")
-    s.add_argument(
-        "--configfile", nargs="+", default=[], help="the run's config file(s), for --store"
-    )
+    configfile_option(s, "the run's config file(s), for --store")
     s.add_argument("--k", type=int, default=5, help="items per query")
     group = s.add_mutually_exclusive_group(required=True)
     group.add_argument("--query", help="one query")
@@ -328,7 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     f.add_argument("--host", default="127.0.0.1", help="address to listen on")
     f.add_argument("--port", type=int, default=8765, help="port (0: a free one, printed)")
-    f.add_argument("--script", help="JSON file of pinned replies per schema name")
+    f.add_argument(
+        "--script",
+        help="JSON file of pinned replies: {role: [reply, ...]} in order, or {role: {when: "
+        "[[[text, ...], reply], ...], else: reply}} by what the request says (docs/testing.md, "
+        '"The fake endpoint")',
+    )
     f.add_argument(
         "--faults",
         help="seeded fault injection, e.g. 'all=0.2,seed=1,hold_s=3,retry_after=1' or "
@@ -358,13 +364,14 @@ def main(argv: list[str] | None = None) -> int:
         help="calls, tokens, money and hours of a run, before it starts",
         **defaults,
     )
+    configfile_option(e, "config file(s) layered on config/config.yaml, as the Snakefile does")
     e.add_argument(
-        "--configfile",
+        "--config",
         nargs="+",
-        default=[],
-        help="config file(s) layered on config/config.yaml, as the Snakefile does",
+        action="extend",
+        metavar="KEY=VALUE",
+        help="overrides, e.g. top_k=10 (repeatable)",
     )
-    e.add_argument("--config", nargs="+", metavar="KEY=VALUE", help="overrides, e.g. top_k=10")
     e.add_argument(
         "--ledger", help="an earlier run's folder (default: this config's, results/<run.name>)"
     )
@@ -373,15 +380,14 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument(
         "--latency",
         type=float,
-        help=f"seconds per call (default: the ledger's mean, else {estimate_latency()})",
+        help="seconds per call (default: the ledger's mean, else the backend's assumed latency, "
+        "printed with the estimate)",
     )
     e.add_argument("--llm-slots", type=int, help="LLM jobs at once (default: profiles/default)")
     e.set_defaults(fn=_estimate)
 
     loc = sub.add_parser("local-server", help="serve the local GGUF model until Ctrl-C", **defaults)
-    loc.add_argument(
-        "--configfile", nargs="+", default=[], help="config file(s) layered on config/config.yaml"
-    )
+    configfile_option(loc, "config file(s) layered on config/config.yaml")
     loc.set_defaults(fn=_local_server)
 
     aud = sub.add_parser("audit", help="human audit of the LLM's labels").add_subparsers(
@@ -391,9 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--n", type=int, required=True, help="items per label type")
     a.add_argument("--seed", type=int, default=0, help="sampling seed")
     a.add_argument("--name", required=True, help="the sample's folder: <run folder>/audit/NAME")
-    a.add_argument(
-        "--configfile", nargs="+", default=[], help="the run's config file(s), as for snakemake"
-    )
+    configfile_option(a, "the run's config file(s), as for snakemake")
     a.add_argument("--results", help="the run's folder (default: the config's, results/<run.name>)")
     a.set_defaults(fn=_audit_sample)
 
@@ -443,9 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     j.add_argument("rule", help="the rule, e.g. judge")
     j.add_argument("wildcards", nargs="*", help="the job's wildcards, e.g. user=user_001")
-    j.add_argument(
-        "--configfile", nargs="+", default=[], help="config file(s), as given to snakemake"
-    )
+    configfile_option(j, "config file(s), as given to snakemake")
     j.set_defaults(fn=_job)
 
     c = sub.add_parser(

@@ -54,7 +54,7 @@ FeedbackType = Literal[
 FEEDBACK_TYPES: tuple[str, ...] = get_args(FeedbackType)
 EndReason = Literal["satisfied", "max_turns"]
 
-# The stages whose replies can be recovered when their re-asks run out (records.Recovery),
+# The stages whose replies can get a stand-in when their re-asks run out (records.StandIn),
 # in the protocol's order: the run's last lines and the report count them in this order.
 Stage = Literal[
     "persona",

@@ -18,7 +18,7 @@ rule attribution:
     log:
         job_log("attribution", "{system}/{user}/{mode}"),
         usage=usage_log("attribution", "system", "user", "mode"),
-    priority: PRIORITY_SCORING["attribution"]
+    priority: PRIORITY.scoring["attribution"]
     conda:
         "../envs/memprobe.yaml"
     resources:

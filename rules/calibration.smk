@@ -5,14 +5,13 @@
 # the release; the draw's settings are params). It needs only the judge; the tables read its
 # verdict.
 #
-# judge.calibration.on_fail: stop checks the judge in `onstart` (rules/common.smk), before any job:
-# a DAG edge from a gate to the first jobs would either rerun every job when the calibration
-# reruns, or (as an ancient() input) hide the jobs below it from Snakemake's rerun checks.
+# judge.calibration.on_fail: stop checks the judge in `onstart` (memprobe/workflow/lifecycle.py),
+# before any job: a DAG edge from a gate to the first jobs would either rerun every job when
+# the calibration reruns, or (as an ancient() input) hide the jobs below it from Snakemake's
+# rerun checks.
 # The job itself then replays the same calls from the response cache.
 
 import os
-
-from memprobe.protocol import calibration
 
 ANCHORS = "config/judge_calibration.yaml"
 CALIBRATION = f"{R}/judge_calibration.csv"

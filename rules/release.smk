@@ -9,7 +9,7 @@
 #   every run artifact; the table rules then rebuild the paper's tables unchanged.
 # The release layout is checked when the DAG loads, so a missing file stops the run in one
 # line (and can never make Snakemake fall back to a generating rule).
-from memprobe.release import importer as release
+from memprobe.release import layout as release
 
 try:
     release.check_layout(CFG)

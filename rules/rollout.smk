@@ -23,16 +23,16 @@ if CFG.rollout.replay:
         log:
             job_log("replay", "{system}/{user}"),
             usage=usage_log("replay", "system", "user"),
-        priority: rollout_priority
+        priority: PRIORITY.rollout
         conda:
             "../envs/memprobe.yaml"
         resources:
             llm_slots=LLM_JOB,
-            gpu=gpu_count,
-            gpu_model=gpu_model,
-            cpus_per_gpu=cpus_per_gpu,
-            mem_mb=job_mem_mb,
-            runtime=job_runtime,
+            gpu=RES.gpu_count,
+            gpu_model=RES.gpu_model,
+            cpus_per_gpu=RES.cpus_per_gpu,
+            mem_mb=RES.mem_mb,
+            runtime=RES.runtime,
         params:
             **settings("replay"),
             job=script_job(),
@@ -59,16 +59,16 @@ else:
         log:
             job_log("rollout", "{system}/{user}"),
             usage=usage_log("rollout", "system", "user"),
-        priority: rollout_priority
+        priority: PRIORITY.rollout
         conda:
             "../envs/memprobe.yaml"
         resources:
             llm_slots=LLM_JOB,
-            gpu=gpu_count,
-            gpu_model=gpu_model,
-            cpus_per_gpu=cpus_per_gpu,
-            mem_mb=job_mem_mb,
-            runtime=job_runtime,
+            gpu=RES.gpu_count,
+            gpu_model=RES.gpu_model,
+            cpus_per_gpu=RES.cpus_per_gpu,
+            mem_mb=RES.mem_mb,
+            runtime=RES.runtime,
         params:
             **settings("rollout"),
             job=script_job(),
@@ -113,16 +113,16 @@ rule probe:
     log:
         job_log("probe", "{system}/{user}_k{k}"),
         usage=usage_log("probe", "system", "user", "k"),
-    priority: PRIORITY_SCORING["probe"]
+    priority: PRIORITY.scoring["probe"]
     conda:
         "../envs/memprobe.yaml"
     resources:
-        llm_slots=probe_llm_slots,
-        gpu=gpu_count,
-        gpu_model=gpu_model,
-        cpus_per_gpu=cpus_per_gpu,
-        mem_mb=job_mem_mb,
-        runtime=job_runtime,
+        llm_slots=RES.probe_llm_slots,
+        gpu=RES.gpu_count,
+        gpu_model=RES.gpu_model,
+        cpus_per_gpu=RES.cpus_per_gpu,
+        mem_mb=RES.mem_mb,
+        runtime=RES.runtime,
     params:
         **settings("probe"),
         job=script_job(),

@@ -14,7 +14,7 @@ rule slotfill:
     log:
         job_log("slotfill", "{system}/{user}/{mode}"),
         usage=usage_log("slotfill", "system", "user", "mode"),
-    priority: PRIORITY_SCORING["slotfill"]
+    priority: PRIORITY.scoring["slotfill"]
     conda:
         "../envs/memprobe.yaml"
     resources:
@@ -38,7 +38,7 @@ rule judge:
     log:
         job_log("judge", "{system}/{user}/{mode}"),
         usage=usage_log("judge", "system", "user", "mode"),
-    priority: PRIORITY_SCORING["judge"]
+    priority: PRIORITY.scoring["judge"]
     conda:
         "../envs/memprobe.yaml"
     resources:

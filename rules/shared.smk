@@ -14,7 +14,7 @@ rule users:
         job_log("users", "{user}_{part}"),
     wildcard_constraints:
         part="|".join(paths.PARTS),
-    priority: PRIORITY_USER
+    priority: PRIORITY.user
     localrule: True
     conda:
         "../envs/memprobe.yaml"

@@ -6,6 +6,7 @@
 # ONE job writes them all: they read the same per-user files, take a second each, and none
 # reads another. One job instead of ten means each per-user file is one DAG edge, not ten (the
 # paper DAG builds faster) and the run's tail after the last LLM job is one start-up, not ten.
+from memprobe.spec import stand_in_log
 
 JUDGES = [f"{R}/{s}/{u}/{m}/judge.json" for s, m in PAIRS for u in USERS]
 ATTRIBUTIONS = [f"{R}/{s}/{u}/{m}/attribution.json" for s, m in PAIRS for u in USERS]
@@ -220,6 +221,6 @@ rule tables:
         ks=CFG.ks,
         sweep=SWEEP_JUDGES,
         ledgers=LEDGERS,
-        recoveries=[str(recovery_log.path_for(p)) for p in LEDGERS],
+        recoveries=[str(stand_in_log.path_for(p)) for p in LEDGERS],
     script:
         "../scripts/tables.py"

@@ -1,13 +1,7 @@
 # Simulated users: persona -> hidden bank -> leak-controlled tasks (paper §3.2).
-import sys
 
-from memprobe.spec import taxonomy
-
-# The pool is validated when the DAG loads: a bad pool stops the run before any job.
-try:
-    taxonomy.check_counts(taxonomy.load_pool(POOL), CFG.dims_per_category)
-except taxonomy.TaxonomyError as err:
-    sys.exit(f"memprobe: {err}")
+# The pool holds the bank's dimensions, checked when the DAG loads: one line before any job.
+dag_load.check_pool(POOL, CFG.dims_per_category)
 
 
 # The users' persona, bank and tasks, unless they come from the release (rules/release.smk).
@@ -23,7 +17,7 @@ if CFG.users.source == "generate":
         log:
             job_log("persona", "{user}"),
             usage=usage_log("persona", "user"),
-        priority: PRIORITY_USER + 2
+        priority: PRIORITY.user + 2
         conda:
             "../envs/memprobe.yaml"
         resources:
@@ -48,7 +42,7 @@ if CFG.users.source == "generate":
         log:
             job_log("bank", "{user}"),
             usage=usage_log("bank", "user"),
-        priority: PRIORITY_USER + 1
+        priority: PRIORITY.user + 1
         conda:
             "../envs/memprobe.yaml"
         resources:
@@ -75,7 +69,7 @@ if CFG.users.source == "generate":
         log:
             job_log("tasks", "{user}"),
             usage=usage_log("tasks", "user"),
-        priority: PRIORITY_USER
+        priority: PRIORITY.user
         conda:
             "../envs/memprobe.yaml"
         resources:
@@ -101,7 +95,7 @@ rule oracle:
     log:
         job_log("oracle", "{user}"),
         usage=usage_log("oracle", "user"),
-    priority: PRIORITY_SCORING["oracle"]
+    priority: PRIORITY.scoring["oracle"]
     conda:
         "../envs/memprobe.yaml"
     resources:

@@ -1,10 +1,10 @@
-from memprobe.protocol import users
+from memprobe.protocol import bank
 from memprobe.spec import records, taxonomy
 from memprobe.workflow import step
 
 
 def main(job: step.Job) -> None:
-    bank = users.make_bank(
+    made = bank.make_bank(
         records.load(job.input.persona, records.Persona),
         job.cfg.dims_per_category,
         taxonomy.load_pool(job.input.pool),
@@ -16,7 +16,7 @@ def main(job: step.Job) -> None:
         show_axes=job.cfg.bank.show_axes,
         shorten_prompt=job.input.shorten,
     )
-    records.write_atomic(job.output[0], bank)
+    records.write_atomic(job.output[0], made)
 
 
 step.run(main)

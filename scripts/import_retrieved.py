@@ -1,11 +1,12 @@
 from memprobe.release import importer as release
+from memprobe.release.layout import Layout
 from memprobe.spec import records, taxonomy
 from memprobe.workflow import step
 
 
 def main(job: step.Job) -> None:
     result = release.retrieved(
-        release.Layout(job.cfg),
+        Layout(job.cfg),
         job.wildcards.system,
         job.wildcards.user,
         int(job.wildcards.k),

@@ -1,12 +1,13 @@
 """Every run record of one user, for every configured system and mode, from the release."""
 
 from memprobe.release import importer as release
+from memprobe.release.layout import Layout
 from memprobe.spec import records
 from memprobe.workflow import step
 
 
 def main(job: step.Job) -> None:
-    lay = release.Layout(job.cfg)
+    lay = Layout(job.cfg)
     user, out = job.wildcards.user, job.output
     bank = records.load(job.input.bank, records.Bank)
     tasks = records.load(job.input.tasks, records.Tasks)

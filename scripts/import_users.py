@@ -1,10 +1,11 @@
 from memprobe.release import importer as release
+from memprobe.release.layout import Layout
 from memprobe.spec import records
 from memprobe.workflow import step
 
 
 def main(job: step.Job) -> None:
-    user, lay = job.wildcards.user, release.Layout(job.cfg)  # its inputs: lay's bank and task files
+    user, lay = job.wildcards.user, Layout(job.cfg)  # its inputs: lay's bank and task files
     bank = release.bank(lay, user, job.cfg.dims_per_category)
     tasks = release.tasks(lay, user, bank)
     persona = release.persona(lay, user)

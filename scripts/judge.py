@@ -1,4 +1,4 @@
-from memprobe.protocol import judges, recovery
+from memprobe.protocol import judge, judge_form
 from memprobe.spec import records, taxonomy
 from memprobe.workflow import step
 
@@ -11,17 +11,17 @@ def main(job: step.Job) -> None:
     pool = files.get("pool")
     slotfill = records.load(job.input.slotfill, records.SlotFill)
     bank = records.load(job.input.bank, records.Bank)
-    recovered: list[records.Recovery] = []
-    result = recovery.judge_user(
+    stand_ins: list[records.StandIn] = []
+    result = judge.judge_user(
         slotfill,
         bank,
-        judges.grader(job.cfg, lambda: job.llm("judge"), files.get("prompt"), pool, recovered),
+        judge_form.grader(job.cfg, lambda: job.llm("judge"), files.get("prompt"), pool, stand_ins),
         judge_unknown=job.cfg.compat.judge_unknown_labels,
-        degenerate_axes=recovery.pool_axes(taxonomy.load_pool(pool))
+        degenerate_axes=taxonomy.load_pool(pool).axes()
         if pool and settings.degenerate_as_unknown
         else None,
-        second_opinion=judges.second_opinion(job.cfg, pool),
-        recoveries=recovered,
+        second_opinion=judge_form.second_opinion(job.cfg, pool),
+        stand_ins=stand_ins,
     )
     records.write_atomic(job.output[0], result)
 

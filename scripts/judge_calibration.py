@@ -1,6 +1,6 @@
 """Grade the calibration pairs with the run's judge (memprobe/protocol/calibration.py)."""
 
-from memprobe.protocol import calibration, judges
+from memprobe.protocol import calibration, judge_form
 from memprobe.release import judge_verdicts
 from memprobe.spec import records
 from memprobe.workflow import step
@@ -9,9 +9,9 @@ from memprobe.workflow import step
 def main(job: step.Job) -> None:
     files = dict(job.input.items())
     pairs = judge_verdicts.calibration_pairs(job.cfg, files.get("anchors", ""))
-    # Its outputs are tables: recovered replies are handed to the job (step.Job.recovered).
-    grade = judges.grader(
-        job.cfg, lambda: job.llm("judge"), files.get("prompt"), files.get("pool"), job.recovered
+    # Its outputs are tables: its stand-ins are handed to the job (step.Job.stand_ins).
+    grade = judge_form.grader(
+        job.cfg, lambda: job.llm("judge"), files.get("prompt"), files.get("pool"), job.stand_ins
     )
     replies = calibration.score_anchors(pairs, grade)
     summary = calibration.summarize(replies)

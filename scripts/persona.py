@@ -1,13 +1,13 @@
-from memprobe.protocol import users
+from memprobe.protocol import persona
 from memprobe.spec import records
 from memprobe.workflow import step
 
 
 def main(job: step.Job) -> None:
-    persona = users.make_persona(
+    made = persona.make_persona(
         job.cfg.seed, job.wildcards.user, job.llm("generator"), job.input.prompt
     )
-    records.write_atomic(job.output[0], persona)
+    records.write_atomic(job.output[0], made)
 
 
 step.run(main)

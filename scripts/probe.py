@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from memprobe.protocol import recovery
+from memprobe.protocol import probe
 from memprobe.spec import records, taxonomy
 from memprobe.workflow import step
 
@@ -9,7 +9,7 @@ def main(job: step.Job) -> None:
     system = job.memory_system(Path(job.input.store))
     system.reset(job.wildcards.user)
     system.load(Path(job.input.store))
-    retrieved = recovery.probe(
+    retrieved = probe.probe(
         system,
         records.load(job.input.bank, records.Bank),
         taxonomy.load_guides(job.input.guides),

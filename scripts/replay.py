@@ -6,13 +6,14 @@ from pathlib import Path
 
 from memprobe.protocol import simulation
 from memprobe.release import importer
+from memprobe.release.layout import Layout
 from memprobe.spec import records
 from memprobe.workflow import step
 
 
 def recorded(job: step.Job, tasks: records.Tasks) -> records.Episodes:
     """The recorded episodes of the replayed run, one file per task, in task order."""
-    lay, files = importer.Layout(job.cfg), list(job.input.recorded)
+    lay, files = Layout(job.cfg), list(job.input.recorded)
     eps = [importer.replayable(lay, Path(f), t) for f, t in zip(files, tasks.tasks, strict=True)]
     return records.Episodes(user_id=tasks.user_id, system=job.cfg.rollout.replay, episodes=eps)
 

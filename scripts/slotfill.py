@@ -1,4 +1,4 @@
-from memprobe.protocol import recovery
+from memprobe.protocol import slotfill
 from memprobe.spec import records, taxonomy
 from memprobe.workflow import step
 
@@ -14,7 +14,7 @@ def main(job: step.Job) -> None:
         }
     else:  # the store's budget and overflow strategy apply to dump_all only
         read = {"retrieved": records.load(job.input.memory, records.Retrieved)}
-    result = recovery.slotfill_user(
+    result = slotfill.slotfill_user(
         user_id=job.wildcards.user,
         system=job.wildcards.system,
         mode=mode,

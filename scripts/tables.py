@@ -1,9 +1,9 @@
 """Every run table and figure, in one job (see rules/tables.smk for why one)."""
 
 from memprobe.llm import ledger
-from memprobe.protocol import calibration, recovery
-from memprobe.report import figures, tables
-from memprobe.spec import records, recovery_log, sheets, taxonomy
+from memprobe.protocol import calibration
+from memprobe.report import figures, table_notes, tables
+from memprobe.spec import records, sheets, stand_in_log, taxonomy
 from memprobe.workflow import step
 
 
@@ -31,14 +31,14 @@ def judge_note(path, params) -> tuple[str | None, str]:
     return None, f"The judge passed calibration: {figures_}."
 
 
-def recovery_header(jobs: list[recovery_log.JobRecoveries]) -> str:
-    """The report's line on recovered replies (the run's last lines say the same)."""
-    counts = recovery_log.per_stage(jobs)
+def stand_in_header(jobs: list[stand_in_log.JobStandIns]) -> str:
+    """The report's line on the stand-ins (the run's last lines say the same)."""
+    counts = stand_in_log.per_stage(jobs)
     if not counts:
         return "Every LLM reply validated: no stand-in was needed (``recoveries.csv``)."
-    stages = recovery_log.stage_counts(counts)
+    stages = stand_in_log.stage_counts(counts)
     return (
-        f"**{sum(counts.values())} replies were recovered** after their re-asks ran out "
+        f"**{sum(counts.values())} replies were stand-ins** after their re-asks ran out "
         f"({stages}): each stand-in is listed in ``recoveries.csv`` and in its artifact, and "
         "every cell whose number rests on one names it in its ``_flags.csv``."
     )
@@ -55,20 +55,20 @@ def main(job: step.Job) -> None:
     # The judges of the sweep's k: the primary k's are the retrieve mode's own.
     judges |= {p: records.load(p, records.Judge) for p in i.sweep}
     note, header = judge_note(i.calibration, params)
-    recovered = recovery_log.read(params.recoveries)
+    stand_ins = stand_in_log.read(params.recoveries)
 
     def flagged(flags, df, metrics, columns=None, mode=None):
-        """A failed judge's note on the B cells, and on every cell the recovered replies that
+        """A failed judge's note on the B cells, and on every cell the stand-ins that
         moved the numbers it rests on."""
-        keys = [c for c in tables.KEYS if c in df.columns]
+        keys = [c for c in table_notes.KEYS if c in df.columns]
         cols = columns or [c for c in df.columns if c not in keys]
         flags = tables.note_cells(flags, df, cols, note) if note else flags
-        return tables.recovery_flags(flags, df, recovered, metrics, mode)
+        return table_notes.stand_in_flags(flags, df, stand_ins, metrics, mode)
 
     # judge.cross_check: B cells where the offline judge disagrees with the run's judge.
     margin = cfg.judge.cross_check_margin
-    checked = tables.cross_check(systems, modes, pairs, js, margin)
-    disagree = tables.cross_check_notes(checked, margin)
+    checked = table_notes.cross_check(systems, modes, pairs, js, margin)
+    disagree = table_notes.cross_check_notes(checked, margin)
     if cfg.judge.cross_check:
         write(o.cross_check, checked)
 
@@ -85,7 +85,7 @@ def main(job: step.Job) -> None:
     )
     write(o.table2, df)
     b_cols = [c for c in df.columns if c.startswith("B_")]
-    table2_flags = flagged(tables.table2_flags(df, js), df, tables.table2_metrics, b_cols)
+    table2_flags = flagged(tables.table2_flags(df, js), df, table_notes.table2_metrics, b_cols)
     table2_flags = tables.note_each(
         table2_flags,
         df,
@@ -100,7 +100,7 @@ def main(job: step.Job) -> None:
     write(
         o.table3_flags,
         tables.note_each(
-            flagged(tables.row_flags(df, ["system", "mode"], js), df, tables.b_metrics),
+            flagged(tables.row_flags(df, ["system", "mode"], js), df, table_notes.b_metrics),
             df,
             lambda r, c: disagree.get((r["system"], r["mode"], c.removesuffix("_mean"))),
         ),
@@ -108,40 +108,42 @@ def main(job: step.Job) -> None:
 
     df = tables.table4(systems, modes, pairs, atts)
     write(o.table4, df)
-    flags = flagged(tables.row_flags(df, ["system", "mode"], js), df, tables.attribution_metrics)
+    flags = flagged(
+        tables.row_flags(df, ["system", "mode"], js), df, table_notes.attribution_metrics
+    )
     write(o.table4_flags, tables.replay_notes(flags, df, replayed, tables.REPLAY_TABLE4))
 
     df = tables.table13(systems, pairs, atts)
     write(o.table13, df)
     flags = tables.row_flags(df, ["system", "category"], js)
-    write(o.table13_flags, flagged(flags, df, tables.attribution_metrics, mode="dump_all"))
+    write(o.table13_flags, flagged(flags, df, table_notes.attribution_metrics, mode="dump_all"))
 
     write(o.table14, tables.table14(systems, memories))
 
     df = tables.gap(systems, js)
     write(o.gap, df)
-    write(o.gap_flags, flagged(tables.gap_flags(df, js), df, tables.b_metrics))
+    write(o.gap_flags, flagged(tables.gap_flags(df, js), df, table_notes.b_metrics))
 
     df = tables.table2_ci(systems, modes, pairs, js, seed=cfg.seed)
     write(o.table2_ci, df)
     flags = tables.row_flags(df, ["system", "mode"], js)
-    write(o.table2_ci_flags, flagged(flags, df, tables.b_metrics))
+    write(o.table2_ci_flags, flagged(flags, df, table_notes.b_metrics))
     write(o.paired, tables.paired(systems, modes, js, seed=cfg.seed))
 
     retrieve_systems = [s for s, m in pairs if m == "retrieve"]
     write(o.topk_sweep, tables.topk_sweep(retrieve_systems, list(params.ks), by_k))
 
-    axes = recovery.pool_axes(taxonomy.load_pool(i.pool))
-    df = tables.degenerate_labels(pairs, js, axes)
+    axes = taxonomy.load_pool(i.pool).axes()
+    df = table_notes.degenerate_labels(pairs, js, axes)
     write(o.degenerate_labels, df)
     n_bad = int(df["degenerate"].sum()) if len(df) else 0
     header += (
         f"\n\n{n_bad} of {int(df['n_labels'].sum()) if len(df) else 0} slot-fill labels name "
         "their slot instead of filling it (``degenerate_labels.csv``)."
     )
-    df = tables.recoveries_table(recovered)
+    df = table_notes.stand_ins_table(stand_ins)
     write(o.recoveries, df)
-    header += "\n\n" + recovery_header(recovered)
+    header += "\n\n" + stand_in_header(stand_ins)
     if replayed:
         header += "\n\n" + tables.replay_header(replayed)
     records.write_atomic(o.report_header, f"MemProbe run\n============\n\n{header}\n")

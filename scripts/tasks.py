@@ -1,10 +1,10 @@
-from memprobe.protocol import users
+from memprobe.protocol import tasks
 from memprobe.spec import records, taxonomy
 from memprobe.workflow import step
 
 
 def main(job: step.Job) -> None:
-    tasks = users.make_tasks(
+    made = tasks.make_tasks(
         records.load(job.input.persona, records.Persona),
         records.load(job.input.bank, records.Bank),
         taxonomy.load_guides(job.input.guides),
@@ -14,7 +14,7 @@ def main(job: step.Job) -> None:
         leak_threshold=job.cfg.tasks.leak_threshold,
         hints=taxonomy.load_guides(job.input.hints),
     )
-    records.write_atomic(job.output[0], tasks)
+    records.write_atomic(job.output[0], made)
 
 
 step.run(main)

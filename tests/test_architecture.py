@@ -198,3 +198,40 @@ def test_the_mirror_check_sees_a_missing_test_module(tmp_path):
     assert missing_test_modules(tmp_path) == ["memprobe/llm/client.py: no tests/llm/test_client.py"]
     (tmp_path / "tests" / "llm" / "test_client.py").write_text("")
     assert missing_test_modules(tmp_path) == []
+
+
+MAX_MODULE_LINES = 600  # a module is a rule's unit of rerun: small, one job each
+
+
+def long_modules(root: Path = ROOT, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """The library's modules (``memprobe/``, ``agents/``) longer than ``limit`` lines."""
+    return [
+        f"{path.relative_to(root)}: {n} lines"
+        for folder in PACKAGES
+        for path in sorted((root / folder).rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > limit
+    ]
+
+
+def test_no_library_module_is_over_600_lines():
+    assert not long_modules(), "split along rule lines:\n" + "\n".join(long_modules())
+
+
+def test_the_length_check_sees_a_long_module(tmp_path):
+    (tmp_path / "memprobe").mkdir()
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "memprobe" / "big.py").write_text("x = 1\n" * 601)
+    (tmp_path / "agents" / "small.py").write_text("x = 1\n" * 600)
+    assert long_modules(tmp_path) == ["memprobe/big.py: 601 lines"]
+
+
+MAX_COMMON_SMK_LINES = 250  # input functions and declarations; the glue is in memprobe/workflow/
+
+
+def test_common_smk_holds_input_functions_and_declarations_only():
+    common = (ROOT / "rules" / "common.smk").read_text(encoding="utf-8")
+    assert len(common.splitlines()) <= MAX_COMMON_SMK_LINES
+    # The run's start and end are one call each (memprobe/workflow/lifecycle.py).
+    for hook in ("onstart", "onsuccess", "onerror"):
+        body = common.split(f"\n{hook}:\n", 1)[1].split("\n\n", 1)[0]
+        assert len([ln for ln in body.splitlines() if ln.strip()]) == 1, (hook, body)

@@ -3,14 +3,17 @@ and `memprobe search` on a release-format dump."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from memprobe.cli import main
+from tests.helpers.workflow import ROOT
 
 SUBCOMMANDS = [["search"], ["fake-endpoint"], ["estimate"], ["local-server"], ["audit", "sample"]]
 
@@ -102,3 +105,36 @@ def test_no_workflow_anywhere_says_where_it_looked(tmp_path, monkeypatch, capsys
         f"{tmp_path} or any folder above it, nor in memprobe's checkout "
         f"{tmp_path / 'site-packages'}; pass --directory\n"
     )
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--configfile", "a.yaml", "--configfile", "b.yaml"],  # repeated: every one counts
+        ["--configfile", "a.yaml", "b.yaml"],  # several after one flag, as snakemake takes them
+    ],
+)
+def test_memprobe_job_keeps_every_configfile_in_order(flags, monkeypatch):
+    from memprobe.workflow import job
+
+    seen: dict = {}
+
+    def build(rule, wildcards, configfiles):
+        seen.update(rule=rule, wildcards=wildcards, configfiles=configfiles)
+        return "the job"
+
+    monkeypatch.setattr(job, "build", build)
+    monkeypatch.setattr(job, "run", lambda built: seen.update(ran=built))
+    assert main(["job", "judge", "user=user_001", *flags, "-d", str(ROOT)]) == 0
+    assert [Path(f).name for f in seen["configfiles"]] == ["a.yaml", "b.yaml"]
+    assert seen["wildcards"] == {"user": "user_001"} and seen["ran"] == "the job"
+
+
+def test_every_command_that_reads_config_files_keeps_them_all():
+    from memprobe.cli import configfile_option
+
+    parser = argparse.ArgumentParser()
+    configfile_option(parser, "files")
+    args = parser.parse_args(["--configfile", "a", "b", "--configfile", "c"])
+    assert args.configfile == ["a", "b", "c"]
+    assert parser.parse_args([]).configfile == []  # the default is not shared between parses

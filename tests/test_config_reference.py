@@ -6,7 +6,7 @@ import pytest
 from pydantic import Field, create_model
 
 from memprobe import cli, config_reference
-from memprobe.config import Config
+from memprobe.config.schema import Config
 from tests.helpers.workflow import ROOT
 
 REGENERATE = "memprobe config-reference --output docs/configuration.md"

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from pydantic import BaseModel
 
-from memprobe.config import Config, system_settings_model
+from memprobe.config.schema import Config, block_model
 from tests.helpers.workflow import ROOT
 
 FIDELITY = ROOT / "docs" / "fidelity.md"
@@ -26,7 +26,7 @@ def config_tree(model: type[BaseModel] = Config, prefix: str = "") -> set[str]:
     for name, field in model.model_fields.items():
         key = prefix + name
         keys.add(key)
-        ann = system_settings_model() if key == "system_settings" else field.annotation
+        ann = block_model(key) if not prefix else field.annotation
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             keys |= config_tree(ann, key + ".")
     return keys
@@ -77,8 +77,10 @@ def test_every_key_a_table_names_is_a_config_key():
 def test_the_tables_name_the_issue_switches():
     text = FIDELITY.read_text(encoding="utf-8")
     for key in ("bank.pool", "prompts.user_simulator", "simulator.max_reply_chars",
-                "memt.profile_sources", "memt.embed_source", "memt.embedder_max_seq_length",
-                "memt.stop_at_tool_call", "memt.observation_sources",
+                "system_settings.memt.profile_sources", "system_settings.memt.embed_source",
+                "system_settings.memt.embedder_max_seq_length",
+                "system_settings.memt.stop_at_tool_call",
+                "system_settings.memt.observation_sources",
                 "system_settings.amem.item_shape",
                 "system_settings.longctx_full.tailor", "prompts.task_edit", "prompts.slotfill",
                 "prompts.preference_judge", "prompts.bank_select"):  # fmt: skip

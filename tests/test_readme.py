@@ -236,3 +236,35 @@ def test_the_scale_the_docs_give_the_default_config_is_its_scale():
             dims,
             cfg["max_turns"],
         ), doc
+
+
+def configfiles_named(text: str) -> list[str]:
+    """Every file a ``--configfile`` of ``text``'s commands names."""
+    found = []
+    for args in re.findall(r"--configfile((?:[ \t]+[^\s#-][^\s#]*)+)", text):
+        found += args.split()
+    return found
+
+
+def test_every_configfile_the_readme_names_is_in_the_repository():
+    named = configfiles_named(README.read_text(encoding="utf-8"))
+    assert "config/examples/openai.yaml" in named and len(named) >= 3
+    missing = [f for f in named if not (ROOT / f).is_file()]
+    assert not missing, f"README.md names config files the repository lacks: {missing}"
+
+
+def test_the_example_configs_are_valid_runs_of_their_own():
+    """Each example layers on config/config.yaml as the README's command layers it."""
+    from memprobe.config.loading import WORKFLOW_CONFIG, load_layers, read_config_file
+
+    examples = sorted((ROOT / "config" / "examples").glob("*.yaml"))
+    assert {p.name for p in examples} >= {"openai.yaml", "vllm.yaml"}
+    for path in examples:
+        files = [ROOT / WORKFLOW_CONFIG, path]
+        cfg = load_layers([(str(f), read_config_file(f)) for f in files])
+        assert cfg.run.name == path.stem and cfg.llm.backend == "openai", path
+
+
+def test_the_configfile_check_sees_each_file_of_a_command():
+    text = "    snakemake -n --configfile a.yaml b.yaml --cores 2\n    x --configfile c.yaml  # d\n"
+    assert configfiles_named(text) == ["a.yaml", "b.yaml", "c.yaml"]

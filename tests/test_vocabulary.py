@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from memprobe.config import Config
+from memprobe.config.schema import Config
 from memprobe.protocol.calibration import Anchor
 from memprobe.protocol.simulation import SimulatorReply
 from memprobe.spec.records import Turn
@@ -56,3 +56,29 @@ def test_no_vocabulary_is_written_out_twice():
         if re.search(pattern, p.read_text(encoding="utf-8"))
     ]
     assert not found, found
+
+
+# A reply whose re-asks ran out gets a stand-in; "recovery" is metric B (docs/architecture.md,
+# "The vocabulary"). The phrases that once gave the word its second meaning:
+SECOND_MEANING = re.compile(
+    r"recovered repl|replies were recovered|recovers? deterministically"
+    r"|recovering deterministically|a stage's recovery|\brecover=|\bRecovery\("
+    r"|records\.Recovered\b|recovery_log",
+    re.I,
+)
+
+
+def test_a_stand_in_is_never_called_a_recovery():
+    places = [
+        *(ROOT / "docs").glob("*.md"),
+        ROOT / "README.md",
+        *(ROOT / "rules").rglob("*.rst"),
+        *(ROOT / "rules").glob("*.smk"),
+        *(p for d in ("memprobe", "agents", "scripts") for p in (ROOT / d).rglob("*.py")),
+    ]
+    found = [
+        f"{p.relative_to(ROOT)}: {m.group(0)}"
+        for p in places
+        for m in SECOND_MEANING.finditer(p.read_text(encoding="utf-8"))
+    ]
+    assert not found, "say stand-in:\n" + "\n".join(found)

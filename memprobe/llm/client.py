@@ -10,7 +10,7 @@
   transient garbage from an endpoint then converges to the reply a clean run would have got,
   while a model that keeps answering wrongly still gets told what was wrong.
 - When the re-asks are spent, ``json()`` hands what it got (:class:`Exhausted`) to the stage's
-  ``recover`` function, whose deterministic stand-in the stage records; without one it fails.
+  ``stand_in`` function, whose deterministic stand-in the stage records; without one it fails.
 - A job's ``attempt`` moves every request's seed (``seed + sample + ATTEMPT_STRIDE *
   attempt``): the attempt after a failed one draws new samples where nothing is cached, while
   whatever an earlier attempt got is replayed (a call looks up attempts ``attempt`` .. 0).
@@ -29,14 +29,13 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from memprobe.config import Config, role_settings
+from memprobe.config.schema import Config, role_settings
 from memprobe.llm import cpu_cost, providers, rate_limit
 from memprobe.llm.cache import ResponseCache, request_key
 from memprobe.llm.ledger import Ledger
@@ -53,11 +52,9 @@ from memprobe.llm.providers import (
     redact,
 )
 from memprobe.llm.rate_limit import RateLimiter
-from memprobe.llm.salvage import strip_fence
-from memprobe.spec.records import Metric, Recovery
-from memprobe.vocabulary import Stage
+from memprobe.llm.salvage import Exhausted, problem_of, strip_fence
 
-__all__ = ["LLM", "Exhausted", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
+__all__ = ["LLM", "LLMError", "Reply", "client_for", "is_loopback", "redact"]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -72,33 +69,6 @@ def _short(err: BaseException) -> str:
 
 
 ATTEMPT_STRIDE = 1000  # seed offset per job attempt: far above any sample index
-
-
-@dataclass
-class Exhausted:
-    """A structured chain whose re-asks were spent: what it got, for the stage's recovery.
-
-    ``replies``: every raw reply, in order; ``problem``: what was wrong with the last one.
-    """
-
-    role: str
-    where: str
-    problem: str
-    replies: list[str] = field(default_factory=list)
-
-    @property
-    def last(self) -> str:
-        return self.replies[-1] if self.replies else ""
-
-    def recovery(self, stage: Stage, action: str, touches: Iterable[Metric] = ()) -> Recovery:
-        """The record of the stand-in a stage used for this chain."""
-        return Recovery(
-            stage=stage,
-            where=self.where,
-            problem=self.problem,
-            action=action,
-            touches=list(touches),
-        )
 
 
 # Transient by HTTP semantics; every other 4xx fails the same way on a resend.
@@ -256,7 +226,7 @@ class LLM:
                     self._record(key, reply, 0.0, cached=False, reask=reask, status="invalid")
                     log.warning(
                         "role %s%s: invalid reply (%s); re-sampling %d/%d",
-                        self.role, where, _problem(err), invalid, self.resample_invalid,
+                        self.role, where, problem_of(err), invalid, self.resample_invalid,
                     )  # fmt: skip
                     continue
             if attempt >= self.max_attempts:
@@ -477,19 +447,19 @@ class LLM:
         check: Callable[[M], None] | None = None,
         sample: int = 0,
         where: str = "",
-        recover: Callable[[Exhausted], M] | None = None,
+        stand_in: Callable[[Exhausted], M] | None = None,
     ) -> M:
         """Ask for a reply validating against ``schema`` (and ``check``), re-asking on failure.
 
         The replies of a chain that succeeded stay cached, so a rerun replays the same chain.
-        When the re-asks are spent, ``recover`` (the stage's deterministic stand-in) gets what
-        the chain got and its value is returned; the chain stays cached, so a replay recovers
-        the same way. Without ``recover`` the chain's replies are dropped, so a rerun asks
+        When the re-asks are spent, ``stand_in`` (the stage's deterministic stand-in) gets what
+        the chain got and its value is returned; the chain stays cached, so a replay stands in
+        the same way. Without ``stand_in`` the chain's replies are dropped, so a rerun asks
         again instead of failing the same way for ever, and the call fails.
         """
         paid: Paid = []
         try:
-            return self._reask_chain(messages, schema, check, sample, where, paid, recover)
+            return self._reask_chain(messages, schema, check, sample, where, paid, stand_in)
         except Exception:
             # Failed however it ended (no valid reply, a cut reply, a rejected request, retries
             # spent): its earlier paid steps must not replay on the rerun.
@@ -506,7 +476,7 @@ class LLM:
         sample: int,
         where: str,
         paid: Paid,
-        recover: Callable[[Exhausted], M] | None,
+        stand_in: Callable[[Exhausted], M] | None,
     ) -> M:
         convo = list(messages)
         loc = _where(where)
@@ -521,7 +491,7 @@ class LLM:
                 if check is not None:
                     check(value)
             except (json.JSONDecodeError, ValidationError, ValueError) as err:
-                problem = _problem(err)
+                problem = problem_of(err)
                 convo = [
                     *convo,
                     {"role": "assistant", "content": raw},
@@ -534,17 +504,17 @@ class LLM:
                 continue
             return value
         secret = os.environ.get(self._api_key_env or "")
-        if recover is not None:
+        if stand_in is not None:
             spent.problem = problem
             log.warning(
                 "%s",
                 redact(
                     f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries "
-                    f"(last problem: {problem}); recovering deterministically",
+                    f"(last problem: {problem}); using the stage's stand-in",
                     secret,
                 ),
             )
-            return recover(spent)
+            return stand_in(spent)
         raise LLMError(
             redact(
                 f"role {self.role}{loc}: no valid reply after {self.max_reasks + 1} tries; "
@@ -573,16 +543,6 @@ def _where(where: str) -> str:
     return f" ({where})" if where else ""
 
 
-def _problem(err: BaseException) -> str:
-    if isinstance(err, ValidationError):
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "reply"
-        return f"{loc}: {first['msg']}"
-    if isinstance(err, json.JSONDecodeError):
-        return f"not valid JSON ({err.msg})"
-    return str(err)
-
-
 def client_for(
     role: str,
     cfg: Config,
@@ -590,15 +550,23 @@ def client_for(
     ledger_path: str | os.PathLike[str] | None = None,
     job: str = "",
     attempt: int = 0,
+    endpoint: Endpoint | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> LLM:
-    """Build the client of one role from the validated config (``attempt``: the job's)."""
+    """Build the client of one role from the validated config (``attempt``: the job's).
+
+    ``endpoint`` and ``overrides`` (model, temperature, max_tokens) send the role to a model
+    a system serves itself (Mem-T's policy, on the writer's cache and ledger): the same
+    retries, re-asks, concurrency and rate limiter as every other client.
+    """
     cpu_cost.client_built()
-    s = role_settings(cfg, role)
-    try:
-        endpoint = endpoint_for(cfg, s)
-    except ProviderError as err:
-        raise LLMError(f"role {role}: {err}") from None
-    llm = LLM(
+    s = role_settings(cfg, role) | dict(overrides or {})
+    if endpoint is None:
+        try:
+            endpoint = endpoint_for(cfg, s)
+        except ProviderError as err:
+            raise LLMError(f"role {role}: {err}") from None
+    return LLM(
         role,
         backend=endpoint.backend,
         base_url=endpoint.base_url,
@@ -609,7 +577,7 @@ def client_for(
         seed=cfg.seed,
         cache=ResponseCache(cfg.llm.cache_dir),
         ledger=Ledger.shared(ledger_path, job=job),
-        timeout_s=cfg.llm.timeout_s,
+        timeout_s=endpoint.timeout_s,
         max_attempts=cfg.llm.max_attempts,
         max_reasks=cfg.llm.max_reasks,
         backoff_s=cfg.llm.backoff_s,
@@ -617,6 +585,6 @@ def client_for(
         resample_invalid=cfg.llm.resample_invalid,
         cache_identity=endpoint.identity,
         attempt=attempt,
-        limiter=rate_limit.for_endpoint(cfg, role, endpoint.backend, endpoint.identity),
+        uds=endpoint.uds,
+        limiter=rate_limit.for_endpoint(cfg, role, endpoint, s["base_url"]),
     )
-    return llm

@@ -189,3 +189,14 @@ def read_rows(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, str]]:
             with open(path, newline="", encoding="utf-8") as fh:
                 rows += list(csv.DictReader(fh))
     return rows
+
+
+def write_rows(path: str | os.PathLike[str], rows: list[dict[str, str]]) -> None:
+    """Replace a ledger with ``rows`` (a job's own pending ledger: no other process writes it)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    tmp = Path(path).with_name(Path(path).name + ".tmp")
+    tmp.write_text(buf.getvalue(), encoding="utf-8")
+    os.replace(tmp, path)

@@ -2,12 +2,13 @@
 
 Every backend speaks the OpenAI chat-completions API, sent through the ``openai`` package's
 client. A ``Backend`` says where a role's endpoint is, what the response cache keys its replies
-on and which provider sends them; the registry (memprobe/registry/backends.py) names each one
-and imports it on first use, so this module knows none but its own:
+on and which provider sends them, and what the run needs to know about it (its settings, rate
+limit, preflight, server, capacity); the registry (memprobe/registry/backends.py) names each
+one and imports it on first use, so this module knows none of them:
 
 | backend | endpoint | cache identity | where |
 |---|---|---|---|
-| ``openai`` | ``llm.base_url`` (or the role's override) | the URL | ``OPENAI`` here |
+| ``openai`` | ``llm.base_url`` (or the role's override) | the URL | llm/openai_backend.py |
 | ``local`` | the run's llama.cpp server | the GGUF's sha256 | serving/local_server.py |
 | ``fake`` | in-process, the fake responder | the fake URL | testing/fake_backend.py |
 
@@ -29,12 +30,15 @@ import os
 import re
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 from urllib.parse import urlsplit, urlunsplit
 
-from memprobe.config import Config
+from pydantic import BaseModel
+
+from memprobe.config.schema import Config
 from memprobe.llm import cpu_cost
 from memprobe.registry import backends
 
@@ -134,6 +138,14 @@ def is_loopback(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def open_direct(req: urllib.request.Request | str, timeout: float) -> Any:
+    """``urlopen`` for a loopback server: never through HTTP(S)_PROXY."""
+    return _DIRECT.open(req, timeout=timeout)
 
 
 def _clean(content: str) -> str:
@@ -276,10 +288,37 @@ def _count(value: Any) -> int:
 
 
 # -- the backends -------------------------------------------------------------------------------
+class Served(NamedTuple):
+    """A role answered by a model the run serves itself (the ``local`` backend's server)."""
+
+    context_tokens: int  # the context each of its requests gets
+    context_key: str  # the config key that sets it, for the slot-fill budget's error
+    max_tokens: int | None  # its own reply bound for the role (None: the role's, or llm's)
+
+
+class Capacity(NamedTuple):
+    """What a server the run starts serves well at once: LLM jobs (each then takes that share
+    of the ``llm_slots``) and requests in flight (the estimate's parallel streams)."""
+
+    jobs: int
+    requests: int
+
+
 class Backend(Protocol):
-    """One ``llm.backend``: where a role's requests go and what sends them."""
+    """One ``llm.backend``: where a role's requests go, what sends them, and what the run, its
+    config, its preflight and its estimate need to know about it. Nothing outside a backend's
+    own module asks for it by name: they ask it these (``BackendBase`` has the defaults)."""
 
     name: str
+    # Its settings model, validated under ``llm.<name>`` (None: it has none). A reply depends
+    # on them only through ``identity`` and ``served`` (the role identity of every LLM rule);
+    # ``runtime_settings`` are those that change how it serves, never what (they rerun nothing).
+    settings: type[BaseModel] | None
+    runtime_settings: tuple[str, ...]
+    needs_base_url: bool  # every role needs an endpoint URL (``llm.base_url`` or its own)
+    rate_limited: bool  # a provider's limit applies: ``llm.rate_limit`` paces its requests
+    answers_served_models: bool  # a stand-in that answers a system's own served model too
+    assumed_latency_s: float  # seconds per call the estimate assumes when no ledger says
 
     def endpoint(self, cfg: Config, settings: dict[str, Any]) -> Endpoint:
         """A role's endpoint, from its effective settings (``config.role_settings``), when a
@@ -296,24 +335,71 @@ class Backend(Protocol):
         """What sends the requests of ``endpoint`` (one per job and endpoint)."""
         ...
 
+    def served(self, cfg: Config, role: str) -> Served | None:
+        """The model the run serves ``role`` itself, if it does (None: an endpoint elsewhere)."""
+        ...
 
-class OpenAIBackend:
-    """Any OpenAI-compatible endpoint, at ``llm.base_url`` or a role's own ``base_url``."""
+    def capacity(self, cfg: Config) -> Capacity | None:
+        """What the run's own server serves well at once (None: no server of the run's)."""
+        ...
 
-    name = "openai"
+    def check(self, cfg: Config) -> list[str]:
+        """Problems found when the DAG loads, one line each, without a request (the files the
+        config names); the run stops on the first."""
+        ...
 
-    def endpoint(self, cfg: Config, settings: dict[str, Any]) -> Endpoint:
-        url = settings["base_url"]
-        return Endpoint(self.name, url, url, settings["api_key_env"], cfg.llm.timeout_s)
+    def preflight(self, cfg: Config) -> list[str]:
+        """Problems found before the first job, one line each: unset keys, an endpoint that
+        does not answer (memprobe/workflow/preflight.py)."""
+        ...
 
-    def identity(self, cfg: Config, base_url: str | None) -> str:
-        return without_credentials(base_url or "")
+    def key_variables(self, cfg: Config) -> list[str]:
+        """The environment variables its jobs read keys from (a cluster passes them on)."""
+        ...
 
-    def provider(self, endpoint: Endpoint) -> Provider:
-        return OpenAICompatible(endpoint)
+    def start(self, cfg: Config, log_dir: str, cluster: bool) -> None:
+        """Start what the run's jobs reach (its server), before the first job; ``cluster``:
+        the jobs run on other hosts. ``ProviderError`` (one line) where it cannot."""
+        ...
+
+    def stop(self, cfg: Config) -> None:
+        """Stop what ``start`` started (the run ended, or failed)."""
+        ...
 
 
-OPENAI = OpenAIBackend()
+class BackendBase:
+    """The defaults of a ``Backend``: no settings, an endpoint elsewhere that no provider's
+    limit paces, nothing to check, start or stop. A backend subclasses it and sets what
+    differs (a plugin's too: it then keeps working when the interface grows)."""
+
+    name = ""
+    settings: type[BaseModel] | None = None
+    runtime_settings: tuple[str, ...] = ()
+    needs_base_url = False
+    rate_limited = False
+    answers_served_models = False
+    assumed_latency_s = 4.0  # a hosted mini model answering a few-thousand-token prompt
+
+    def served(self, cfg: Config, role: str) -> Served | None:
+        return None
+
+    def capacity(self, cfg: Config) -> Capacity | None:
+        return None
+
+    def check(self, cfg: Config) -> list[str]:
+        return []
+
+    def preflight(self, cfg: Config) -> list[str]:
+        return []
+
+    def key_variables(self, cfg: Config) -> list[str]:
+        return []
+
+    def start(self, cfg: Config, log_dir: str, cluster: bool) -> None:
+        return None
+
+    def stop(self, cfg: Config) -> None:
+        return None
 
 
 def backend(name: str) -> Backend:

@@ -29,8 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memprobe.registry import backends
+
 if TYPE_CHECKING:
-    from memprobe.config import Config
+    from memprobe.config.schema import Config
+    from memprobe.llm.providers import Endpoint
 
 WINDOW_S = 60.0  # the providers' window: requests and tokens per minute
 # The token bucket keeps at most this many rows per window (pyrate-limiter stores one row per
@@ -41,7 +44,8 @@ LOW_WATER = 0.1  # below this share of the limit left, pace what is left until t
 # exactly its rate would find the bucket a hair short.
 PACE_MARGIN = 1.1
 MAX_HOLD_S = 120.0  # never trust a signal to stop the run for longer than this at once
-# A cluster node's buckets, on its own disk: file locks do not hold over NFS (rules/common.smk).
+# A cluster node's buckets, on its own disk: file locks do not hold over NFS
+# (memprobe/workflow/cluster.py).
 NODE_STATE_DIR = "/tmp/memprobe-rate-limit"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 
@@ -316,13 +320,18 @@ def configured(cfg: Config, role: str) -> Limits:
     return Limits(values.requests_per_minute, values.tokens_per_minute).scaled(rl.share)
 
 
-def for_endpoint(cfg: Config, role: str, backend: str, identity: str) -> RateLimiter | None:
-    """The run's limiter of a role's endpoint; None where no provider's limit applies (the
-    in-process fake, the run's own llama.cpp server) or nothing is asked of it."""
-    if backend != "openai":
+def for_endpoint(
+    cfg: Config, role: str, endpoint: Endpoint, configured_url: str | None
+) -> RateLimiter | None:
+    """The run's limiter of the endpoint a role's requests go to; None where no provider's
+    limit applies (its backend is not ``rate_limited``: the in-process fake, the run's own
+    llama.cpp server) or nothing is asked of it. The configured limits are those of the
+    role's configured endpoint (``configured_url``); an endpoint a system serves itself
+    (Mem-T's policy) has none of them, only the provider's own signals."""
+    if not backends.load(endpoint.backend).rate_limited:
         return None
-    limits = configured(cfg, role)
+    limits = configured(cfg, role) if endpoint.base_url == configured_url else Limits()
     signals = cfg.llm.rate_limit.provider_signals
     if not (limits.requests or limits.tokens or signals):
         return None
-    return shared(limits, state_dir(cfg), identity, signals)
+    return shared(limits, state_dir(cfg), endpoint.identity, signals)

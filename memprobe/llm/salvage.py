@@ -1,20 +1,63 @@
-"""What a stage can still use of replies whose re-asks ran out (``client.Exhausted``).
+"""What a stage can still use of replies whose re-asks ran out (``Exhausted``).
 
 Deterministic, no call: the same replies always give the same stand-in, so a replay of a
-finished job recovers the same way. Each stage picks what fits its protocol meaning
-(docs/fidelity.md, "Recovered replies"); these are the parts they share.
+finished job stands in the same way. Each stage picks what fits its protocol meaning
+(docs/fidelity.md, "Stand-ins"); these are the parts they share.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from memprobe.spec.records import Metric, StandIn
+from memprobe.vocabulary import Stage
+
 M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class Exhausted:
+    """A structured chain whose re-asks were spent: what it got, for the stage's stand-in.
+
+    ``replies``: every raw reply, in order; ``problem``: what was wrong with the last one.
+    """
+
+    role: str
+    where: str
+    problem: str
+    replies: list[str] = field(default_factory=list)
+
+    @property
+    def last(self) -> str:
+        return self.replies[-1] if self.replies else ""
+
+    def stand_in(self, stage: Stage, action: str, touches: Iterable[Metric] = ()) -> StandIn:
+        """The record of the stand-in a stage used for this chain."""
+        return StandIn(
+            stage=stage,
+            where=self.where,
+            problem=self.problem,
+            action=action,
+            touches=list(touches),
+        )
+
+
+def problem_of(err: BaseException) -> str:
+    """What was wrong with a reply, in one line (the first validation error, or bad JSON)."""
+    if isinstance(err, ValidationError):
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "reply"
+        return f"{loc}: {first['msg']}"
+    if isinstance(err, json.JSONDecodeError):
+        return f"not valid JSON ({err.msg})"
+    return str(err)
+
 
 ELLIPSIS = "…"  # marks a text cut inside a sentence
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s|$)")

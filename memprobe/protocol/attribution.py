@@ -3,7 +3,7 @@
 Stage 0 (task-design oracle) is computed once per user for every dimension and shared by all
 systems and modes. Stages 1 and 2 read the target episode's real transcript in both modes; the
 release read an empty one in retrieve mode, which ``compat.retrieve_attribution_empty_transcript``
-reproduces. A reply whose re-asks ran out is recovered (the ``*_stand_in`` functions) and
+reproduces. A reply whose re-asks ran out gets a stand-in (the ``*_stand_in`` functions),
 listed in the record's ``recoveries``, marked as touching the attribution counts when it
 decided a label.
 """
@@ -15,9 +15,9 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
-from memprobe.llm.client import LLM, Exhausted
-from memprobe.llm.salvage import last_lenient
-from memprobe.protocol.users import leak_share
+from memprobe.llm.client import LLM
+from memprobe.llm.salvage import Exhausted, last_lenient
+from memprobe.protocol.leaks import leak_share
 from memprobe.spec.prompts import dialogue, render
 from memprobe.spec.records import (
     Attribution,
@@ -27,7 +27,7 @@ from memprobe.spec.records import (
     Judge,
     Oracle,
     OracleVerdict,
-    Recovery,
+    StandIn,
     Task,
     Tasks,
 )
@@ -58,36 +58,36 @@ TOPIC_SHARE = 0.5  # share of the target's content words in the agent's replies:
 R = TypeVar("R", bound=BaseModel)
 
 
-def cut_or(spent: Exhausted, schema: type[R], stage: Stage) -> tuple[R, Recovery] | None:
+def cut_or(spent: Exhausted, schema: type[R], stage: Stage) -> tuple[R, StandIn] | None:
     """The latest reply with over-long texts cut at a sentence end (its decision stands)."""
     fixed = last_lenient(spent.replies, schema)
     if fixed is None:
         return None
     value, cut = fixed
-    return value, spent.recovery(stage, f"cut {', '.join(cut)}")
+    return value, spent.stand_in(stage, f"cut {', '.join(cut)}")
 
 
-def oracle_stand_in(spent: Exhausted) -> tuple[OracleReply, Recovery]:
+def oracle_stand_in(spent: Exhausted) -> tuple[OracleReply, StandIn]:
     """Stage 0 when the re-asks ran out: can_invite, as the release fell back: the task is not
     blamed without a verdict, and stages 1 and 2 still look at the episode."""
     return cut_or(spent, OracleReply, "oracle") or (
         OracleReply(can_invite=True, reason="stand-in: no valid oracle reply"),
-        spent.recovery("oracle", "can_invite true", ("attribution",)),
+        spent.stand_in("oracle", "can_invite true", ("attribution",)),
     )
 
 
-def disclosure_stand_in(spent: Exhausted) -> tuple[DisclosureReply, Recovery]:
+def disclosure_stand_in(spent: Exhausted) -> tuple[DisclosureReply, StandIn]:
     """Stage 1 when the re-asks ran out: not disclosed, as the release fell back (stage 2
     then decides between the agent and the simulator)."""
     return cut_or(spent, DisclosureReply, "disclosure") or (
         DisclosureReply(disclosed=False, reason="stand-in: no valid disclosure reply"),
-        spent.recovery("disclosure", "disclosed false", ("attribution",)),
+        spent.stand_in("disclosure", "disclosed false", ("attribution",)),
     )
 
 
 def subclass_stand_in(
     spent: Exhausted, agent_text: str, short: str
-) -> tuple[SubclassReply, Recovery]:
+) -> tuple[SubclassReply, StandIn]:
     """Stage 2 when the re-asks ran out: B (the topic came up, the simulator held back) when
     the agent's replies hold at least half of the target's content words, else A (the agent
     never got near it). The release's "?" had no label of its own."""
@@ -98,7 +98,7 @@ def subclass_stand_in(
     category: Literal["A", "B"] = "B" if share >= TOPIC_SHARE else "A"
     why = f"stand-in: {share:.2f} of the target's content words are in the agent's replies"
     action = f"category {category} from the agent's replies ({share:.2f}, threshold {TOPIC_SHARE})"
-    return SubclassReply(category=category, reason=why), spent.recovery(
+    return SubclassReply(category=category, reason=why), spent.stand_in(
         "subclass", action, ("attribution",)
     )
 
@@ -107,7 +107,7 @@ def run_oracle(bank: Bank, tasks: Tasks, llm: LLM, prompt: str) -> Oracle:
     first_task: dict[str, Task] = {}
     for t in tasks.tasks:
         first_task.setdefault(t.target_dimension, t)
-    recovered: dict[str, list[Recovery]] = {}  # per dimension: map() runs them in threads
+    stand_ins: dict[str, list[StandIn]] = {}  # per dimension: map() runs them in threads
 
     def one(e) -> tuple[str, OracleVerdict]:
         t = first_task.get(e.dimension)
@@ -115,8 +115,8 @@ def run_oracle(bank: Bank, tasks: Tasks, llm: LLM, prompt: str) -> Oracle:
             return e.dimension, OracleVerdict(can_invite=False, reason="no targeted task")
 
         def stand_in(spent: Exhausted) -> OracleReply:
-            reply, recovery = oracle_stand_in(spent)
-            recovered.setdefault(e.dimension, []).append(recovery)
+            reply, note = oracle_stand_in(spent)
+            stand_ins.setdefault(e.dimension, []).append(note)
             return reply
 
         r = llm.json(
@@ -125,12 +125,12 @@ def run_oracle(bank: Bank, tasks: Tasks, llm: LLM, prompt: str) -> Oracle:
             ),
             OracleReply,
             where=f"user {bank.user_id}, oracle {e.dimension}",
-            recover=stand_in,
+            stand_in=stand_in,
         )
         return e.dimension, OracleVerdict(can_invite=r.can_invite, reason=r.reason)
 
     verdicts = dict(llm.map(one, bank.entries))
-    in_order = [r for e in bank.entries for r in recovered.get(e.dimension, [])]
+    in_order = [r for e in bank.entries for r in stand_ins.get(e.dimension, [])]
     return Oracle(user_id=bank.user_id, verdicts=verdicts, recoveries=in_order)
 
 
@@ -153,7 +153,7 @@ def attribute_user(
     for t in tasks.tasks:
         first_task.setdefault(t.target_dimension, t)
     episode_by_index = {e.index: e for e in episodes.episodes}
-    recovered: dict[str, list[Recovery]] = {}  # per dimension: map() runs them in threads
+    stand_ins: dict[str, list[StandIn]] = {}  # per dimension: map() runs them in threads
 
     def one(d) -> AttributionEntry:
         base = {"category": d.category, "dimension": d.dimension, "score": d.score}
@@ -179,25 +179,25 @@ def attribute_user(
             "task": task.task,
             "transcript": transcript,
         }
-        mine = recovered.setdefault(d.dimension, [])
+        mine = stand_ins.setdefault(d.dimension, [])
         read = [] if (empty_transcript or ep is None) else ep.turns
         agent_text = " ".join(t.agent_response for t in read)
 
-        def disclosure_recover(spent: Exhausted) -> DisclosureReply:
-            reply, recovery = disclosure_stand_in(spent)
-            mine.append(recovery)
+        def stand_in_disclosure(spent: Exhausted) -> DisclosureReply:
+            reply, note = disclosure_stand_in(spent)
+            mine.append(note)
             return reply
 
-        def subclass_recover(spent: Exhausted) -> SubclassReply:
-            reply, recovery = subclass_stand_in(spent, agent_text, d.ground_truth)
-            mine.append(recovery)
+        def stand_in_subclass(spent: Exhausted) -> SubclassReply:
+            reply, note = subclass_stand_in(spent, agent_text, d.ground_truth)
+            mine.append(note)
             return reply
 
         s1 = disclosure.json(
             render(prompts["disclosure"], **values),
             DisclosureReply,
             where=where,
-            recover=disclosure_recover,
+            stand_in=stand_in_disclosure,
         )
         stages.append({"stage": "disclosure", **s1.model_dump()})
         if s1.disclosed:
@@ -208,7 +208,7 @@ def attribute_user(
             render(prompts["subclass"], **values),
             SubclassReply,
             where=where,
-            recover=subclass_recover,
+            stand_in=stand_in_subclass,
         )
         stages.append({"stage": "disclosure_subclass", **s2.model_dump()})
         label: Literal["agent_elicitation_failure", "simulator_too_strict"] = (
@@ -223,5 +223,5 @@ def attribute_user(
         mode=judge.mode,
         counts=dict(Counter(d.label for d in details)),
         details=details,
-        recoveries=[r for d in judge.details for r in recovered.get(d.dimension, [])],
+        recoveries=[r for d in judge.details for r in stand_ins.get(d.dimension, [])],
     )

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memprobe.protocol.recovery import Grader, JudgeItem
+from memprobe.protocol.judge import Grader, JudgeItem
 from memprobe.spec import records, sheets
 from memprobe.spec.rubric import LEVELS, RUBRIC, Level
 from memprobe.vocabulary import CATEGORIES, Category
@@ -121,7 +121,7 @@ class Reply(BaseModel):
 
 
 def score_anchors(anchors: Anchors, grade: Grader) -> list[Reply]:
-    """Grade every pair exactly as the judge rule grades a label (a recovered reply, 0.0,
+    """Grade every pair exactly as the judge rule grades a label (a stand-in reply, 0.0,
     counts against the judge; the grader lists it)."""
     replies = grade([a.item() for a in anchors.items])
     return [
@@ -209,7 +209,7 @@ def stop_if_failed(cfg, pairs: Anchors, prompt: str, pool: str) -> None:
     raise CalibrationError with the run's one line when the judge fails. Its replies go to
     STOP_REPLIES, never to the rule's outputs (a stale verdict there would outlive a fix)."""
     from memprobe.llm.client import LLMError, client_for
-    from memprobe.protocol import judges
+    from memprobe.protocol import judge_form
 
     def llm():
         return client_for(
@@ -219,8 +219,8 @@ def stop_if_failed(cfg, pairs: Anchors, prompt: str, pool: str) -> None:
             job="judge_calibration/onstart",
         )
 
-    try:  # a recovered reply (0.0) counts against the judge; only the verdict is kept here
-        replies = score_anchors(pairs, judges.grader(cfg, llm, prompt, pool, []))
+    try:  # a stand-in reply (0.0) counts against the judge; only the verdict is kept here
+        replies = score_anchors(pairs, judge_form.grader(cfg, llm, prompt, pool, []))
     except (LLMError, records.RecordError) as err:
         raise CalibrationError(f"judge calibration: {err}") from None
     s = summarize(replies)

@@ -26,7 +26,7 @@ variant search that chose the features, rank and ridge (docs/fidelity.md). Judge
 numpy only, milliseconds per batch once the texts are encoded.
 
 A label that only names its slot (a category, the dimension, the axis question, see
-``recovery.degenerate_kind``) and "unknown" score 0 before any feature is computed: the
+``judge.degenerate_kind``) and "unknown" score 0 before any feature is computed: the
 release's labels never do that, so no fit could learn it.
 """
 
@@ -43,14 +43,9 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memprobe.protocol.judge import Grader, JudgeItem, JudgeReply, degenerate_kind
 from memprobe.protocol.opposites import conflicts
-from memprobe.protocol.recovery import (
-    Grader,
-    JudgeItem,
-    JudgeReply,
-    degenerate_kind,
-    is_unknown,
-)
+from memprobe.protocol.slotfill import is_unknown
 from memprobe.spec.records import load_yaml
 from memprobe.spec.rubric import LEVELS, RUBRIC
 from memprobe.vocabulary import CATEGORIES, Category
@@ -355,7 +350,7 @@ def grade(
 
 
 def grader(params: Params, axes: dict[str, str], encode: Encode | None = None) -> Grader:
-    """A ``recovery.Grader`` that scores with these figures (MiniLM, from the run's embedding
+    """A ``judge.Grader`` that scores with these figures (MiniLM, from the run's embedding
     server when it has one)."""
     if encode is None:
         from memprobe.serving import embeddings

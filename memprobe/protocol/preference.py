@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, create_model
 
-from memprobe.llm.client import LLM, Exhausted
-from memprobe.llm.salvage import cut_at_sentence, objects
+from memprobe.llm.client import LLM
+from memprobe.llm.salvage import Exhausted, cut_at_sentence, objects
 from memprobe.spec.prompts import render
 from memprobe.spec.records import (
     Bank,
@@ -21,7 +21,7 @@ from memprobe.spec.records import (
     Preference,
     PrefScore,
     PrefTurn,
-    Recovery,
+    StandIn,
 )
 
 MAX_REASON_CHARS = 300
@@ -49,7 +49,7 @@ def reply_schema(n: int) -> type[PrefReply]:
     )
 
 
-def preference_stand_in(spent: Exhausted, n: int) -> tuple[list[PrefItem], Recovery]:
+def preference_stand_in(spent: Exhausted, n: int) -> tuple[list[PrefItem], StandIn]:
     """One score per preference when the re-asks ran out: the latest reply's first valid item
     for each idx (its reason cut at a sentence end); a preference it did not score validly is
     "na", which leaves it out of the turn's score as the release's None did for the turn."""
@@ -74,7 +74,7 @@ def preference_stand_in(spent: Exhausted, n: int) -> tuple[list[PrefItem], Recov
         action = f"na for preference(s) {', '.join(map(str, missing))}"
     else:
         action = "the latest reply's first item per preference"
-    return scores, spent.recovery("preference", action, ("D",) if missing else ())
+    return scores, spent.stand_in("preference", action, ("D",) if missing else ())
 
 
 def turn_score(scores: list[PrefScore]) -> float | None:
@@ -102,15 +102,15 @@ def judge_preferences(episodes: Episodes, bank: Bank, llm: LLM, prompt: str) -> 
         if got != list(range(1, n + 1)):
             raise ValueError(f"per_pref must have exactly one entry per idx 1..{n}, got {got}")
 
-    def one(job: tuple[int, str, int, str]) -> tuple[PrefTurn, list[Recovery]]:
+    def one(job: tuple[int, str, int, str]) -> tuple[PrefTurn, list[StandIn]]:
         ep_index, task, turn, reply_text = job
         if n == 0:
             return PrefTurn(turn=turn, score=None, per_pref=[]), []
-        recovered: list[Recovery] = []
+        stand_ins: list[StandIn] = []
 
         def stand_in(spent: Exhausted) -> PrefReply:
-            items, recovery = preference_stand_in(spent, n)
-            recovered.append(recovery)
+            items, note = preference_stand_in(spent, n)
+            stand_ins.append(note)
             return PrefReply(per_pref=items)
 
         reply = llm.json(
@@ -119,13 +119,13 @@ def judge_preferences(episodes: Episodes, bank: Bank, llm: LLM, prompt: str) -> 
             check=check,
             where=f"user {episodes.user_id}, system {episodes.system}, "
             f"episode {ep_index}, turn {turn}",
-            recover=stand_in,
+            stand_in=stand_in,
         )
         scores = [
             PrefScore(idx=i.idx, score=i.score, reason=i.reason)
             for i in sorted(reply.per_pref, key=lambda x: x.idx)
         ]
-        return PrefTurn(turn=turn, score=turn_score(scores), per_pref=scores), recovered
+        return PrefTurn(turn=turn, score=turn_score(scores), per_pref=scores), stand_ins
 
     jobs = [(e.index, e.task, t.turn, t.agent_response) for e in episodes.episodes for t in e.turns]
     done = llm.map(one, jobs)  # in job order, whatever order the calls finished in
@@ -139,5 +139,5 @@ def judge_preferences(episodes: Episodes, bank: Bank, llm: LLM, prompt: str) -> 
         system=episodes.system,
         D=pooled_d(out),
         episodes=out,
-        recoveries=[r for _, recovered in done for r in recovered],
+        recoveries=[r for _, stand_ins in done for r in stand_ins],
     )

@@ -14,9 +14,10 @@ from typing import Any
 from pydantic import BaseModel, Field, create_model
 
 from memprobe.agents.base import HistoryTurn, MemorySystem
-from memprobe.llm.client import LLM, Exhausted
-from memprobe.llm.salvage import cut_at_sentence, json_value, last_lenient, strip_fence
-from memprobe.protocol.users import bank_block, persona_block
+from memprobe.llm.client import LLM
+from memprobe.llm.salvage import Exhausted, cut_at_sentence, json_value, last_lenient, strip_fence
+from memprobe.protocol.bank import bank_block
+from memprobe.protocol.persona import persona_block
 from memprobe.spec.prompts import dialogue, render
 from memprobe.spec.records import (
     Bank,
@@ -25,7 +26,7 @@ from memprobe.spec.records import (
     Memories,
     Metric,
     Persona,
-    Recovery,
+    StandIn,
     Tasks,
     Turn,
 )
@@ -55,7 +56,7 @@ def reply_schema(max_chars: int | None) -> type[SimulatorReply]:
 
 def simulator_stand_in(
     spent: Exhausted, max_chars: int | None = DEFAULT_MAX_REPLY_CHARS
-) -> tuple[SimulatorReply, Recovery]:
+) -> tuple[SimulatorReply, StandIn]:
     """The user's turn when the re-asks ran out: the latest reply with its text cut at a
     sentence end to the cap (``max_chars``; None: no cap, nothing is cut); else its feedback
     type if valid (``followup`` otherwise, as the release fell back) and its text (or its
@@ -65,7 +66,7 @@ def simulator_stand_in(
     fixed = last_lenient(spent.replies, schema)
     if fixed is not None:
         value, cut = fixed
-        return value, spent.recovery("simulator", f"cut {', '.join(cut)}")
+        return value, spent.stand_in("simulator", f"cut {', '.join(cut)}")
     parsed = json_value(spent.last)
     obj: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
     given = obj.get("feedback_type")
@@ -80,7 +81,7 @@ def simulator_stand_in(
         parts.append(f"text {FALLBACK_TEXT!r}")
     action = "stand-in " + " and ".join(parts) if parts else "kept the latest reply's fields"
     touches: list[Metric] = ["A", "C"] if kind != given else []
-    return schema(feedback_type=kind, text=text), spent.recovery("simulator", action, touches)
+    return schema(feedback_type=kind, text=text), spent.stand_in("simulator", action, touches)
 
 
 RECENT_OWN = 3  # the simulator's own latest messages, shown with a do-not-repeat note
@@ -107,7 +108,7 @@ def simulate_user(
     turn: int,
     where: str,
     max_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
-    recoveries: list[Recovery] | None = None,
+    stand_ins: list[StandIn] | None = None,
 ) -> SimulatorReply:
     messages = render(
         prompt,
@@ -121,12 +122,12 @@ def simulate_user(
     )
 
     def stand_in(spent: Exhausted) -> SimulatorReply:
-        reply, recovery = simulator_stand_in(spent, max_chars)
-        if recoveries is not None:
-            recoveries.append(recovery)
+        reply, note = simulator_stand_in(spent, max_chars)
+        if stand_ins is not None:
+            stand_ins.append(note)
         return reply
 
-    return llm.json(messages, reply_schema(max_chars), where=where, recover=stand_in)
+    return llm.json(messages, reply_schema(max_chars), where=where, stand_in=stand_in)
 
 
 def run_episode(
@@ -140,7 +141,7 @@ def run_episode(
     target_dimension: str,
     max_turns: int,
     max_chars: int | None = DEFAULT_MAX_REPLY_CHARS,
-    recoveries: list[Recovery] | None = None,
+    stand_ins: list[StandIn] | None = None,
 ) -> Episode:
     history: list[HistoryTurn] = []
     turns: list[Turn] = []
@@ -159,7 +160,7 @@ def run_episode(
             turn,
             where,
             max_chars,
-            recoveries,
+            stand_ins,
         )
         turns.append(
             Turn(
@@ -197,7 +198,7 @@ def rollout(
 ) -> Episodes:
     system.reset(persona.user_id)
     episodes: list[Episode] = []
-    recoveries: list[Recovery] = []
+    stand_ins: list[StandIn] = []
     n = len(tasks.tasks)
     for t in tasks.tasks:
         ep = run_episode(
@@ -211,7 +212,7 @@ def rollout(
             t.target_dimension,
             max_turns,
             max_chars,
-            recoveries,
+            stand_ins,
         )
         episodes.append(ep)
         log.info(
@@ -225,7 +226,7 @@ def rollout(
             len(system.get_all_memories()),
         )
     return Episodes(
-        user_id=persona.user_id, system=system.name, episodes=episodes, recoveries=recoveries
+        user_id=persona.user_id, system=system.name, episodes=episodes, recoveries=stand_ins
     )
 
 

@@ -16,7 +16,7 @@ from memprobe.registry import RegistryError, plugins, resolve, searched
 
 ENTRY_POINT_GROUP = "memprobe.backends"
 BUILTIN: dict[str, str] = {
-    "openai": "memprobe.llm.providers:OPENAI",  # any OpenAI-compatible endpoint
+    "openai": "memprobe.llm.openai_backend:OPENAI",  # any OpenAI-compatible endpoint
     "local": "memprobe.serving.local_server:BACKEND",  # the run's llama.cpp server
     "fake": "memprobe.testing.fake_backend:BACKEND",  # schema-valid replies, in-process
 }

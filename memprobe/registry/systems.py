@@ -49,16 +49,23 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
 
-class Resources(_Frozen):
-    """What one system's rollout and probe jobs need beyond an ordinary job.
+class GpuPlacement(Settings):
+    """Where a GPU system's jobs go on a cluster: a system whose ``Resources`` ask for GPUs
+    has these in its settings (its rollout and probe jobs alone get them, docs/cluster.md)."""
 
-    ``settings_block`` names the top-level config block that holds the placement of a GPU
-    system (``gpu_model``, ``cpus_per_gpu``) and the name of its served model (``model``).
-    """
+    gpu_model: str | None = None
+    """SLURM GPU model of this system's rollout and probe jobs (`--gpus=MODEL:1`)"""
+    cpus_per_gpu: int | None = Field(default=None, ge=1)
+    """SLURM `--cpus-per-gpu` of this system's rollout and probe jobs"""
+
+
+class Resources(_Frozen):
+    """What one system's rollout and probe jobs need beyond an ordinary job: GPUs (placed by
+    its settings, a ``GpuPlacement``), and a model its own jobs serve, whose name is its
+    settings' ``model`` (Mem-T-4B: the estimate's writer line)."""
 
     gpus: int = Field(default=0, ge=0)
     served_model: bool = False  # its write path calls a model its own jobs serve (Mem-T-4B)
-    settings_block: str | None = None
 
 
 class CostPriors(_Frozen):
@@ -99,7 +106,23 @@ class SystemSpec(_Frozen):
     # for the repository's prompts/ (the built-ins).
     prompt_dir: str | None = None
     settings: type[BaseModel] | None = None  # validated under system_settings.<name>
+    # Keys of its settings that change how its jobs run, never what they write (a server's
+    # executable, a key's variable, a GPU's placement): changing one reruns nothing.
+    runtime_settings: tuple[str, ...] = ()
     reads: tuple[str, ...] = ()  # other config keys its code reads (its jobs rerun on them)
+    # What the run checks of it, when it is in ``systems`` (not imported): ``check(cfg)`` when
+    # the config is validated (raises ValueError: one line naming the key); ``preflight(cfg,
+    # local_files)`` before the first job (problems, one line each; ``local_files``: its jobs
+    # run on this machine); ``key_variables(cfg)``, the variables its jobs read keys from.
+    check: Callable[[Any], None] | None = None
+    preflight: Callable[[Any, bool], list[str]] | None = None
+    key_variables: Callable[[Any], list[str]] | None = None
+    # Its store is its memories.json dump (``load_dump``): ``memprobe search --memories``
+    # searches a dump alone.
+    dump_is_store: bool = False
+    # Other modules of its own whose code shapes what it writes (dotted names): inputs of its
+    # jobs like its module (an edit reruns its jobs); any other module of its package is not.
+    parts: tuple[str, ...] = ()
     # Whether its recall can change what it later stores. A replay (rollout.replay) runs a
     # recall that can, and skips one that only reads: the reply it would feed is the
     # recording's, so its calls would be paid for nothing. Unknown (a plugin that does not
@@ -112,10 +135,11 @@ class SystemSpec(_Frozen):
     def module(self) -> str:
         return self.target.split(":", 1)[0]
 
-    def source_file(self) -> str:
-        """The module file, declared as a rule input so that editing it reruns its jobs."""
+    def source_files(self) -> list[str]:
+        """Its module's file and its parts', declared as rule inputs so that editing one
+        reruns its jobs."""
         try:
-            return module_file(self.module)
+            return [module_file(m) for m in (self.module, *self.parts)]
         except ValueError as err:
             raise ValueError(f"system {self.name!r}: {err}") from None
 
@@ -213,3 +237,11 @@ def create(name: str, **kwargs: Any) -> Any:
     """Instantiate a system by name."""
     module, cls = spec(name).target.split(":", 1)
     return getattr(importlib.import_module(module), cls)(**kwargs)
+
+
+def bare(name: str) -> Any:
+    """An instance of a system built without its constructor (no config, no LLM clients): for
+    a store loaded whole from a dump (``dump_is_store``)."""
+    module, cls = spec(name).target.split(":", 1)
+    kind = getattr(importlib.import_module(module), cls)
+    return kind.__new__(kind)

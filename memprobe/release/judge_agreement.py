@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
-from memprobe.config import parse_users
+from memprobe.config.stages import parse_users
 from memprobe.protocol import calibration, offline_judge
 from memprobe.protocol.offline_judge import Variant
 from memprobe.release.judge_verdicts import stratified, verdicts

@@ -14,9 +14,10 @@ import random
 import re
 from pathlib import Path
 
-from memprobe.config import Config, parse_users
+from memprobe.config.schema import Config
+from memprobe.config.stages import parse_users
 from memprobe.protocol import calibration
-from memprobe.protocol.recovery import is_unknown
+from memprobe.protocol.slotfill import is_unknown
 from memprobe.spec.records import RecordError
 from memprobe.spec.records import load as load_record
 from memprobe.spec.rubric import LEVELS
@@ -28,7 +29,7 @@ def verdicts(release_dir: str | Path, users: set[int]) -> list[calibration.Ancho
     """Every non-"unknown" judged label of the listed users, over every run of the release,
     in a fixed order (run, user, bank order), as calibration pairs scored at the recorded
     level."""
-    from memprobe.release.importer import RawReconJudge
+    from memprobe.release.formats import RawReconJudge
 
     out_dir = Path(release_dir) / "output"
     runs = sorted(p for p in out_dir.glob("*/recon_judge") if not p.parent.name.startswith("_"))
@@ -89,7 +90,7 @@ def calibration_pairs(cfg: Config, anchors_path: str | Path) -> calibration.Anch
     cal = cfg.judge.calibration
     if cal.source == "release":
         try:
-            assert cal.release_dir, "set when the config loads (config.py)"
+            assert cal.release_dir, "set when the config loads (config/schema.py)"
             return release_anchors(cal.release_dir, cal.users, cal.n, cfg.seed)
         except ValueError as err:  # RecordError too
             raise calibration.CalibrationError(

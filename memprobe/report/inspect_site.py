@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from memprobe.protocol.users import content_words
+from memprobe.protocol.leaks import content_words
 from memprobe.spec import records
 from memprobe.spec.records import (
     Attribution,

@@ -4,8 +4,8 @@ While a run goes, the Snakemake process prints one line every ``progress.interva
 of total, calls paid (and replayed from the cache) and tokens so far, money at
 ``progress.prices``, and the time left at the current rate, next to ``memprobe estimate``'s
 prediction for the same config (where the run goes to the tables); at the end the same line
-once more as the run's summary (``rules/common.smk``: onstart, onsuccess, onerror). The figures
-are the ledgers' own: each poll reads only the bytes appended since the last one.
+once more as the run's summary (memprobe/workflow/lifecycle.py: onstart, onsuccess, onerror).
+The figures are the ledgers' own: each poll reads only the bytes appended since the last one.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from memprobe.config import Config, Price
+from memprobe.config.schema import Config, Price
 from memprobe.llm import ledger
 
 
@@ -130,16 +130,18 @@ def predict(
     """The estimate for this config (an earlier run's rates where its ledger has them; ``shared``:
     the run's users' folders); None where the run's jobs (``rules``, their rule names) stop short
     of the tables."""
-    from memprobe.report import estimate
+    from memprobe.report import estimate, estimate_calls, estimate_rates, estimate_time
 
     if WHOLE_RUN_RULE not in rules:
         return None
 
     results = Path(cfg.run_dir)
-    rates = estimate.observed(results, cfg, [Path(p) for p in shared]) or estimate.priors(cfg)
-    latency = estimate.mean_latency(results) or estimate.assumed_latency(cfg)
-    lines = estimate.predict(cfg, rates)
-    wall = estimate.wall_time(cfg, lines, latency, llm_slots)
+    rates = estimate_rates.observed(
+        results, cfg, [Path(p) for p in shared]
+    ) or estimate_rates.priors(cfg)
+    latency = estimate_time.mean_latency(results) or estimate.assumed_latency(cfg)
+    lines = estimate_calls.predict(cfg, rates)
+    wall = estimate_time.wall_time(cfg, lines, latency, llm_slots)
     return Prediction(wall.seconds, wall.calls)
 
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pandas as pd
 
 from memprobe.spec.records import Attribution, Episodes, Judge, Memories, Preference
-from memprobe.spec.recovery_log import JobRecoveries
 from memprobe.vocabulary import CATEGORIES, MODES
 
 TABLE2_COLUMNS = [
@@ -83,7 +81,7 @@ def conversations(system: str, episodes: list[Episodes], memories: list[Memories
     return "; ".join(f"release: {r}" for r in imported) or "live"
 
 
-def _cell(x: float | None) -> Any:
+def number_cell(x: float | None) -> Any:
     return None if x is None else round(x, 6)
 
 
@@ -107,20 +105,20 @@ def table2(
         ch_mean, _ = mean_std(c for _, c in fps)
         row: dict[str, Any] = {
             "system": system,
-            "A": _cell(None if a_mean is None else a_mean * 100),
-            "D_mean": _cell(d_mean),
-            "D_std": _cell(d_std),
-            "C_mean": _cell(c_mean),
-            "C_std": _cell(c_std),
+            "A": number_cell(None if a_mean is None else a_mean * 100),
+            "D_mean": number_cell(d_mean),
+            "D_std": number_cell(d_std),
+            "C_mean": number_cell(c_mean),
+            "C_std": number_cell(c_std),
         }
         for mode in MODES:
             b_mean, b_std = mean_std(
                 j.overall for j in judges if j.system == system and j.mode == mode
             )
-            row[f"B_{mode}_mean"] = _cell(b_mean)
-            row[f"B_{mode}_std"] = _cell(b_std)
-        row["N_items"] = _cell(n_mean)
-        row["chars_per_item"] = _cell(ch_mean)
+            row[f"B_{mode}_mean"] = number_cell(b_mean)
+            row[f"B_{mode}_std"] = number_cell(b_std)
+        row["N_items"] = number_cell(n_mean)
+        row["chars_per_item"] = number_cell(ch_mean)
         row["conversations"] = conversations(system, eps, mems)
         rows.append(row)
     return pd.DataFrame(rows, columns=TABLE2_COLUMNS)
@@ -197,9 +195,7 @@ def flagged_pairs(judges: Iterable[Judge]) -> set[tuple[str, str]]:
     return {(j.system, j.mode) for j in judges if j.flagged}
 
 
-def _frame(
-    rows: list[dict[str, Any]], columns: list[str], ints: Iterable[str] = ()
-) -> pd.DataFrame:
+def frame(rows: list[dict[str, Any]], columns: list[str], ints: Iterable[str] = ()) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=columns)
     for c in ints:
         df[c] = df[c].astype("Int64")  # nullable: an empty cell stays empty, never 0
@@ -280,7 +276,7 @@ def _by_pair(judges: Iterable[Judge]) -> dict[tuple[str, str], list[Judge]]:
     return out
 
 
-def _pair_rows(
+def pair_rows(
     systems: list[str], modes: list[str], pairs: list[tuple[str, str]], judges: Iterable[Judge]
 ) -> Iterator[tuple[dict[str, Any], list[Judge]]]:
     """A row per system and mode (in table order) and its judges (none for a pair not run)."""
@@ -295,12 +291,12 @@ def table3(
     systems: list[str], modes: list[str], pairs: list[tuple[str, str]], judges: list[Judge]
 ) -> pd.DataFrame:
     rows = []
-    for row, js in _pair_rows(systems, modes, pairs, judges):
+    for row, js in pair_rows(systems, modes, pairs, judges):
         for c in CATEGORIES:
             mean, std = mean_std(j.per_category.get(c) for j in js)
-            row[f"{SHORT[c]}_mean"], row[f"{SHORT[c]}_std"] = _cell(mean), _cell(std)
+            row[f"{SHORT[c]}_mean"], row[f"{SHORT[c]}_std"] = number_cell(mean), number_cell(std)
         rows.append(row)
-    return _frame(rows, TABLE3_COLUMNS)
+    return frame(rows, TABLE3_COLUMNS)
 
 
 def row_flags(df: pd.DataFrame, keys: list[str], judges: list[Judge]) -> pd.DataFrame:
@@ -348,9 +344,11 @@ def table4(
                 ]
                 counts = _counts(details)
                 row |= counts
-                row["recovery_rate"] = _cell(recovery_rate(counts["recovered"], counts["memory"]))
+                row["recovery_rate"] = number_cell(
+                    recovery_rate(counts["recovered"], counts["memory"])
+                )
             rows.append(row)
-    return _frame(rows, TABLE4_COLUMNS, ints=COUNT_COLUMNS)
+    return frame(rows, TABLE4_COLUMNS, ints=COUNT_COLUMNS)
 
 
 def table13(
@@ -369,7 +367,7 @@ def table13(
                     if d.category == c
                 )
             rows.append(row)
-    return _frame(rows, TABLE13_COLUMNS, ints=COUNT_COLUMNS)
+    return frame(rows, TABLE13_COLUMNS, ints=COUNT_COLUMNS)
 
 
 # -- Table 14: footprint distribution -----------------------------------------------------
@@ -382,12 +380,12 @@ def table14(systems: list[str], memories: list[Memories]) -> pd.DataFrame:
             ns = [float(n) for n, _ in fps]
             chars = [c for _, c in fps]
             for name, vals in (("n", ns), ("chars", chars)):
-                row[f"{name}_mean"] = _cell(statistics.fmean(vals))
-                row[f"{name}_p50"] = _cell(quantile_low(vals, 0.5))
-                row[f"{name}_p90"] = _cell(quantile_low(vals, 0.9))
-                row[f"{name}_max"] = _cell(max(vals))
+                row[f"{name}_mean"] = number_cell(statistics.fmean(vals))
+                row[f"{name}_p50"] = number_cell(quantile_low(vals, 0.5))
+                row[f"{name}_p90"] = number_cell(quantile_low(vals, 0.9))
+                row[f"{name}_max"] = number_cell(max(vals))
         rows.append(row)
-    return _frame(rows, TABLE14_COLUMNS, ints=["n_p50", "n_p90", "n_max"])
+    return frame(rows, TABLE14_COLUMNS, ints=["n_p50", "n_p90", "n_max"])
 
 
 # -- Appendix H: per-user dump - retrieve gap --------------------------------------------
@@ -405,13 +403,13 @@ def gap(systems: list[str], judges: list[Judge]) -> pd.DataFrame:
         row: dict[str, Any] = {"system": s}
         if g:
             row |= {
-                "mean": _cell(statistics.fmean(g)),
-                "p50": _cell(statistics.median(g)),
-                "min": _cell(min(g)),
-                "max": _cell(max(g)),
+                "mean": number_cell(statistics.fmean(g)),
+                "p50": number_cell(statistics.median(g)),
+                "min": number_cell(min(g)),
+                "max": number_cell(max(g)),
             }
         rows.append(row)
-    return _frame(rows, GAP_COLUMNS)
+    return frame(rows, GAP_COLUMNS)
 
 
 def gap_flags(df: pd.DataFrame, judges: list[Judge]) -> pd.DataFrame:
@@ -448,19 +446,19 @@ def table2_ci(
     n_boot: int = N_BOOT,
 ) -> pd.DataFrame:
     rows = []
-    for row, js in _pair_rows(systems, modes, pairs, judges):
+    for row, js in pair_rows(systems, modes, pairs, judges):
         vals = [j.overall for j in js]
         if vals:
             low, high = bootstrap_ci(vals, seed, n_boot)
             row |= {
-                "B_mean": _cell(statistics.fmean(vals)),
-                "ci_low": _cell(low),
-                "ci_high": _cell(high),
+                "B_mean": number_cell(statistics.fmean(vals)),
+                "ci_low": number_cell(low),
+                "ci_high": number_cell(high),
                 "n_users": len(vals),
                 "n_boot": n_boot,
             }
         rows.append(row)
-    return _frame(rows, CI_COLUMNS, ints=["n_users", "n_boot"])
+    return frame(rows, CI_COLUMNS, ints=["n_users", "n_boot"])
 
 
 def paired(
@@ -483,13 +481,13 @@ def paired(
                         "system_a": a,
                         "system_b": b,
                         "n_users": len(users),
-                        "mean_diff": _cell(statistics.fmean(diffs)),
-                        "ci_low": _cell(low),
-                        "ci_high": _cell(high),
+                        "mean_diff": number_cell(statistics.fmean(diffs)),
+                        "ci_low": number_cell(low),
+                        "ci_high": number_cell(high),
                         "n_boot": n_boot,
                     }
                 )
-    return _frame(rows, PAIRED_COLUMNS, ints=["n_users", "n_boot"])
+    return frame(rows, PAIRED_COLUMNS, ints=["n_users", "n_boot"])
 
 
 def topk_sweep(
@@ -504,12 +502,12 @@ def topk_sweep(
                 {
                     "system": s,
                     "k": k,
-                    "B_mean": _cell(mean),
-                    "B_std": _cell(std),
+                    "B_mean": number_cell(mean),
+                    "B_std": number_cell(std),
                     "n_users": len(vals) or None,
                 }
             )
-    return _frame(rows, TOPK_COLUMNS, ints=["k", "n_users"])
+    return frame(rows, TOPK_COLUMNS, ints=["k", "n_users"])
 
 
 # -- Table 5: tokens per role and system, from the usage ledger ----------------------------
@@ -537,10 +535,10 @@ def table5(ledger_rows: Iterable[dict[str, str]], systems: list[str]) -> pd.Data
     for (s, role), a in sorted(acc.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])):
         a["total_tokens"] = a["prompt_tokens"] + a["completion_tokens"]
         rows.append({"system": s, "role": role, **a})
-    return _frame(rows, TABLE5_COLUMNS, ints=TABLE5_COLUMNS[2:])
+    return frame(rows, TABLE5_COLUMNS, ints=TABLE5_COLUMNS[2:])
 
 
-# -- judge calibration and degenerate labels (memprobe/protocol/calibration.py) ------------
+# -- notes on cells (a failed judge, a replay, memprobe/report/table_notes.py) ------------
 def note_cells(
     flags: pd.DataFrame, df: pd.DataFrame, columns: list[str], note: str
 ) -> pd.DataFrame:
@@ -558,172 +556,3 @@ def note_each(flags: pd.DataFrame, df: pd.DataFrame, note_for, empty: bool = Fal
             if note:
                 out.at[i, c] = f"{out.at[i, c]}; {note}" if out.at[i, c] else note
     return out
-
-
-# -- judge.cross_check: the offline judge beside an LLM judge -----------------------------
-CROSS_CHECK_COLUMNS = ["system", "mode", "cell", "judge", "offline", "difference", "flagged"]
-
-
-def offline_view(j: Judge) -> Judge | None:
-    """The judge record as the offline judge scored it (None where it was not asked)."""
-    from memprobe.protocol.recovery import category_means
-
-    if not j.details or any(d.second_opinion is None for d in j.details):
-        return None
-    details = [d.model_copy(update={"score": d.second_opinion}) for d in j.details]
-    per, overall = category_means(details)
-    return j.model_copy(update={"details": details, "per_category": per, "overall": overall})
-
-
-def cross_check(
-    systems: list[str],
-    modes: list[str],
-    pairs: list[tuple[str, str]],
-    judges: list[Judge],
-    margin: float,
-) -> pd.DataFrame:
-    """Per system and mode, B and each category's mean as the run's judge and as the offline
-    judge scored the same labels; ``flagged`` where they differ by more than ``margin``."""
-    rows = []
-    for key, js in _pair_rows(systems, modes, pairs, judges):
-        views = [offline_view(j) for j in js]
-        if not js or any(v is None for v in views):
-            continue
-        cells = {"B": lambda j: j.overall} | {
-            SHORT[c]: (lambda j, c=c: j.per_category.get(c)) for c in CATEGORIES
-        }
-        for cell, get in cells.items():
-            ours, offline = mean_std(map(get, js))[0], mean_std(map(get, views))[0]
-            if ours is None or offline is None:
-                continue
-            diff = offline - ours
-            rows.append(
-                key
-                | {
-                    "cell": cell,
-                    "judge": _cell(ours),
-                    "offline": _cell(offline),
-                    "difference": _cell(diff),
-                    "flagged": abs(diff) > margin + 1e-9,
-                }
-            )
-    return _frame(rows, CROSS_CHECK_COLUMNS)
-
-
-def cross_check_notes(df: pd.DataFrame, margin: float) -> dict[tuple[str, str, str], str]:
-    """(system, mode, cell) -> the note its B cell carries where the two judges disagree."""
-    if df.empty:
-        return {}
-    return {
-        (r["system"], r["mode"], r["cell"]): (
-            f"judge cross-check: the offline judge gives {r['offline']:.2f}, "
-            f"the run's judge {r['judge']:.2f} (margin {margin:g})"
-        )
-        for _, r in df[df["flagged"]].iterrows()
-    }
-
-
-# -- recovered replies (memprobe/spec/recovery_log.py) -------------------------------------
-RECOVERY_COLUMNS = ["stage", "job", "attempt", "where", "problem", "action", "touches"]
-KEYS = ("system", "mode", "category")
-# What a cell rests on: the metrics a recovery's stand-in may have moved, and the mode its
-# column belongs to (None: the row's mode, or every mode).
-CellMetrics = Callable[[str], tuple[frozenset[str], str | None]]
-
-
-def recoveries_table(jobs: list[JobRecoveries]) -> pd.DataFrame:
-    """Every recovered reply of the run's jobs, one row each."""
-    rows = [
-        {
-            "stage": r.stage,
-            "job": j.job,
-            "attempt": j.attempt,
-            "where": r.where,
-            "problem": r.problem,
-            "action": r.action,
-            "touches": " ".join(r.touches),
-        }
-        for j in jobs
-        for r in j.recoveries
-    ]
-    return _frame(rows, RECOVERY_COLUMNS, ints=["attempt"])
-
-
-def recovery_note(
-    jobs: list[JobRecoveries], system: str, mode: str | None, metrics: frozenset[str]
-) -> str:
-    """The flag of a (system, mode) cell resting on ``metrics``: the recovered replies of
-    per-user jobs of that system and mode (a job without the wildcard: every system or mode)
-    whose stand-in touched one of them; "" when none did. The sweep's jobs feed only the
-    top-k sweep, which has no flags."""
-    counts: Counter[str] = Counter()
-    for j in jobs:
-        w = j.wildcards
-        if "user" not in w or j.rule.endswith("_sweep"):
-            continue
-        if w.get("system", system) != system or (mode and w.get("mode", mode) != mode):
-            continue
-        counts.update(r.stage for r in j.recoveries if metrics & set(r.touches))
-    return (
-        ("recovered replies: " + ", ".join(f"{s} {n}" for s, n in counts.items())) if counts else ""
-    )
-
-
-def table2_metrics(column: str) -> tuple[frozenset[str], str | None]:
-    """Table 2's columns: A, C and D from the rollout and preference judge, B per mode."""
-    head = column.split("_")[0]
-    if head == "B":
-        return frozenset({"B"}), column.removeprefix("B_").rsplit("_", 1)[0]
-    return (frozenset({head}) if head in ("A", "C", "D") else frozenset()), None
-
-
-def b_metrics(column: str) -> tuple[frozenset[str], str | None]:
-    return frozenset({"B"}), None
-
-
-def attribution_metrics(column: str) -> tuple[frozenset[str], str | None]:
-    return frozenset({"B", "attribution"}), None
-
-
-def recovery_flags(
-    flags: pd.DataFrame,
-    df: pd.DataFrame,
-    jobs: list[JobRecoveries],
-    metrics: CellMetrics,
-    mode: str | None = None,
-) -> pd.DataFrame:
-    """Add to each non-empty value cell the recovered replies it rests on (``recovery_note``);
-    ``mode``: the mode of rows that have none (Table 13 counts dump_all)."""
-    out = flags.copy()
-    for i, row in df.iterrows():
-        for c in df.columns:
-            wanted, col_mode = metrics(c)
-            if c in KEYS or not wanted or pd.isna(row[c]):
-                continue
-            row_mode = row["mode"] if "mode" in df.columns else (col_mode or mode)
-            note = recovery_note(jobs, row["system"], row_mode, wanted)
-            if note:
-                out.at[i, c] = f"{out.at[i, c]}; {note}" if out.at[i, c] else note
-    return out
-
-
-DEGENERATE_KINDS = ("empty", "category_name", "dimension_name", "axis_question")
-DEGENERATE_COLUMNS = ["system", "mode", "n_labels", *DEGENERATE_KINDS, "degenerate", "share"]
-
-
-def degenerate_labels(
-    pairs: list[tuple[str, str]], judges: list[Judge], axes: dict[str, str]
-) -> pd.DataFrame:
-    """Slot-fill labels that name their slot instead of filling it, per system and mode."""
-    from memprobe.protocol.recovery import degenerate_kind
-
-    rows = []
-    for s, m in pairs:
-        details = [d for j in judges if j.system == s and j.mode == m for d in j.details]
-        kinds = [degenerate_kind(d.predicted, d.dimension, axes.get(d.dimension)) for d in details]
-        row: dict[str, Any] = {"system": s, "mode": m, "n_labels": len(details)}
-        row |= {k: kinds.count(k) for k in DEGENERATE_KINDS}
-        row["degenerate"] = sum(k is not None for k in kinds)
-        row["share"] = _cell(row["degenerate"] / len(details)) if details else None
-        rows.append(row)
-    return _frame(rows, DEGENERATE_COLUMNS, ints=["n_labels", *DEGENERATE_KINDS, "degenerate"])

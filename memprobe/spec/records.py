@@ -60,14 +60,14 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-# -- recovered replies -------------------------------------------------------------------
-# What a recovery's stand-in can move: metrics A, B, C, D and the attribution counts.
+# -- stand-ins for replies whose re-asks ran out -----------------------------------------
+# What a stand-in can move: metrics A, B, C, D and the attribution counts.
 Metric = Literal["A", "B", "C", "D", "attribution"]
 
 
-class Recovery(Record):
+class StandIn(Record):
     """A reply the re-asks could not make valid, and the deterministic stand-in the stage used
-    instead (docs/fidelity.md, "Recovered replies")."""
+    instead (docs/fidelity.md, "Stand-ins")."""
 
     stage: Stage
     where: str  # the call, named as its error line would name it
@@ -76,11 +76,12 @@ class Recovery(Record):
     touches: list[Metric] = Field(default_factory=list)  # the numbers resting on the stand-in
 
 
-class Recovered(Record):
-    """An artifact that lists its recovered replies. The list is written last and only when
-    it has entries, so an artifact without recoveries is byte-identical to one from before."""
+class HasStandIns(Record):
+    """An artifact that lists its stand-ins (the field keeps its first name, ``recoveries``).
+    The list is written last and only when it has entries, so an artifact without any is
+    byte-identical to one that predates the field."""
 
-    recoveries: list[Recovery] = Field(default_factory=list)
+    recoveries: list[StandIn] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
     def _recoveries_last_if_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -97,7 +98,7 @@ class Location(Record):
     city: str
 
 
-class Persona(Recovered):
+class Persona(HasStandIns):
     user_id: str
     seed: int
     name: str
@@ -130,7 +131,7 @@ class BankEntry(Record):
         return v
 
 
-class Bank(Recovered):
+class Bank(HasStandIns):
     user_id: str
     entries: list[BankEntry]
 
@@ -169,10 +170,23 @@ class LeakReport(Record):
     budget_spent: int = 0  # tasks still fishing when the edit budget ran out
 
 
-class Tasks(Recovered):
+class Tasks(HasStandIns):
     user_id: str
     tasks: list[Task]
     leak: LeakReport | None = None  # None where no leak check was run
+
+    def check_follows(self, bank: Bank, source: str) -> None:
+        """Tasks follow the bank one to one, in bank order; else a RecordError naming ``source``."""
+        if len(self.tasks) != len(bank.entries):
+            raise RecordError(
+                f"{source}: {len(self.tasks)} tasks for {len(bank.entries)} bank entries"
+            )
+        for i, (t, e) in enumerate(zip(self.tasks, bank.entries, strict=True)):
+            if t.target_dimension != e.dimension:
+                raise RecordError(
+                    f"{source}: tasks[{i}].target_dimension is {t.target_dimension!r}, "
+                    f"bank order expects {e.dimension!r}"
+                )
 
 
 # -- rollout -----------------------------------------------------------------------------
@@ -196,7 +210,7 @@ class Episode(Record):
     turns: list[Turn]
 
 
-class Episodes(Recovered):
+class Episodes(HasStandIns):
     user_id: str
     system: str
     episodes: list[Episode]
@@ -243,7 +257,7 @@ class PrefEpisode(Record):
     turns: list[PrefTurn]
 
 
-class Preference(Recovered):
+class Preference(HasStandIns):
     user_id: str
     system: str
     D: float | None
@@ -273,7 +287,7 @@ class SlotFillEntry(Record):
     called: bool = True
 
 
-class UserRun(Recovered):
+class UserRun(HasStandIns):
     """One user's store as scored in one mode: what a slot-fill and its judge record share."""
 
     user_id: str
@@ -335,7 +349,7 @@ class AttributionEntry(Record):
     stages: list[dict[str, Any]]
 
 
-class Attribution(Recovered):
+class Attribution(HasStandIns):
     user_id: str
     system: str
     mode: str
@@ -348,7 +362,7 @@ class OracleVerdict(Record):
     reason: str
 
 
-class Oracle(Recovered):
+class Oracle(HasStandIns):
     user_id: str
     verdicts: dict[str, OracleVerdict]
 

@@ -2,7 +2,7 @@
 dimension counts as recovered, and a version.
 
 Everything that knows the scale reads it from :data:`RUBRIC`: the judge's reply schema
-(``recovery.JudgeReply``), the scale shown in the judge prompt (``$scale`` and ``$levels`` in
+(``judge.JudgeReply``), the scale shown in the judge prompt (``$scale`` and ``$levels`` in
 prompts/recovery_judge.md), the unknown policy of the judge rule, attribution's recovered
 threshold, the figures' score axes and the scores imported from the release.
 """

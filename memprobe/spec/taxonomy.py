@@ -81,6 +81,11 @@ class Pool(BaseModel):
                 return d
         raise KeyError(name)
 
+    def axes(self) -> dict[str, str]:
+        """Dimension name -> axis question, for every dimension (what a degenerate label
+        restates, memprobe/protocol/judge.py)."""
+        return {d.name: d.axis for c in self.categories.values() for d in c.dimensions}
+
 
 def _read_yaml(path: Path):
     try:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from memprobe.config import Config
-from memprobe.llm.providers import Endpoint, OpenAICompatible, Provider
+from memprobe.config.schema import Config
+from memprobe.llm.providers import BackendBase, Endpoint, OpenAICompatible, Provider
 from memprobe.testing.fake_responder import completion_body, embedding_body, fake_content
 
 if TYPE_CHECKING:
@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 FAKE_URL = "http://fake.invalid/v1"
 
 
-class FakeBackend:
+class FakeBackend(BackendBase):
     name = "fake"
+    # A dry run's stand-in for every model: a system's own served one (Mem-T's policy) too.
+    answers_served_models = True
 
     def endpoint(self, cfg: Config, settings: dict[str, Any]) -> Endpoint:
         return Endpoint(self.name, FAKE_URL, FAKE_URL, settings["api_key_env"], cfg.llm.timeout_s)

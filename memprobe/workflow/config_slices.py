@@ -24,14 +24,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from types import FunctionType
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import TypeAdapter
 
-from memprobe.config import ROLES, Config, ConfigError, role_settings
+from memprobe.config.base import ConfigError
+from memprobe.config.schema import Config, role_settings
 from memprobe.llm.providers import backend
+from memprobe.registry import backends
 from memprobe.registry import systems as registry
+from memprobe.vocabulary import ROLES
 
 LLM_RULE_SEED = "seed"  # part of every request (and of its cache key)
 
@@ -110,17 +114,6 @@ RUNTIME_ONLY: tuple[str, ...] = (
     "llm.api_key_env",
     "llm.rate_limit",  # the pace of the calls, never their replies
     "progress",  # read by the Snakemake process alone
-    "llm.local.threads",
-    "llm.local.context_tokens",  # a slot-fill budget derived from it is in the slotfill slice
-    "llm.local.parallel",
-    "llm.local.cache_reuse",
-    "llm.local.startup_timeout_s",
-    "llm.local.spin_count",
-    "memt.api_key_env",
-    "memt.vllm_bin",
-    "memt.startup_timeout_s",
-    "memt.gpu_model",
-    "memt.cpus_per_gpu",
 )
 
 # Keys that decide which jobs exist and which files they read (Snakemake sees those changes as
@@ -146,11 +139,29 @@ ROLE_IDENTITY: tuple[str, ...] = (
     "llm.model",
     "llm.max_tokens",
     "llm.roles",
-    "llm.local.package",
-    "llm.local.model_path",
-    "llm.local.sha256",
-    "llm.local.assistant_max_tokens",  # the assistant's max_tokens where the local server answers
 )
+
+
+@cache
+def runtime_only() -> frozenset[str]:
+    """``RUNTIME_ONLY``, each backend's ``runtime_settings`` under its ``llm.<name>`` (a
+    slot-fill budget derived from the local server's context is in the slotfill slice) and
+    each system's under its ``system_settings.<name>``."""
+    keys = set(RUNTIME_ONLY)
+    for name in backends.names():
+        keys |= {f"llm.{name}.{k}" for k in backend(name).runtime_settings}
+    for name, spec in registry.specs().items():
+        keys |= {f"{SYSTEM_SECTION}.{name}.{k}" for k in spec.runtime_settings}
+    return frozenset(keys)
+
+
+@cache
+def role_identity_keys() -> frozenset[str]:
+    """``ROLE_IDENTITY`` and each backend's own block ``llm.<name>``: a backend's settings
+    reach a reply only through its ``identity`` and ``served`` bound, both in the role's."""
+    own = {f"llm.{n}" for n in backends.names() if backend(n).settings is not None}
+    return frozenset({*ROLE_IDENTITY, *own})
+
 
 _MISSING = object()
 
@@ -170,7 +181,7 @@ def _strip_runtime(key: str, value: Any) -> Any:
     return {
         k: _strip_runtime(f"{key}.{k}", v)
         for k, v in value.items()
-        if f"{key}.{k}" not in RUNTIME_ONLY
+        if f"{key}.{k}" not in runtime_only()
     }
 
 
@@ -259,12 +270,12 @@ def job_keys(rule: str, wildcards: Mapping[str, str]) -> frozenset[str]:
     ``Slicer.params`` gives it) and the keys no slice needs: the shape and runtime-only keys,
     and all of ``llm`` for a job that calls an LLM (its roles' identities are in its slice)."""
     s = SLICES[rule]
-    keys = {*s.keys, *s.per_mode.get(wildcards.get("mode", ""), ()), *SHAPE, *RUNTIME_ONLY}
+    keys = {*s.keys, *s.per_mode.get(wildcards.get("mode", ""), ()), *SHAPE, *runtime_only()}
     if s.system:
         spec = registry.spec(wildcards["system"])
         keys |= {*spec.reads, f"{SYSTEM_SECTION}.{spec.name}"}
     if job_roles(rule, wildcards):
-        keys |= {LLM_RULE_SEED, *ROLE_IDENTITY}
+        keys |= {LLM_RULE_SEED, *role_identity_keys()}
     return frozenset(keys)
 
 
@@ -327,7 +338,10 @@ class JobConfig:
             if field.is_required():
                 raise ConfigError(f"{top}: required key is missing")
             raw = field.get_default(call_default_factory=True)
-        annotation: Any = field.annotation  # every field has one
+        # Every field has an annotation; its validators (the llm block's backends) ride along.
+        annotation: Any = (
+            Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
+        )
         try:
             return TypeAdapter(annotation).validate_python(raw)
         except ValueError as err:

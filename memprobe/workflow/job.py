@@ -20,6 +20,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from memprobe.workflow import compat, step
+
 SCRIPT = re.compile(r"(?:^|\s)(scripts/\S+\.py)(?:\s|$)")
 
 
@@ -65,7 +67,7 @@ def build(
                 storage_settings=StorageSettings(),
                 snakefile=Path(snakefile),
             )
-            workflow = workflow_api._workflow
+            workflow = compat.workflow_of(workflow_api)
             names = sorted(r.name for r in workflow.rules)
             if rule not in names:
                 raise JobError(f"rule {rule!r}: no such rule (rules: {', '.join(names)})")
@@ -73,10 +75,10 @@ def build(
             if set(wildcards) != declared:
                 want = " ".join(f"{w}=..." for w in sorted(declared)) or "no wildcards"
                 raise JobError(f"rule {rule}: expected {want}, got {sorted(wildcards) or 'none'}")
-            jobs = _dag_jobs(workflow_api, workflow, DAGSettings())
+            jobs = compat.job_dag(workflow_api, DAGSettings())
             if not any(j.rule.name == rule for j in jobs):  # outside the default target
                 target = apply_wildcards(workflow.get_rule(rule).output[0], wildcards)
-                jobs = _dag_jobs(workflow_api, workflow, DAGSettings(targets={target}))
+                jobs = compat.job_dag(workflow_api, DAGSettings(targets={target}))
         except (WorkflowError, RuleException) as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise JobError(f"snakemake could not build the run's jobs: {first}") from None
@@ -107,14 +109,6 @@ def _same_settings(workflow: Any, job: Any, given: str) -> None:
             )
 
 
-def _dag_jobs(workflow_api: Any, workflow: Any, settings: Any) -> list[Any]:
-    """The jobs of the DAG Snakemake builds for ``settings``' targets (nothing is run)."""
-    workflow_api.dag(settings)
-    workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True)
-    workflow._build_dag()
-    return list(workflow.dag.jobs)
-
-
 def run(job: Any) -> None:
     """Run the job's script in this process, as Snakemake would have run it."""
     missing = [str(f) for f in job.input if not os.path.exists(f)]
@@ -137,12 +131,17 @@ def run(job: Any) -> None:
         init = {"snakemake": mock(job)}
     else:
         raise JobError(f"rule {rule.name}: runs no script")
-    saved = sys.argv
+    saved, by_hand = sys.argv, os.environ.get(step.BY_HAND_ENV)
     sys.argv = argv
+    os.environ[step.BY_HAND_ENV] = "1"  # its ledger keeps the run's bill (step.Job)
     try:
         runpy.run_path(script, init_globals=init, run_name="__main__")
     finally:
         sys.argv = saved
+        if by_hand is None:
+            os.environ.pop(step.BY_HAND_ENV, None)
+        else:
+            os.environ[step.BY_HAND_ENV] = by_hand
 
 
 def mock(job: Any) -> SimpleNamespace:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memprobe.config import SHARED_USERS_DIR, Config
+from memprobe.config.schema import SHARED_USERS_DIR, Config
 from memprobe.workflow.config_slices import Slicer
 
 # A user's files in the order each is made from the ones before; each is its rule's output.

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from memprobe.config import Config
+from memprobe.config.schema import Config
 from memprobe.registry import systems as registry
 from memprobe.workflow.config_slices import SLICES
 
@@ -25,7 +25,7 @@ from memprobe.workflow.config_slices import SLICES
 class Needs:
     roles: frozenset[str]  # the LLM roles the scheduled jobs call
     systems: frozenset[str]  # the memory systems the scheduled jobs run
-    local_llm: bool  # a role is served by the run's own llama.cpp server (backend local)
+    served_llm: bool  # a role is served by a model the run serves itself (its backend starts it)
     embeddings: bool  # a scheduled job's memory system, or its offline judge, embeds
     judging: bool  # a scheduled job grades labels with the run's judge (any form)
 
@@ -56,7 +56,7 @@ def needs(cfg: Config, jobs: Iterable[tuple[str, Mapping[str, str]]]) -> Needs:
     return Needs(
         roles=frozenset(roles),
         systems=frozenset(systems),
-        local_llm=any(cfg.served_context(r) for r in roles),
+        served_llm=any(cfg.served_context(r) for r in roles),
         embeddings=offline_judge or any(registry.spec(s).embeds for s in systems),
         judging=judging,
     )

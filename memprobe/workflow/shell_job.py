@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memprobe.config import Config
+    from memprobe.config.schema import Config
 
 CONFIG_ENV = "MEMPROBE_CONFIG_FILE"
 CONFIG_DIR = Path(".snakemake") / "memprobe"

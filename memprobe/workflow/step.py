@@ -4,8 +4,8 @@ A script ends with ``step.run(main)``; ``main`` gets a ``Job``. Known errors (ba
 input file, an endpoint that stopped answering) become one line on stderr and in the job log,
 exit status 1, and Snakemake removes the job's outputs, so no partial artifact survives. A
 failure on an LLM call also moves the job to its next attempt (memprobe/workflow/attempts.py),
-so running it again draws new samples where it failed. A finished job writes the replies it
-recovered (memprobe/spec/recovery_log.py) for the run's last lines.
+so running it again draws new samples where it failed. A finished job writes the stand-ins
+it used (memprobe/spec/stand_in_log.py) for the run's last lines.
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from memprobe.config import Config, ConfigError
+from memprobe.config.base import ConfigError
+from memprobe.config.schema import Config
+from memprobe.llm import ledger
 from memprobe.llm.client import ATTEMPT_STRIDE, LLM, LLMError, client_for
-from memprobe.spec import recovery_log
+from memprobe.spec import stand_in_log
 from memprobe.spec.prompts import PromptError
-from memprobe.spec.records import RecordError, Recovery
+from memprobe.spec.records import RecordError, StandIn
 from memprobe.spec.taxonomy import TaxonomyError
 from memprobe.workflow import attempts
 from memprobe.workflow.config_slices import JobConfig, job_keys, job_roles
@@ -34,6 +36,7 @@ from memprobe.workflow.shell_job import run_config
 if TYPE_CHECKING:
     from memprobe.agents.base import MemorySystem
 
+BY_HAND_ENV = "MEMPROBE_JOB_BY_HAND"  # set by memprobe job (memprobe/workflow/job.py)
 KNOWN_ERRORS = (ConfigError, LLMError, RecordError, PromptError, TaxonomyError, ValueError)
 log = logging.getLogger("memprobe")
 
@@ -66,8 +69,11 @@ class Job:
         self.ledger_path = Path(usage) if usage else None
         # Attempts count for a job that calls an LLM (whose slice holds the seed) only.
         self.attempt = attempts.current(*self._attempt_key) if self.roles else 0
-        # Recovered replies that no JSON output lists (a script whose outputs are tables).
-        self.recovered: list[Recovery] = []
+        # Stand-ins that no JSON output lists (a script whose outputs are tables).
+        self.stand_ins: list[StandIn] = []
+        # Run by hand (memprobe job): the rows and keys of the bill it started from.
+        self.by_hand = os.environ.get(BY_HAND_ENV) == "1"
+        self.billed: tuple[int, set[str]] | None = None
 
     @property
     def _attempt_key(self) -> tuple[str, str, int, str]:
@@ -80,8 +86,8 @@ class Job:
         return attempts.bump(*self._attempt_key)
 
     @property
-    def recoveries_path(self) -> Path | None:
-        return recovery_log.path_for(self.ledger_path) if self.ledger_path else None
+    def stand_ins_path(self) -> Path | None:
+        return stand_in_log.path_for(self.ledger_path) if self.ledger_path else None
 
     @property
     def pending_ledger(self) -> Path | None:
@@ -134,8 +140,18 @@ class Job:
         the rerun only replays them. Its copy (``.last``) is carried into this attempt's
         pending ledger when the job is the same one (same params and inputs); a job rerun
         because something changed starts a new bill.
+
+        A job run by hand (``memprobe job``) starts from the run's bill as it stands, its
+        declared ledger, which nobody deleted: what it replays of that bill is not added to it
+        again (``finish``), so the estimate's rates count each of the job's calls once.
         """
         pending, last = self.pending_ledger, self.last_ledger
+        if self.by_hand and pending and self.ledger_path and self.ledger_path.exists():
+            if not pending.exists():
+                shutil.copyfile(self.ledger_path, pending)
+        if self.by_hand and pending and pending.exists():
+            rows = ledger.read_rows([pending])
+            self.billed = (len(rows), {r.get("key", "") for r in rows} - {""})
         if pending is None or last is None or not last.exists():
             return
         sig = last.with_name(last.name + ".sig")
@@ -151,9 +167,9 @@ class Job:
         return path.with_name(path.name + ".last") if path else None
 
     def begin(self) -> None:
-        """Drop the recoveries an earlier run of this job recorded; say which attempt this is."""
-        if self.recoveries_path is not None:
-            self.recoveries_path.unlink(missing_ok=True)
+        """Drop the stand-ins an earlier run of this job recorded; say which attempt this is."""
+        if self.stand_ins_path is not None:
+            self.stand_ins_path.unlink(missing_ok=True)
         if self.attempt:
             log.info(
                 "%s: attempt %d: calls no earlier attempt got a reply for are sampled with a "
@@ -163,30 +179,38 @@ class Job:
                 ATTEMPT_STRIDE * self.attempt,
             )
 
-    def output_recoveries(self) -> list[Recovery]:
-        """The recoveries the job's JSON outputs list (records.Recovered), in output order."""
-        found: list[Recovery] = []
+    def output_stand_ins(self) -> list[StandIn]:
+        """The stand-ins the job's JSON outputs list (records.HasStandIns), in output order."""
+        found: list[StandIn] = []
         for path in map(Path, self.output):
             if path.suffix != ".json" or not path.is_file():
                 continue
             data = json.loads(path.read_text(encoding="utf-8"))
             if isinstance(data, dict):
-                found += [Recovery.model_validate(r) for r in data.get("recoveries", [])]
+                found += [StandIn.model_validate(r) for r in data.get("recoveries", [])]
         return found
 
     def finish(self) -> None:
-        """The job succeeded: its recoveries are written for the run's last lines, and its
+        """The job succeeded: its stand-ins are written for the run's last lines, and its
         pending calls become its declared ledger."""
-        if self.recoveries_path is not None:
-            record = recovery_log.JobRecoveries(
+        if self.stand_ins_path is not None:
+            record = stand_in_log.JobStandIns(
                 job=self.name,
                 rule=self.rule,
                 wildcards={k: str(v) for k, v in dict(self.wildcards).items()},
                 attempt=self.attempt,
-                recoveries=[*self.output_recoveries(), *self.recovered],
+                recoveries=[*self.output_stand_ins(), *self.stand_ins],
             )
-            recovery_log.write(self.recoveries_path, record)
+            stand_in_log.write(self.stand_ins_path, record)
         pending, last = self.pending_ledger, self.last_ledger
+        if self.billed is not None and pending and pending.exists():
+            # By hand: the rows after the bill it started from, less its replays of that bill.
+            held, keys = self.billed
+            rows = ledger.read_rows([pending])
+            kept = rows[:held] + [
+                r for r in rows[held:] if r.get("cached") != "true" or r.get("key") not in keys
+            ]
+            ledger.write_rows(pending, kept)
         if self.ledger_path and pending and last and pending.exists():
             shutil.copyfile(pending, last)
             last.with_name(last.name + ".sig").write_text(self.signature)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from memprobe.agents.amem import AMem, enhanced_text, evolution_schema
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
-from memprobe.protocol.recovery import slotfill_user
+from memprobe.protocol.slotfill import slotfill_user
 from memprobe.serving import embeddings
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.taxonomy import load_guides
@@ -244,7 +244,7 @@ GUIDES = load_guides()
 def test_paper_amem_hands_the_slot_filler_the_release_items(endpoint, tmp_path, monkeypatch):
     from memprobe.agents.amem import AMem
 
-    from memprobe.protocol import recovery
+    from memprobe.protocol.probe import probe
     from memprobe.serving import embeddings
 
     monkeypatch.setattr(embeddings, "encode", text_vectors)
@@ -261,7 +261,7 @@ def test_paper_amem_hands_the_slot_filler_the_release_items(endpoint, tmp_path, 
         system.end_episode(
             1, "Help me plan a kayak trip.", [{"agent": "a", "user": "I get seasick."}]
         )
-        retrieved = recovery.probe(system, TWO_ENTRY_BANK, GUIDES, 5, "user_001")
+        retrieved = probe(system, TWO_ENTRY_BANK, GUIDES, 5, "user_001")
         slotfill = client_for("slotfill", cfg)
         for mode, kw in (("dump_all", {"memories": system.get_all_memories()}),
                          ("retrieve", {"retrieved": retrieved})):  # fmt: skip

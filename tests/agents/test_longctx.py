@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from memprobe.agents.longctx import LongContext
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
 from memprobe.spec.records import Episodes
 from tests.helpers.endpoint import record_requests
@@ -104,7 +104,7 @@ def test_paper_longctx_reply_has_no_tailoring_line(endpoint, tmp_path):
 def test_a_replayed_run_is_stored_turn_for_turn(drop_final_reply):
     # The fixture's recorded longctx conversation of user_002, through the replay's hooks.
     from memprobe.protocol import simulation
-    from memprobe.release import importer
+    from memprobe.release import importer, layout
 
     run = "longctx_full_pooled_50"
     cfg = load_config(
@@ -115,7 +115,7 @@ def test_a_replayed_run_is_stored_turn_for_turn(drop_final_reply):
             compat={"longctx_drop_final_reply": drop_final_reply},
         )
     )
-    lay = importer.Layout(cfg)
+    lay = layout.Layout(cfg)
     bank = importer.bank(lay, "user_002", cfg.dims_per_category)
     tasks = importer.tasks(lay, "user_002", bank)
     eps = [importer.replayable(lay, lay.recorded(run, "user_002", t.index), t) for t in tasks.tasks]

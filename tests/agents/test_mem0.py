@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
+from memprobe.workflow import preflight
 from tests.helpers.agents import writer_system
 from tests.helpers.endpoint import record_requests
 from tests.helpers.workflow import tiny_config
@@ -288,3 +289,19 @@ def test_the_bm25_model_cache_is_this_users_alone(tmp_path, monkeypatch):
     if os.getuid() == 0:  # only root can hand a file to another user
         os.chown(model, 12345, 12345)  # planted by another user
         assert "owned by uid 12345" in cache_lines()[0]
+
+
+def test_hybrid_search_without_its_models_stops_before_any_job(monkeypatch):
+    from memprobe.agents import mem0
+
+    monkeypatch.setattr(mem0, "_installed", lambda module: False)
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["mem0"])
+    raw["llm"] = {"backend": "fake"}  # nothing else to check before the first job
+    raw["system_settings"] = {"mem0": {"hybrid_search": True}}
+    with pytest.raises(
+        preflight.PreflightError, match=r"system_settings\.mem0\.hybrid_search: "
+    ) as err:
+        preflight.check(load_config(raw))
+    assert "en_core_web_sm" in str(err.value) and "\n" not in str(err.value)
+    raw["system_settings"]["mem0"]["hybrid_search"] = False
+    preflight.check(load_config(raw))  # off: nothing is needed

@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 from memprobe.agents.memt import (
     COLLECTIONS,
-    FORMATION_TOOLS,
-    RETRIEVE_TOOLS,
-    UPDATE_TOOLS,
     MemT,
-    parse_tool_calls,
+    policy_client,
 )
 
-from memprobe.config import ConfigError, load_config
+from memprobe.config.base import ConfigError
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
+from memprobe.registry import systems as registry
 from memprobe.serving import served_process, vllm_server
 from memprobe.spec.prompts import prompt_path
 from memprobe.testing.memt_standin import StandIn
+from memprobe.workflow import preflight
 from tests.helpers.endpoint import record_requests
 from tests.helpers.memt import SERVE_STANDIN, fake_vllm, serve_settings
 from tests.helpers.paper import paper_config, text_vectors
@@ -59,7 +59,7 @@ def standin():
 
 def memt_config(base_url: str, **memt) -> object:
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
-    raw["memt"] = {"endpoint": base_url, **memt}
+    raw.setdefault("system_settings", {})["memt"] = {"endpoint": base_url, **memt}
     return load_config(raw)
 
 
@@ -78,26 +78,6 @@ def drive(agent: MemT, turns: int = 3) -> None:
             reply = agent.respond(episode, task, history)
             history.append({"agent": reply, "user": f"I water tomatoes at dawn, note {t}."})
         agent.end_episode(episode, task, history)
-
-
-def test_parse_tool_calls_keeps_good_calls_and_counts_bad_ones():
-    text = (
-        '<tool_call>{"name": "create_fact", "arguments": {"content": "likes tea"}}</tool_call>\n'
-        '<tool_call>{"name": "create_fact", "arguments": {"content": </tool_call>\n'
-        '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>\n'
-        '<tool_call>{"name": "update_persona", "arguments": "{\\"name\\": \\"User\\", '
-        '\\"content\\": \\"x\\"}"}</tool_call>\n'
-        '<tool_call>{"name": "update_summary", "arguments": [1]}</tool_call>\n'
-        '<tool_call>{"name": "create_experience", "arguments": {"content": "moved"}}'
-    )
-    calls, bad = parse_tool_calls(text, FORMATION_TOOLS)
-    assert [c.name for c in calls] == ["create_fact", "update_persona", "create_experience"]
-    assert calls[1].arguments == {"name": "User", "content": "x"}
-    assert calls[2].arguments == {"content": "moved"}  # trailing block without closing tag
-    assert bad == 3
-    assert parse_tool_calls("no tools here", UPDATE_TOOLS) == ([], 0)
-    # A tool of another phase is malformed here.
-    assert parse_tool_calls(text, RETRIEVE_TOOLS)[0] == []
 
 
 @pytest.mark.torch
@@ -143,7 +123,7 @@ def test_memt_forms_all_collections_and_search_ranks_k_distinct(standin, tmp_pat
 @pytest.mark.torch
 def test_compat_discovery_order_returns_release_order_without_scores(standin, tmp_path):
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
-    raw["memt"] = {"endpoint": standin.base_url}
+    raw.setdefault("system_settings", {})["memt"] = {"endpoint": standin.base_url}
     raw["compat"] = {"memt_discovery_order": True}
     agent = make_agent(load_config(raw), tmp_path)
     drive(agent, turns=2)
@@ -196,11 +176,15 @@ def test_update_ops_apply_and_bad_ids_are_counted(tmp_path):
 
 def test_memt_config_errors_are_one_line():
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
-    with pytest.raises(ConfigError, match=r"memt: set memt.endpoint") as err:
+    with pytest.raises(ConfigError, match=r"system_settings\.memt: set endpoint") as err:
         load_config(raw)
     assert "\n" not in str(err.value)
-    raw["memt"] = {"serve": True}
-    with pytest.raises(ConfigError, match=r"memt: model_path: required"):
+    raw.setdefault("system_settings", {})["memt"] = {"serve": True}
+    with pytest.raises(ConfigError, match=r"system_settings\.memt: model_path: required"):
+        load_config(raw)
+    # Its settings were a top-level block before they moved to the system's.
+    raw["memt"] = raw.pop("system_settings")["memt"]
+    with pytest.raises(ConfigError, match=r"^config: memt: moved to system_settings\.memt "):
         load_config(raw)
 
 
@@ -251,15 +235,15 @@ def test_server_that_dies_or_hangs_fails_in_one_line(tmp_path):
 
 def test_ensure_prefers_endpoint_and_env(tmp_path, monkeypatch):
     cfg = memt_config("http://10.0.0.5:8000/v1")
-    assert vllm_server.ensure(cfg.memt) == ("http://10.0.0.5:8000/v1", None)
+    assert vllm_server.ensure(cfg.system_settings.memt) == ("http://10.0.0.5:8000/v1", None)
     monkeypatch.setenv(vllm_server.ENDPOINT_ENV, "http://127.0.0.1:7/v1")
-    assert vllm_server.ensure(cfg.memt) == ("http://127.0.0.1:7/v1", None)
+    assert vllm_server.ensure(cfg.system_settings.memt) == ("http://127.0.0.1:7/v1", None)
 
 
 @pytest.mark.workflow
 def test_tiny_workflow_runs_memt_end_to_end(endpoint, standin, workflow_factory):
     raw = tiny_config(endpoint.base_url, systems=["nomem", "memt"])
-    raw["memt"] = {"endpoint": standin.base_url}
+    raw.setdefault("system_settings", {})["memt"] = {"endpoint": standin.base_url}
     wf = workflow_factory(raw)
     wf.run(wf.target("table2.csv"))
     results = wf.results
@@ -284,7 +268,10 @@ def test_memt_turn_order_is_retrieve_reply_write(endpoint, tmp_path):
     seen = record_requests(endpoint)
     raw = tiny_config(endpoint.base_url, systems=["memt"])
     raw["llm"]["cache_dir"] = str(tmp_path / "cache")
-    raw["memt"] = {"endpoint": endpoint.base_url, "max_tool_steps": 1}
+    raw.setdefault("system_settings", {})["memt"] = {
+        "endpoint": endpoint.base_url,
+        "max_tool_steps": 1,
+    }
     cfg = load_config(raw)
     prompts = {n: str(prompt_path(n)) for n in ("memt_formation", "memt_update", "memt_retrieve")}
     agent = MemT(
@@ -326,7 +313,7 @@ def test_paper_memt_embeds_documents_with_their_source_and_stops_react_at_the_to
     try:
         seen = record_requests(standin)
         cfg = paper_config("http://127.0.0.1:9/v1", tmp_path)
-        cfg.memt.serve, cfg.memt.endpoint = False, standin.base_url
+        cfg.system_settings.memt.serve, cfg.system_settings.memt.endpoint = False, standin.base_url
         agent = MemT(config=cfg, assistant=None, writer=None, workdir=tmp_path)
         agent.reset("user_001")
         first, second = "I keep bees on my roof.", "My hives are on the north side."
@@ -354,29 +341,52 @@ def test_paper_memt_embeds_documents_with_their_source_and_stops_react_at_the_to
     assert results and any('"sources": ["user said: I keep bees' in r for r in results)
 
 
-def test_a_text_asked_again_is_not_encoded_again_and_its_vector_is_the_same(monkeypatch):
-    # The ReAct loop asks each collection with the same query: one encode, not four.
-    from memprobe.agents.memt import EMBED_RECENT, VectorStore
+def test_its_preflight_wants_its_files_where_its_jobs_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    raw = {
+        "n_users": 1,
+        "llm": {"backend": "openai", "base_url": "http://127.0.0.1:9/v1"},
+        "systems": ["memt"],
+        "system_settings": {
+            "memt": {
+                "serve": True,
+                "model_path": str(tmp_path / "Mem-T-4B"),
+                "vllm_bin": str(tmp_path / "vllm"),
+                "embedder": "BAAI/bge-m3",
+            }
+        },
+    }
+    cfg = load_config(raw)
+    keys = [line.split(":")[0] for line in registry.spec("memt").preflight(cfg, True)]
+    assert keys == [f"system_settings.memt.{k}" for k in ("model_path", "vllm_bin", "embedder")]
+    (tmp_path / "Mem-T-4B").mkdir()
+    (tmp_path / "vllm").write_text("#!/bin/sh\n")
+    (tmp_path / "hf" / "hub" / "models--BAAI--bge-m3").mkdir(parents=True)
+    assert registry.spec("memt").preflight(cfg, True) == []
+    # the Snakefile's check: every problem in one line
+    (tmp_path / "vllm").unlink()
+    with pytest.raises(preflight.PreflightError, match="memt.vllm_bin"):
+        preflight.check(cfg)
+    assert registry.spec("memt").preflight(cfg, False) == []  # its jobs run on other hosts
 
-    from memprobe.serving import embeddings
 
-    sent: list[str] = []
-
-    def encode(texts, path=None, max_seq_length=None):
-        sent.extend(texts)
-        return text_vectors(texts)
-
-    monkeypatch.setattr(embeddings, "encode", encode)
-    store = VectorStore(None)
-    for col in ("facts", "experiences"):
-        store.upsert(col, "x1", "the user keeps bees", {"memory_content": "bees"})
-    for col in ("facts", "experiences", "personas", "summary"):
-        store.query(col, "what does the user keep", 3)
-    assert sent.count("what does the user keep") == 1
-    assert sent.count("bees") == 1  # its content (no embed_source), stored in two collections
-    again = store.embed("what does the user keep")
-    assert (again == text_vectors(["what does the user keep"])[0]).all()
-    for i in range(EMBED_RECENT):  # the oldest is forgotten past the bound
-        store.embed(f"text {i}")
-    store.embed("what does the user keep")
-    assert sent.count("what does the user keep") == 2
+def test_the_policy_client_is_built_like_every_role_s(standin, tmp_path):
+    """Mem-T's policy goes through client_for: the run's re-asks, resampling, concurrency and
+    rate limiter (its own endpoint: no provider's limits, the provider's signals), on the
+    writer's cache, ledger and attempt."""
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
+    raw["llm"] |= {"cache_dir": str(tmp_path / "cache"), "concurrency": 3, "max_reasks": 1,
+                   "resample_invalid": 4, "rate_limit": {"requests_per_minute": 60}}  # fmt: skip
+    raw["system_settings"] = {"memt": {"endpoint": standin.base_url, "temperature": 0.3}}
+    cfg = load_config(raw)
+    writer = client_for("writer", cfg, ledger_path=tmp_path / "usage.csv", job="rollout/x")
+    writer.attempt = 2
+    policy = policy_client(cfg, writer)
+    assert (policy.concurrency, policy.max_reasks, policy.resample_invalid) == (3, 1, 4)
+    assert (policy.model, policy.temperature, policy.attempt) == ("Mem-T-4B", 0.3, 2)
+    assert policy.ledger is writer.ledger and policy.cache.root == writer.cache.root
+    assert policy.limiter is not None and policy.limiter.limits.requests is None
+    assert writer.limiter is not None and writer.limiter.limits.requests == 60
+    assert policy.text([{"role": "user", "content": "hello"}])  # the stand-in answers
+    rows = (tmp_path / "usage.csv").read_text().splitlines()
+    assert len(rows) == 2 and ",writer,Mem-T-4B," in rows[1]

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memprobe.config import load_config
-from memprobe.spec import records, recovery_log
+from memprobe.config.loading import load_config
+from memprobe.spec import records, stand_in_log
 from memprobe.workflow import shell_job
 from tests.helpers.workflow import ROOT, tiny_config
 
@@ -48,8 +48,8 @@ class ScriptJob:
         tag = "_".join(wildcards.values()) or "all"
         return self.tmp / "results" / "usage" / self.rule / f"{tag}.csv"
 
-    def recoveries(self, wildcards: dict[str, str]) -> recovery_log.JobRecoveries | None:
-        found = recovery_log.read([recovery_log.path_for(self.usage(wildcards))])
+    def recoveries(self, wildcards: dict[str, str]) -> stand_in_log.JobStandIns | None:
+        found = stand_in_log.read([stand_in_log.path_for(self.usage(wildcards))])
         return found[0] if found else None
 
     def run(

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from pydantic import BaseModel, Field
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
 from tests.helpers.workflow import tiny_config
 

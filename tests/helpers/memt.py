@@ -6,7 +6,7 @@ import stat
 import sys
 from pathlib import Path
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from tests.helpers.workflow import tiny_config
 
 
@@ -33,11 +33,11 @@ SERVE_STANDIN = (
 
 def serve_settings(tmp_path: Path, exe: str, **extra):
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
-    raw["memt"] = {
+    raw.setdefault("system_settings", {})["memt"] = {
         "serve": True,
         "model_path": "/models/mem-t-4b",
         "vllm_bin": exe,
         "vllm_args": ["--max-model-len", "8192"],
         **extra,
     }
-    return load_config(raw).memt
+    return load_config(raw).system_settings.memt

@@ -11,7 +11,8 @@ import numpy as np
 import yaml
 from snakemake.utils import update_config
 
-from memprobe.config import Config, load_config
+from memprobe.config.loading import load_config
+from memprobe.config.schema import Config
 from memprobe.spec.prompts import prompt_path
 from tests.helpers.workflow import ROOT
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from memprobe.llm.client import Exhausted
+from memprobe.llm.salvage import Exhausted
 
 
 class RecordingLLM:
@@ -13,19 +13,19 @@ class RecordingLLM:
         self.requests: list[list[dict[str, str]]] = []
         self.wheres: list[str] = []  # what each call names in its error lines
 
-    def json(self, messages, schema, *, check=None, sample=0, where="", recover=None):
+    def json(self, messages, schema, *, check=None, sample=0, where="", stand_in=None):
         self.requests.append(messages)
         self.wheres.append(where)
         answer = self.answer(messages, schema)
         reply = schema.model_validate(answer)
-        if check is not None:  # the real client re-asks, then recovers or fails loudly
+        if check is not None:  # the real client re-asks, then stands in or fails loudly
             try:
                 check(reply)
             except ValueError as err:
-                if recover is None:
+                if stand_in is None:
                     raise
                 spent = Exhausted("recording", where, str(err), [json.dumps(answer)])
-                return recover(spent)
+                return stand_in(spent)
         return reply
 
     def map(self, fn, items):

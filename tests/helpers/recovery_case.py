@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from memprobe.protocol import recovery
+from memprobe.protocol.judge import Grader, llm_grader
+from memprobe.protocol.slotfill import slotfill_user
 from memprobe.spec import taxonomy
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import (
@@ -37,7 +38,7 @@ def store(n: int, chars: int) -> list[dict]:
 
 
 def slotfill(memories, llm, mode="dump_all", **kw):
-    return recovery.slotfill_user(
+    return slotfill_user(
         user_id="user_001",
         system="memt",
         mode=mode,
@@ -48,3 +49,12 @@ def slotfill(memories, llm, mode="dump_all", **kw):
         memories=memories,
         **kw,
     )
+
+
+# The slot-fill and judge jobs of one longctx_full user in dump_all mode.
+KEYS = {"system": "longctx_full", "user": "user_001", "mode": "dump_all"}
+
+
+def llm_judge(llm) -> Grader:
+    """The LLM judge on our judge prompt, answered by ``llm``."""
+    return llm_grader(llm, str(prompt_path("recovery_judge")))

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import yaml
 
-from memprobe.config import Config, load_config
-from memprobe.release import importer as release
+from memprobe.config.loading import load_config
+from memprobe.config.schema import Config
+from memprobe.release import importer, layout
 from tests.helpers.workflow import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,21 +62,21 @@ def cfg_model(**overrides) -> Config:
 def import_records(systems: list[str]) -> dict:
     """Every record the release import makes of the fixture's runs of these systems."""
     cfg = cfg_model(systems=list(systems))
-    lay = release.Layout(cfg)
-    pairs = release.pairs(cfg)
+    lay = layout.Layout(cfg)
+    pairs = layout.pairs(cfg)
     out = {"pairs": pairs, "episodes": [], "prefs": [], "mems": [], "judges": [], "atts": []}
     for u in USERS:
-        bank = release.bank(lay, u, cfg.dims_per_category)
-        tasks = release.tasks(lay, u, bank)
+        bank = importer.bank(lay, u, cfg.dims_per_category)
+        tasks = importer.tasks(lay, u, bank)
         for s in systems:
-            mem = release.memories(lay, s, u)
+            mem = importer.memories(lay, s, u)
             out["mems"].append(mem)
-            out["episodes"].append(release.episodes(lay, s, u, tasks))
-            out["prefs"].append(release.preference(lay, s, u, tasks))
+            out["episodes"].append(importer.episodes(lay, s, u, tasks))
+            out["prefs"].append(importer.preference(lay, s, u, tasks))
             for m in MODES:
                 if (s, m) in pairs:
-                    out["judges"].append(release.scores(lay, s, m, u, bank, mem)[1])
-                    out["atts"].append(release.attribution(lay, s, m, u))
+                    out["judges"].append(importer.scores(lay, s, m, u, bank, mem)[1])
+                    out["atts"].append(importer.attribution(lay, s, m, u))
     return out
 
 
@@ -89,6 +90,16 @@ EXPECTED_ORDER = [
     "prudence_self_view",
     "verbosity_preference",
 ]
+
+
+# rollout.replay: the recorded run a replay reads, and a replay's config over the fixture.
+REPLAY_RUN = "longctx_full_pooled_50"
+
+
+def replay_cfg(root: Path = FIXTURE, run: str = REPLAY_RUN) -> Config:
+    raw = release_users_config("http://127.0.0.1:9/v1", n_users=3, rollout={"replay": run})
+    raw["release_dir"] = str(root)
+    return load_config(raw)
 
 
 def recorded(run: str, user: str, root: Path = FIXTURE) -> list[dict]:

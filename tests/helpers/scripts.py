@@ -6,7 +6,7 @@ import runpy
 from pathlib import Path
 from types import SimpleNamespace
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.spec import records
 from memprobe.workflow import step
 from memprobe.workflow.config_slices import JobConfig, job_keys

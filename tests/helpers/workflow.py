@@ -17,13 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from memprobe.config import (
-    DEFAULT_RUN,
-    WORKFLOW_CONFIG,
-    Config,
-    load_layers,
-    read_config_file,
-)
+from memprobe.config.loading import WORKFLOW_CONFIG, load_layers, read_config_file
+from memprobe.config.schema import DEFAULT_RUN, Config
 from memprobe.report.jobdag import job_counts
 
 ROOT = Path(__file__).resolve().parents[2]

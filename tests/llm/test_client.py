@@ -13,9 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.cache import ResponseCache
-from memprobe.llm.client import ATTEMPT_STRIDE, Exhausted, LLMError, client_for, redact
+from memprobe.llm.client import ATTEMPT_STRIDE, LLMError, client_for, redact
+from memprobe.llm.salvage import Exhausted
 from memprobe.serving import served_process
 from memprobe.testing.memt_standin import StandIn
 from tests.helpers.endpoint import Drip
@@ -62,33 +63,33 @@ def test_reask_budget_ends_in_a_loud_error_with_the_raw_reply(recorder_factory, 
     assert "role judge (user user_001, x)" in msg and "still nope" in msg and "\n" not in msg
 
 
-def test_spent_re_asks_go_to_the_stage_recovery_whose_replay_is_the_same(
+def test_spent_re_asks_go_to_the_stage_s_stand_in_whose_replay_is_the_same(
     recorder_factory, tmp_path
 ):
     rec = recorder_factory(["nope", '{"verdict": "far too long a verdict here", "score": 2}'])
     seen: list[Exhausted] = []
 
-    def recover(spent: Exhausted) -> Verdict:
+    def stand_in(spent: Exhausted) -> Verdict:
         seen.append(spent)
         return Verdict(verdict="stand-in", score=0)
 
     msgs = [{"role": "user", "content": "hi"}]
     llm = make_llm(rec.base_url, tmp_path, max_reasks=1, resample_invalid=0)
-    assert llm.json(msgs, Verdict, where="w", recover=recover) == Verdict(
+    assert llm.json(msgs, Verdict, where="w", stand_in=stand_in) == Verdict(
         verdict="stand-in", score=0
     )
     [spent] = seen
     assert spent.replies == ["nope", '{"verdict": "far too long a verdict here", "score": 2}']
     assert spent.problem.startswith("verdict: String should have at most 20 characters")
     assert (spent.role, spent.where) == ("judge", "w")
-    # The chain stays cached: a replay (a new job on the same cache) recovers the same way
-    # without a call; without a recover function the chain is dropped and the call fails.
+    # The chain stays cached: a replay (a new job on the same cache) stands in the same way
+    # without a call; without a stand-in function the chain is dropped and the call fails.
     again = make_llm(rec.base_url, tmp_path, max_reasks=1, resample_invalid=0)
-    assert again.json(msgs, Verdict, recover=recover).verdict == "stand-in"
+    assert again.json(msgs, Verdict, stand_in=stand_in).verdict == "stand-in"
     assert len(rec.bodies) == 2 and len(seen) == 2 and seen[1].replies == spent.replies
 
 
-def test_a_failed_chain_without_a_recovery_is_dropped_from_the_cache(recorder_factory, tmp_path):
+def test_a_failed_chain_without_a_stand_in_is_dropped_from_the_cache(recorder_factory, tmp_path):
     rec = recorder_factory(["nope", "still nope", '{"verdict": "ok", "score": 1}'])
     msgs = [{"role": "user", "content": "hi"}]
     llm = make_llm(rec.base_url, tmp_path, max_reasks=1, resample_invalid=0)
@@ -395,7 +396,7 @@ def test_paid_calls_go_through_openai_and_replays_never_import_it(tmp_path):
     code = """
         import sys
         from pydantic import BaseModel
-        from memprobe.config import load_config
+        from memprobe.config.loading import load_config
         from memprobe.llm.client import client_for
 
         class V(BaseModel):

@@ -12,7 +12,7 @@ def test_a_job_writes_its_cpu_and_call_counts_when_asked(tmp_path):
     proc = run_python(
         f"""
         import sys
-        from memprobe.config import load_config
+        from memprobe.config.loading import load_config
         from memprobe.llm.client import client_for
 
         cfg = load_config({{"n_users": 1, "systems": ["nomem"], "llm": {{"backend": "fake",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import LLMError, client_for
 from tests.helpers.workflow import tiny_config
 

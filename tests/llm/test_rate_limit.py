@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from memprobe.config import ConfigError, load_config, snakemake_merge
+from memprobe.config.base import ConfigError
+from memprobe.config.loading import load_config, snakemake_merge
 from memprobe.llm import rate_limit
 from memprobe.llm.cache import ResponseCache
 from memprobe.llm.client import LLM, LLMError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memprobe.llm.client import Exhausted
+from memprobe.llm.salvage import Exhausted
 from memprobe.protocol import attribution
 from memprobe.spec import records
 from memprobe.spec.prompts import prompt_path

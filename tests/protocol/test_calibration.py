@@ -7,14 +7,14 @@ import csv
 import pytest
 
 from memprobe import CATEGORIES
-from memprobe.config import ConfigError, load_config
-from memprobe.protocol import calibration, recovery
+from memprobe.protocol import calibration
+from memprobe.protocol.judge import JudgeReply, degenerate_kind, judge_user, llm_grader
 from memprobe.spec import taxonomy
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import Bank, BankEntry, SlotFill, SlotFillEntry
 from tests.helpers.jobs import ScriptJob
 from tests.helpers.recording_llm import RecordingLLM
-from tests.helpers.workflow import ROOT, tiny_config
+from tests.helpers.workflow import ROOT
 
 ANCHORS = ROOT / "config" / "judge_calibration.yaml"
 PROMPT = str(prompt_path("recovery_judge"))
@@ -42,7 +42,7 @@ def test_anchors_cover_every_category_level_and_degenerate_kind(anchors):
         if a.kind == "verbatim":
             assert a.label == a.truth, a.id
         if a.kind in ("category_name", "dimension_name", "axis_question"):
-            assert recovery.degenerate_kind(a.label, a.dimension, dim.axis) == a.kind, a.id
+            assert degenerate_kind(a.label, a.dimension, dim.axis) == a.kind, a.id
 
 
 def test_coverage_gaps_names_what_is_missing(anchors):
@@ -63,7 +63,7 @@ def test_the_judge_prompt_never_shows_an_anchor(anchors):
 
 def _replies(anchors, judge) -> list[calibration.Reply]:
     llm = RecordingLLM(lambda m, s: {"score": judge(m[-1]["content"]), "reason": "r"})
-    return calibration.score_anchors(anchors, recovery.llm_grader(llm, PROMPT))
+    return calibration.score_anchors(anchors, llm_grader(llm, PROMPT))
 
 
 def test_a_judge_that_gives_one_everywhere_fails(anchors):
@@ -109,18 +109,6 @@ def test_a_bad_anchors_file_is_one_line_naming_it(tmp_path):
         calibration.load_anchors(bad)
 
 
-def test_judge_settings_are_validated():
-    cfg = load_config(tiny_config("http://x/v1"))
-    judge = cfg.judge
-    assert (judge.calibration.on_fail, judge.min_kappa, judge.max_bias) == ("warn", 0.6, 0.15)
-    assert (judge.form, judge.calibration.source) == ("llm", "anchors")
-    with pytest.raises(ConfigError, match="judge.calibration"):
-        load_config(tiny_config("http://x/v1", judge={"calibration": "halt"}))
-    # the earlier shorthand `judge.calibration: stop` still means on_fail: stop
-    stop = load_config(tiny_config("http://x/v1", judge={"calibration": "stop"}))
-    assert stop.judge.calibration.on_fail == "stop"
-
-
 @pytest.mark.parametrize(
     ("label", "kind"),
     [
@@ -139,7 +127,7 @@ def test_judge_settings_are_validated():
 )
 def test_degenerate_kind(label, kind):
     axis = "How well do they weigh the strengths and weaknesses of arguments and alternatives?"
-    assert recovery.degenerate_kind(label, "critical_thinking_skill", axis) == kind
+    assert degenerate_kind(label, "critical_thinking_skill", axis) == kind
 
 
 def test_degenerate_as_unknown_scores_zero_without_a_call():
@@ -164,12 +152,10 @@ def test_degenerate_as_unknown_scores_zero_without_a_call():
         ],  # fmt: skip
     )
     answer = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    as_protocol = recovery.judge_user(slot, bank, recovery.llm_grader(answer, PROMPT))
+    as_protocol = judge_user(slot, bank, llm_grader(answer, PROMPT))
     assert len(answer.requests) == 2 and as_protocol.overall == 1.0
     option = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    scored = recovery.judge_user(
-        slot, bank, recovery.llm_grader(option, PROMPT), degenerate_axes={}
-    )
+    scored = judge_user(slot, bank, llm_grader(option, PROMPT), degenerate_axes={})
     assert len(option.requests) == 1
     assert scored.per_category["skill_memory"] == 0.0
     assert "category_name" in scored.details[0].judge_reason
@@ -177,7 +163,7 @@ def test_degenerate_as_unknown_scores_zero_without_a_call():
 
 def test_the_judge_writes_its_reason_before_its_score():
     # A grammar-constrained model generates required fields in schema order.
-    schema = recovery.JudgeReply.model_json_schema()
+    schema = JudgeReply.model_json_schema()
     assert list(schema["properties"]) == ["reason", "score"]
     assert schema["required"] == ["reason", "score"]
 
@@ -209,7 +195,7 @@ def test_calibration_job_past_its_re_asks_scores_zero_and_lists_each_anchor(
     scripted, tmp_path, monkeypatch
 ):
     # Every judge reply breaks its schema (0.6 is not a rubric level): each anchor is
-    # recovered as the judge rule recovers a label (0.0), which counts against the judge.
+    # stood in for as the judge rule stands in for a label (0.0), which counts against the judge.
     ep, _ = scripted({"judge": {"else": {"reason": "close", "score": 0.6}}})
     job = ScriptJob(
         tmp_path, monkeypatch, "judge_calibration", ep.base_url, max_reasks=1, resample_invalid=0

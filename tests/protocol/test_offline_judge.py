@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from memprobe.protocol import calibration, offline_judge, recovery
+from memprobe.protocol import calibration, offline_judge
+from memprobe.protocol.judge import JudgeItem
 from memprobe.release import judge_agreement
 from memprobe.spec import taxonomy
 from memprobe.spec.records import RecordError
@@ -23,7 +24,7 @@ from tests.helpers.encode import bag_of_words
 from tests.helpers.workflow import ROOT
 
 RELEASE = ROOT / "tests" / "fixtures" / "release"
-AXES = recovery.pool_axes(taxonomy.load_pool(ROOT / "config" / "dimension_pool.yaml"))
+AXES = taxonomy.load_pool(ROOT / "config" / "dimension_pool.yaml").axes()
 
 
 def params(**update) -> offline_judge.Params:
@@ -44,7 +45,7 @@ def encoded(x: np.ndarray, vectors: np.ndarray | None = None) -> offline_judge.E
 
 
 def item(label: str, truth: str = "keeps crews in sync", dim: str = "coordination_skill"):
-    return recovery.JudgeItem(
+    return JudgeItem(
         category="skill_memory",
         dimension=dim,
         explanation="As a foreman she keeps five subcontractors working in sequence.",
@@ -130,7 +131,7 @@ def test_a_label_on_the_other_side_of_the_truth_is_a_contradiction_cue():
     assert "opposite sides" not in replies[0].reason
 
 
-def synthetic_pairs(n: int = 200) -> tuple[list[recovery.JudgeItem], list[float]]:
+def synthetic_pairs(n: int = 200) -> tuple[list[JudgeItem], list[float]]:
     rng = np.random.default_rng(3)
     words = [f"w{i}" for i in range(40)]
     items, scores = [], []
@@ -139,7 +140,7 @@ def synthetic_pairs(n: int = 200) -> tuple[list[recovery.JudgeItem], list[float]
         keep = int(rng.integers(0, 5))  # how many truth words the label keeps
         label = " ".join(truth.split()[:keep] + list(rng.choice(words, 4 - keep)))
         items.append(
-            recovery.JudgeItem(
+            JudgeItem(
                 category=CATEGORIES[k % 5],
                 dimension="some_dimension",
                 explanation="an explanation",

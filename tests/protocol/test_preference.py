@@ -133,7 +133,7 @@ def test_all_na_gives_no_d():
     assert out.D is None and out.episodes[0].turns[0].score is None
 
 
-def test_a_reply_that_skips_or_repeats_a_preference_is_rejected_then_recovered():
+def test_a_reply_that_skips_or_repeats_a_preference_is_rejected_then_stood_in_for():
     def repeated(messages, schema):
         return {"per_pref": [{"idx": 1, "score": 3}, {"idx": 1, "score": 4}]}
 

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from memprobe.config import load_config
-from memprobe.llm.client import Exhausted, client_for
+from memprobe.config.loading import load_config
+from memprobe.llm.client import client_for
+from memprobe.llm.salvage import Exhausted
 from memprobe.protocol import simulation
 from memprobe.spec import records
 from memprobe.spec.prompts import prompt_path

@@ -3,6 +3,8 @@ declaration, and a plugin that cannot register is one line naming its entry poin
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from memprobe.registry import RegistryError, systems
@@ -31,7 +33,7 @@ def test_the_built_ins_come_first_in_table_5s_order_each_declared_on_its_class()
 
 
 def test_an_unknown_system_says_where_a_plugin_must_be_installed():
-    """(tests/test_config.py: the message names the entry point group and the interpreter.)"""
+    """(tests/config/test_schema.py: the message names the entry point group, the interpreter.)"""
     hint = r"must be installed into the interpreter that runs snakemake, docs/plugins\.md\)$"
     with pytest.raises(ValueError, match=r"^unknown system 'gpt_memory'; .*" + hint):
         systems.spec("gpt_memory")
@@ -66,3 +68,12 @@ def test_a_plugin_that_cannot_register_is_one_line_naming_its_entry_point(
 @systems.declare("tiny", searchable=False)
 class Tiny:
     """A system declared for the tests above."""
+
+
+def test_a_systems_parts_are_inputs_of_its_jobs_like_its_module():
+    """memt keeps its tool calls and store in a module of their own (agents/memt_store.py):
+    editing it must rerun memt's jobs, as editing agents/memt.py does."""
+    files = systems.spec("memt").source_files()
+    assert [Path(f).name for f in files] == ["memt.py", "memt_store.py"]
+    assert all(not Path(f).is_absolute() and Path(f).is_file() for f in files)
+    assert [Path(f).name for f in systems.spec("nomem").source_files()] == ["nomem.py"]

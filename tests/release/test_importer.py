@@ -17,8 +17,8 @@ import pytest
 from docutils.core import publish_parts
 
 from memprobe import CATEGORIES
-from memprobe.config import ConfigError, load_config
-from memprobe.release import importer as release
+from memprobe.config.base import ConfigError
+from memprobe.release import importer, layout
 from memprobe.report import tables
 from memprobe.spec.records import RecordError
 from memprobe.spec.taxonomy import load_guides, load_pool, retrieve_query
@@ -26,76 +26,69 @@ from tests.helpers.release_fixture import (
     EXPECTED_ORDER,
     FIXTURE,
     MODES,
+    REPLAY_RUN,
     ROOT,
     USERS,
     cfg_model,
     import_records,
     release_config,
     release_users_config,
+    replay_cfg,
 )
 from tests.helpers.tables import close, row
-from tests.helpers.workflow import tiny_config
 
 
 def test_bank_tasks_persona_load_in_bank_order():
     cfg = cfg_model()
-    lay = release.Layout(cfg)
-    bank = release.bank(lay, "user_002", cfg.dims_per_category)
+    lay = layout.Layout(cfg)
+    bank = importer.bank(lay, "user_002", cfg.dims_per_category)
     assert [e.dimension for e in bank.entries] == EXPECTED_ORDER
     assert bank.entries[0].short == "critical thinking skill of user_002"
-    tasks = release.tasks(lay, "user_002", bank)
+    tasks = importer.tasks(lay, "user_002", bank)
     assert [t.index for t in tasks.tasks] == list(range(1, 9))
     assert [t.target_dimension for t in tasks.tasks] == EXPECTED_ORDER
     assert tasks.tasks[1].revisions == ["edited_after_fishing_flag"]
-    p = release.persona(lay, "user_002")
+    p = importer.persona(lay, "user_002")
     assert (p.age, p.location.city, p.occupation) == (32, "Springfield", "teacher")
     assert p.stories == ["moved once.", "a new job."]
 
 
 def test_wrong_counts_and_missing_user_fail_in_one_line():
     cfg = cfg_model()
-    lay = release.Layout(cfg)
+    lay = layout.Layout(cfg)
     with pytest.raises(RecordError, match=r"memory_bank\.skill_memory: 2 entries, .* expects 7"):
-        release.bank(lay, "user_001", {**cfg.dims_per_category, "skill_memory": 7})
+        importer.bank(lay, "user_001", {**cfg.dims_per_category, "skill_memory": 7})
     with pytest.raises(RecordError, match="no user_id 'user_009'"):
-        release.bank(lay, "user_009")
-
-
-def test_missing_release_file_is_named(tmp_path):
-    copy = tmp_path / "release"
-    shutil.copytree(FIXTURE, copy)
-    (copy / "output/longctx_full_pooled_50_retrieve/attribution/user_003.json").unlink()
-    with pytest.raises(RecordError, match="missing .*retrieve/attribution/user_003.json"):
-        release.check_layout(cfg_model(release_dir=str(copy)))
+        importer.bank(lay, "user_009")
 
 
 def test_latest_merged_report_is_canonical():
-    lay = release.Layout(cfg_model())
+    lay = layout.Layout(cfg_model())
     path = lay.merged_report("longctx_full", "dump_all")
     assert path.name == "longctx_full_20260501_090000_merged.json"
-    agg = release.report_aggregate(lay, path)
+    agg = importer.report_aggregate(lay, path)
     assert agg["B_reconstruction"]["mean"]["overall"] == pytest.approx(2 / 3)
 
 
 def test_imported_records_keep_the_release_values():
     cfg = cfg_model()
-    lay = release.Layout(cfg)
-    bank = release.bank(lay, "user_001", cfg.dims_per_category)
-    mem = release.memories(lay, "memt", "user_002")
-    slot, judge = release.scores(lay, "memt", "dump_all", "user_002", bank, mem)
+    lay = layout.Layout(cfg)
+    bank = importer.bank(lay, "user_001", cfg.dims_per_category)
+    mem = importer.memories(lay, "memt", "user_002")
+    slot, judge = importer.scores(lay, "memt", "dump_all", "user_002", bank, mem)
     assert judge.flagged and slot.overflow_strategy == "flag"
     assert all(e.label == "unknown" for e in slot.entries)
     raw = json.loads(lay.recon_judge("longctx_full", "retrieve", "user_001").read_text())
-    _, lj = release.scores(
+    _, lj = importer.scores(
         lay,
         "longctx_full",
         "retrieve",
         "user_001",
         bank,
-        release.memories(lay, "longctx_full", "user_001"),
+        importer.memories(lay, "longctx_full", "user_001"),
     )
     assert lj.overall == pytest.approx(raw["overall"]) and not lj.overflow
-    att = release.attribution(lay, "memt", "dump_all", "user_001")
+    att = importer.attribution(lay, "memt", "dump_all", "user_001")
     assert att.counts == {
         "ok": 2,
         "memory_failure": 3,
@@ -248,10 +241,10 @@ def test_a_topk_sweep_over_imported_runs_stops_the_dag_in_one_line(workflow_fact
 
 def test_import_retrieved_keeps_the_recorded_items_under_our_queries(tmp_path):
     cfg = cfg_model()
-    lay = release.Layout(cfg)
+    lay = layout.Layout(cfg)
     guides = load_guides()
-    got = release.retrieved(lay, "longctx_full", "user_002", 5, guides)
-    bank = release.bank(lay, "user_002", cfg.dims_per_category)
+    got = importer.retrieved(lay, "longctx_full", "user_002", 5, guides)
+    bank = importer.bank(lay, "user_002", cfg.dims_per_category)
     assert (got.user_id, got.system, got.k) == ("user_002", "longctx_full", 5)
     assert [(q.category, q.dimension) for q in got.queries] == [
         (e.category, e.dimension) for e in bank.entries
@@ -267,80 +260,8 @@ def test_import_retrieved_keeps_the_recorded_items_under_our_queries(tmp_path):
     del raw["details"][3]["retrieved_memories"]
     path.write_text(json.dumps(raw))
     with pytest.raises(RecordError, match=r"user_002.json: details.3.retrieved_memories: missing"):
-        release.retrieved(release.Layout(cfg_model(release_dir=str(copy))), "longctx_full",
+        importer.retrieved(layout.Layout(cfg_model(release_dir=str(copy))), "longctx_full",
                           "user_002", 5, guides)  # fmt: skip
-
-
-def test_release_runs_maps_a_system_to_another_run_folder(tmp_path):
-    lay = release.Layout(cfg_model())
-    assert lay.run_id("memt") == "memt_memonly_pooled_50"  # the release's agent name
-    assert lay.run_id("longctx_full") == "longctx_full_pooled_50"
-    copy = tmp_path / "release"
-    shutil.copytree(FIXTURE, copy)
-    out = copy / "output"
-    for old in sorted(copy.rglob("longctx_full_pooled_50*"), reverse=True):
-        if old.is_dir():  # output/<run>, output/<run>_retrieve, memory/<run>, ...
-            old.rename(old.with_name(old.name.replace("longctx_full_pooled_50", "longctx_rerun_7")))
-    cfg = cfg_model(
-        release_dir=str(copy),
-        release={"import_runs": True, "runs": {"longctx_full": "longctx_rerun_7"}},
-    )
-    lay = release.Layout(cfg)
-    assert lay.output_dir("longctx_full", "dump_all") == out / "longctx_rerun_7"
-    assert lay.output_dir("longctx_full", "retrieve") == out / "longctx_rerun_7_retrieve"
-    mem = release.memories(lay, "longctx_full", "user_001")
-    assert mem.meta == {"source": "release", "run": "longctx_rerun_7"}
-    assert mem.memories == release.memories(release.Layout(cfg_model()), "longctx_full",
-                                            "user_001").memories  # fmt: skip
-
-
-def test_release_paths_must_stay_inside_the_release_dir(tmp_path):
-    from memprobe.release.importer import check_layout
-    from memprobe.spec.records import RecordError
-
-    rel = tmp_path / "release"
-    rel.mkdir()
-    (tmp_path / "outside.json").write_text("{}")
-    raw = tiny_config("http://127.0.0.1:9/v1")
-    raw["users"] = {"source": "release", "release_dir": str(rel)}
-    raw["release"] = {"bank_file": "../outside.json", "tasks_dir": "."}
-    with pytest.raises(RecordError, match="outside users.release_dir"):
-        check_layout(load_config(raw))
-    (rel / "bank.json").symlink_to(tmp_path / "outside.json")
-    raw["release"] = {"bank_file": "bank.json", "tasks_dir": "."}
-    with pytest.raises(RecordError, match="outside users.release_dir"):
-        check_layout(load_config(raw))
-
-
-def test_every_read_is_checked_inside_the_release_dir_when_it_happens(tmp_path):
-    # pref_judge files are optional and merged reports are found by glob: neither is in the
-    # DAG-load check's list, so the check must hold when the file is read.
-    rel = tmp_path / "release"
-    shutil.copytree(FIXTURE, rel)
-    secret = {"turns": [{"turn": 1, "per_pref": [{"idx": 0, "score": 1, "reason": "OUTSIDE"}]}]}
-    (tmp_path / "secret.json").write_text(json.dumps(secret))
-    (tmp_path / "report.json").write_text(json.dumps({"aggregate": {"leak": "OUTSIDE"}}))
-    judged = rel / "pref_judge" / "nomem_pooled_50" / "user_001" / "episode_1.json"
-    judged.parent.mkdir(parents=True, exist_ok=True)
-    judged.unlink(missing_ok=True)
-    judged.symlink_to(tmp_path / "secret.json")
-    (rel / "output" / "nomem_pooled_50" / "z_merged.json").symlink_to(tmp_path / "report.json")
-    cfg = cfg_model(release_dir=str(rel))
-    release.check_layout(cfg)  # neither file is one the DAG load knows about
-    lay = release.Layout(cfg)
-    bank = release.bank(lay, "user_001", cfg.dims_per_category)
-    tasks = release.tasks(lay, "user_001", bank)
-    with pytest.raises(RecordError, match="episode_1.json points outside users.release_dir"):
-        release.preference(lay, "nomem", "user_001", tasks)
-    report = lay.merged_report("nomem", "dump_all")
-    with pytest.raises(RecordError, match="z_merged.json points outside users.release_dir"):
-        release.report_aggregate(lay, report)
-    # A file swapped for a link after the DAG load is refused when read, too.
-    memories = lay.memories("nomem", "user_001")
-    memories.unlink()
-    memories.symlink_to(tmp_path / "secret.json")
-    with pytest.raises(RecordError, match="outside users.release_dir"):
-        release.memories(lay, "nomem", "user_001")
 
 
 # The release's amem and mem0 runs, imported: the records in their release shapes and the table
@@ -378,8 +299,8 @@ def test_both_modes_of_both_runs_are_imported(imported):
 
 
 def test_memories_keep_the_release_item_shapes():
-    lay = release.Layout(cfg_model(systems=NEW))
-    amem = release.memories(lay, "amem", "user_002")
+    lay = layout.Layout(cfg_model(systems=NEW))
+    amem = importer.memories(lay, "amem", "user_002")
     assert amem.meta == {"source": "release", "run": "amem_pooled_50"}
     assert amem.num_memories == 2
     # item 1 of user_002: 90 chars, the second note, so a user message
@@ -394,7 +315,7 @@ def test_memories_keep_the_release_item_shapes():
     }
     assert all(list(m) == AMEM_ITEM for m in amem.memories)  # no links (§8.3)
     assert [m["category"] for m in amem.memories] == ["task", "user"]
-    mem0 = release.memories(lay, "mem0", "user_003")
+    mem0 = importer.memories(lay, "mem0", "user_003")
     assert mem0.meta == {"source": "release", "run": "mem0_pooled_50"}
     assert mem0.memories == [
         {
@@ -416,13 +337,13 @@ def test_memories_keep_the_release_item_shapes():
 
 def test_retrieved_items_keep_the_recorded_shape_order_and_scores():
     cfg = cfg_model(systems=NEW)
-    lay = release.Layout(cfg)
+    lay = layout.Layout(cfg)
     guides = load_guides()
     # amem, user_002: a store of 2 notes, so 2 hits per query, the store rotated by the
     # dimension's position; A-Mem's hits: category blank, cosine distance ascending.
-    got = release.retrieved(lay, "amem", "user_002", 5, guides)
+    got = importer.retrieved(lay, "amem", "user_002", 5, guides)
     assert (got.system, got.k, len(got.queries)) == ("amem", 5, 8)
-    store = release.memories(lay, "amem", "user_002").memories
+    store = importer.memories(lay, "amem", "user_002").memories
     for d, q in enumerate(got.queries):
         assert q.query == retrieve_query(q.dimension, q.category, guides)
         assert [list(h) for h in q.items] == [AMEM_HIT, AMEM_HIT]
@@ -431,8 +352,8 @@ def test_retrieved_items_keep_the_recorded_shape_order_and_scores():
         assert {h["category"] for h in q.items} == {""}
         assert q.items[0]["content"] == store[d % 2]["content"]
     # mem0, user_001: 3 facts, 3 hits per query as mem0 returned them (no score)
-    got = release.retrieved(lay, "mem0", "user_001", 5, guides)
-    store = release.memories(lay, "mem0", "user_001").memories
+    got = importer.retrieved(lay, "mem0", "user_001", 5, guides)
+    store = importer.memories(lay, "mem0", "user_001").memories
     q = got.queries[4]  # legal_or_administrative_event: items 1, 2, 0
     assert q.dimension == "legal_or_administrative_event"
     assert q.items == [store[1], store[2], store[0]]
@@ -591,12 +512,12 @@ def write_release_user(root, user="user_007"):
 
 def test_31_entries_load_in_bank_order(tmp_path):
     bank_file, task_file, order = write_release_user(tmp_path)
-    lay = release.Layout(cfg_model(release_dir=str(tmp_path)))
-    bank = release.bank(lay, "user_007", COUNTS)
+    lay = layout.Layout(cfg_model(release_dir=str(tmp_path)))
+    bank = importer.bank(lay, "user_007", COUNTS)
     assert len(bank.entries) == 31
     assert [e.dimension for e in bank.entries] == order
     assert [e.category for e in bank.entries] == [c for c in CATEGORIES for _ in range(COUNTS[c])]
-    tasks = release.tasks(lay, "user_007", bank)
+    tasks = importer.tasks(lay, "user_007", bank)
     assert [t.index for t in tasks.tasks] == list(range(1, 32))
     # Episode i targets bank entry i.
     assert [t.target_dimension for t in tasks.tasks] == order
@@ -608,36 +529,10 @@ def test_tasks_out_of_bank_order_are_rejected(tmp_path):
     raw = json.loads(task_file.read_text())
     raw["tasks"][0], raw["tasks"][1] = raw["tasks"][1], raw["tasks"][0]
     task_file.write_text(json.dumps(raw))
-    lay = release.Layout(cfg_model(release_dir=str(tmp_path)))
-    bank = release.bank(lay, "user_007", COUNTS)
+    lay = layout.Layout(cfg_model(release_dir=str(tmp_path)))
+    bank = importer.bank(lay, "user_007", COUNTS)
     with pytest.raises(RecordError, match=r"tasks\[0\]\.target_dimension"):
-        release.tasks(lay, "user_007", bank)
-
-
-# -- rollout.replay: the recorded runs a replay reads --------------------------------------
-REPLAY_RUN = "longctx_full_pooled_50"
-
-
-def replay_cfg(root: Path = FIXTURE, run: str = REPLAY_RUN):
-    raw = release_users_config("http://127.0.0.1:9/v1", n_users=3, rollout={"replay": run})
-    raw["release_dir"] = str(root)
-    return load_config(raw)
-
-
-def test_a_replay_source_is_checked_when_the_dag_loads(tmp_path):
-    release.check_layout(replay_cfg())  # the fixture holds the run for every user
-    with pytest.raises(RecordError) as err:
-        release.check_layout(replay_cfg(run="nosuch_pooled_50"))
-    assert str(err.value).startswith("rollout.replay: no recorded run 'nosuch_pooled_50' in ")
-    assert f"found: amem_pooled_50, {REPLAY_RUN}, mem0_pooled_50" in str(err.value)
-    copy = tmp_path / "release"
-    shutil.copytree(FIXTURE, copy)
-    (copy / "history" / REPLAY_RUN / "user_003" / "episode_8.json").unlink()
-    with pytest.raises(RecordError, match=r"rollout.replay: missing .*user_003/episode_8.json"):
-        release.check_layout(replay_cfg(copy))
-    shutil.rmtree(copy / "history" / REPLAY_RUN / "user_003")
-    with pytest.raises(RecordError, match=f"rollout.replay: run '{REPLAY_RUN}' has no user_003"):
-        release.check_layout(replay_cfg(copy))
+        importer.tasks(lay, "user_007", bank)
 
 
 def _broken(tmp_path: Path, edit) -> tuple[object, Path, object]:
@@ -646,9 +541,9 @@ def _broken(tmp_path: Path, edit) -> tuple[object, Path, object]:
     if not root.exists():
         shutil.copytree(FIXTURE, root)
     cfg = replay_cfg(root)
-    lay = release.Layout(cfg)
-    bank = release.bank(lay, "user_001", cfg.dims_per_category)
-    task = release.tasks(lay, "user_001", bank).tasks[1]
+    lay = layout.Layout(cfg)
+    bank = importer.bank(lay, "user_001", cfg.dims_per_category)
+    task = importer.tasks(lay, "user_001", bank).tasks[1]
     path = lay.recorded(REPLAY_RUN, "user_001", 2)
     raw = json.loads((FIXTURE / path.relative_to(root)).read_text())
     edit(raw)
@@ -674,9 +569,9 @@ def _broken(tmp_path: Path, edit) -> tuple[object, Path, object]:
 def test_a_malformed_recorded_episode_is_one_line(tmp_path, edit, expected):
     lay, path, task = _broken(tmp_path, edit)
     with pytest.raises(RecordError) as err:
-        release.replayable(lay, path, task)
+        importer.replayable(lay, path, task)
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"{path}: "), message
     assert re.search(expected, message), message
     # the untouched file replays
-    assert len(release.replayable(*_broken(tmp_path, lambda r: None)).turns) == 2
+    assert len(importer.replayable(*_broken(tmp_path, lambda r: None)).turns) == 2

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from memprobe.config import parse_users
+from memprobe.config.stages import parse_users
 from memprobe.protocol import offline_judge
 from memprobe.release import judge_agreement
 from memprobe.release.judge_verdicts import verdicts

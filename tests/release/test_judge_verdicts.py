@@ -10,8 +10,10 @@ from collections import Counter
 
 import pytest
 
-from memprobe.config import ConfigError, load_config
-from memprobe.protocol import calibration, recovery
+from memprobe.config.loading import load_config
+from memprobe.protocol import calibration
+from memprobe.protocol.judge import JudgeReply
+from memprobe.protocol.slotfill import is_unknown
 from memprobe.release import judge_verdicts
 from memprobe.spec.rubric import LEVELS
 from tests.helpers.workflow import ROOT, tiny_config
@@ -22,7 +24,7 @@ RELEASE = ROOT / "tests" / "fixtures" / "release"
 def test_verdicts_are_the_judged_labels_of_the_listed_users_in_every_run():
     found = judge_verdicts.verdicts(RELEASE, {1, 2})
     assert {v.user for v in found} == {"user_001", "user_002"}
-    assert not any(recovery.is_unknown(v.label) for v in found)
+    assert not any(is_unknown(v.label) for v in found)
     runs = {v.run for v in found}
     assert {"mem0_pooled_50", "mem0_pooled_50_retrieve", "longctx_full_pooled_50"} <= runs
     assert "_task_design_oracle" not in runs
@@ -51,10 +53,7 @@ def test_the_replies_file_lists_each_pair_and_its_kappa_and_bias_recompute():
 
     def lenient(items):  # a judge one level too generous below 1.0
         recorded = {f"calibration pair {a.id}": a.score for a in pairs.items}
-        return [
-            recovery.JudgeReply(reason="r", score=min(1.0, recorded[it.where] + 0.25))
-            for it in items
-        ]
+        return [JudgeReply(reason="r", score=min(1.0, recorded[it.where] + 0.25)) for it in items]
 
     replies = calibration.score_anchors(pairs, lenient)
     summary = calibration.summarize(replies)
@@ -92,17 +91,3 @@ def test_calibration_from_the_release_is_configured_in_one_place():
         load_config(tiny_config("http://x/v1")), ROOT / "config" / "judge_calibration.yaml"
     )
     assert all(a.kind != "recorded" for a in anchors.items)
-
-
-@pytest.mark.parametrize(
-    ("judge", "message"),
-    [
-        ({"calibration": {"source": "release"}}, "judge.calibration.release_dir: required"),
-        ({"calibration": {"n": 201}}, "judge.calibration.n: 201: expected a multiple of 5"),
-        ({"calibration": {"users": "26-x"}}, "judge.calibration.users: '26-x': expected"),
-        ({"form": "scorer", "cross_check": True}, "cross_check: the offline judge would"),
-    ],
-)
-def test_bad_judge_settings_are_one_line_naming_the_key(judge, message):
-    with pytest.raises(ConfigError, match=message):
-        load_config(tiny_config("http://x/v1", judge=judge))

@@ -6,7 +6,8 @@ import io
 import re
 from pathlib import Path
 
-from memprobe.config import Price, load_config
+from memprobe.config.loading import load_config
+from memprobe.config.schema import Price
 from memprobe.llm.ledger import Ledger, read_rows, run_files
 from memprobe.report import progress
 from tests.helpers.workflow import tiny_config

@@ -9,11 +9,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from memprobe.report import tables
-from memprobe.spec.records import Judge, Recovery
-from memprobe.spec.recovery_log import JobRecoveries
+from memprobe.report import table_notes, tables
+from memprobe.spec.records import Judge
 from tests.helpers.release_fixture import MODES, SYSTEMS, import_records
-from tests.helpers.tables import close, entry_of, judge_of, row
+from tests.helpers.tables import close, judge_of, row
 
 
 @pytest.fixture(scope="module")
@@ -297,44 +296,6 @@ def test_gap_flags_mark_every_value_cell_of_a_flagged_system_only():
     assert close(row(df, system="memt")["mean"], 0.25)
 
 
-def test_degenerate_labels_hand_counts():
-    def d(dim, predicted):
-        return entry_of(dimension=dim, predicted=predicted)
-
-    js = [
-        judge_of(
-            "memt",
-            "u1",
-            0.0,
-            details=[
-                d("writing_skill", ""),  # empty
-                d("writing_skill", "Skill memory"),  # category_name
-                d("writing_skill", "writing skill"),  # dimension_name
-                d("writing_skill", "How well do they write?"),  # axis_question
-                d("writing_skill", "unknown"),  # the protocol's answer: not degenerate
-                d("writing_skill", "terse, precise prose"),
-            ],
-        ),
-        judge_of("memt", "u2", 0.0, details=[d("writing_skill", "Writing_Skill")]),
-        judge_of("memt", "u1", 0.0, "retrieve", details=[]),
-    ]
-    axes = {"writing_skill": "how well do they write"}
-    df = tables.degenerate_labels([("memt", "dump_all"), ("memt", "retrieve")], js, axes)
-    assert list(df.columns) == tables.DEGENERATE_COLUMNS
-    r = row(df, system="memt", mode="dump_all")
-    assert [r[c] for c in ("n_labels", *tables.DEGENERATE_KINDS, "degenerate")] == [
-        7,
-        1,
-        1,
-        2,
-        1,
-        5,
-    ]
-    assert close(r["share"], 5 / 7)
-    empty = row(df, system="memt", mode="retrieve")
-    assert empty["n_labels"] == 0 and empty["degenerate"] == 0 and pd.isna(empty["share"])
-
-
 def test_note_cells_adds_the_note_to_filled_cells_only():
     df = pd.DataFrame({"system": ["a", "b"], "B": [0.5, None]})
     flags = pd.DataFrame({"system": ["a", "b"], "B": [tables.DAGGER, ""]})
@@ -343,75 +304,6 @@ def test_note_cells_adds_the_note_to_filled_cells_only():
     plain = pd.DataFrame({"system": ["a"], "B": [""]})
     assert list(tables.note_cells(plain, df.iloc[:1], ["B"], "n")["B"]) == ["n"]
     assert list(flags["B"]) == [tables.DAGGER, ""]  # the input is left alone
-
-
-def recovered(rule: str, stage: str, touches: list[str], **wildcards) -> JobRecoveries:
-    r = Recovery(stage=stage, where="w", problem="p", action="a", touches=touches)
-    return JobRecoveries(job=f"{rule}/x", rule=rule, wildcards=wildcards, recoveries=[r])
-
-
-def test_recovered_replies_flag_the_cells_whose_numbers_rest_on_them():
-    jobs = [
-        recovered("judge", "judge", ["B"], system="amem", user="u1", mode="retrieve"),
-        recovered("rollout", "simulator", ["A", "C"], system="mem0", user="u1"),
-        recovered("rollout", "simulator", [], system="amem", user="u1"),  # a cut text only
-        recovered("preference", "preference", ["D"], system="amem", user="u2"),
-        recovered("judge_sweep", "judge", ["B"], system="amem", user="u1", k="10"),
-        recovered("judge_calibration", "judge", ["B"]),  # not a per-user number
-    ]
-    df = pd.DataFrame(
-        {
-            "system": ["amem", "mem0"],
-            "A": [0.5, 0.4],
-            "D_mean": [3.0, None],
-            "C_mean": [2.0, 3.0],
-            "B_dump_all_mean": [0.5, 0.5],
-            "B_retrieve_mean": [0.4, 0.3],
-        }
-    )
-    empty = pd.DataFrame({"system": df["system"], **{c: [""] * 2 for c in df.columns[1:]}})
-    out = tables.recovery_flags(empty, df, jobs, tables.table2_metrics)
-    assert out.to_dict("records") == [
-        {
-            "system": "amem",
-            "A": "",
-            "D_mean": "recovered replies: preference 1",
-            "C_mean": "",
-            "B_dump_all_mean": "",
-            "B_retrieve_mean": "recovered replies: judge 1",
-        },
-        {
-            "system": "mem0",
-            "A": "recovered replies: simulator 1",
-            "D_mean": "",  # an empty cell stays empty
-            "C_mean": "recovered replies: simulator 1",
-            "B_dump_all_mean": "",
-            "B_retrieve_mean": "",
-        },
-    ]
-    # An oracle recovery (no system, no mode) moves every attribution row.
-    oracle = [recovered("oracle", "oracle", ["attribution"], user="u1")]
-    counts = pd.DataFrame({"system": ["amem"], "mode": ["dump_all"], "task": [2]})
-    flags = pd.DataFrame({"system": ["amem"], "mode": ["dump_all"], "task": [tables.DAGGER]})
-    out = tables.recovery_flags(flags, counts, oracle, tables.attribution_metrics)
-    assert out.at[0, "task"] == f"{tables.DAGGER}; recovered replies: oracle 1"
-
-
-def test_the_recoveries_table_lists_every_stand_in():
-    jobs = [recovered("judge", "judge", ["B"], system="amem", user="u1", mode="retrieve")]
-    df = tables.recoveries_table(jobs)
-    assert list(df.columns) == tables.RECOVERY_COLUMNS
-    assert df.to_dict("records") == [
-        {
-            "stage": "judge",
-            "job": "judge/x",
-            "attempt": 0,
-            "where": "w",
-            "problem": "p",
-            "action": "a",
-            "touches": "B",
-        }
-    ]
 
 
 def test_bootstrap_ci_is_the_2_5_and_97_5_percentiles_of_resampled_means():
@@ -535,7 +427,7 @@ def test_empty_tables_keep_their_header():
         tuple(tables.GAP_COLUMNS): tables.gap([], []),
         tuple(tables.TOPK_COLUMNS): tables.topk_sweep([], [], {}),
         tuple(tables.TABLE5_COLUMNS): tables.table5([], []),
-        tuple(tables.DEGENERATE_COLUMNS): tables.degenerate_labels([], [], {}),
+        tuple(table_notes.DEGENERATE_COLUMNS): table_notes.degenerate_labels([], [], {}),
     }
     for columns, df in empties.items():
         assert tuple(df.columns) == columns and df.empty
@@ -547,7 +439,7 @@ def test_count_columns_are_nullable_ints(imported):
     t14 = tables.table14(SYSTEMS, imported["mems"])
     topk = tables.topk_sweep(["memt"], [5, 10], {5: [judge_of("memt", "u1", 0.5, "retrieve")]})
     t5 = tables.table5([{"job": "rollout/memt_u", "role": "a", "cached": "false"}], ["memt"])
-    deg = tables.degenerate_labels([("memt", "dump_all")], [], {})
+    deg = table_notes.degenerate_labels([("memt", "dump_all")], [], {})
     t4 = tables.table4(SYSTEMS, MODES, imported["pairs"], imported["atts"])
     js = [judge_of(x, f"u{i}", 0.1 * i) for x in ("a", "b") for i in range(3)]
     ci = tables.table2_ci(["a"], MODES, [("a", "dump_all")], js, seed=1)
@@ -560,7 +452,7 @@ def test_count_columns_are_nullable_ints(imported):
         (t14, ["n_p50", "n_p90", "n_max"]),
         (topk, ["k", "n_users"]),
         (t5, tables.TABLE5_COLUMNS[2:]),
-        (deg, ["n_labels", *tables.DEGENERATE_KINDS, "degenerate"]),
+        (deg, ["n_labels", *table_notes.DEGENERATE_KINDS, "degenerate"]),
     ):
         assert [str(df[c].dtype) for c in cols] == ["Int64"] * len(cols), cols
     assert topk.to_csv(index=False).splitlines()[1:] == ["memt,5,0.5,,1", "memt,10,,,"]
@@ -587,7 +479,7 @@ def test_small_helpers_hand_values():
         memories=[{"content": "abcd"}, {"content": "12"}, {"content": ""}],
     )
     assert tables.footprint(mem) == (3, 2.0)  # (4 + 2 + 0) / 3
-    assert tables._cell(1 / 3) == 0.333333 and tables._cell(None) is None
+    assert tables.number_cell(1 / 3) == 0.333333 and tables.number_cell(None) is None
     assert tables.recovery_rate(0, 0) is None
     assert (tables.recovery_rate(1, 0), tables.recovery_rate(0, 1)) == (100.0, 0.0)
     assert tables.recovery_rate(1, 3) == 25.0
@@ -651,40 +543,3 @@ def test_table2_says_which_conversations_each_row_was_built_from(imported):
     assert "longctx_full (replay: longctx_full_pooled_50)" in tables.replay_header(
         {"longctx_full": run}
     )
-
-
-def test_cross_check_flags_the_cells_where_the_offline_judge_disagrees():
-    """judge.cross_check: B and each category's mean by both judges; flagged past the margin."""
-    from memprobe.protocol.recovery import category_means
-
-    def entry(cat, score, second):
-        return entry_of(cat, score, dimension=f"{cat}_dim", second_opinion=second)
-
-    def judged(user, mode, pairs):
-        details = [entry(c, s, o) for c, s, o in pairs]
-        per, overall = category_means(details)
-        return judge_of("mem0", user, overall, mode, details=details, per_category=per)
-
-    js = [
-        # dump_all: skill agrees, episodic is 0.5 lower offline -> B differs by 0.25
-        judged("u1", "dump_all", [("skill_memory", 1.0, 1.0), ("episodic_memory", 1.0, 0.5)]),
-        judged("u2", "dump_all", [("skill_memory", 0.5, 0.5), ("episodic_memory", 0.5, 0.0)]),
-        # retrieve: within the margin everywhere
-        judged("u1", "retrieve", [("skill_memory", 0.5, 0.5), ("episodic_memory", 0.5, 0.5)]),
-    ]
-    pairs = [("mem0", "dump_all"), ("mem0", "retrieve")]
-    df = tables.cross_check(["mem0"], ["dump_all", "retrieve"], pairs, js, margin=0.1)
-    assert list(df.columns) == tables.CROSS_CHECK_COLUMNS
-    b = row(df, mode="dump_all", cell="B")
-    assert close(b["judge"], 0.75) and close(b["offline"], 0.5) and b["flagged"]
-    assert not row(df, mode="dump_all", cell="skill")["flagged"]
-    assert close(row(df, mode="dump_all", cell="episodic")["difference"], -0.5)
-    assert not df[df["mode"] == "retrieve"]["flagged"].any()
-    notes = tables.cross_check_notes(df, 0.1)
-    assert set(notes) == {("mem0", "dump_all", "B"), ("mem0", "dump_all", "episodic")}
-    assert notes["mem0", "dump_all", "B"] == (
-        "judge cross-check: the offline judge gives 0.50, the run's judge 0.75 (margin 0.1)"
-    )
-    # A run without second opinions has no cross-check cells.
-    plain = [j.model_copy(update={"details": []}) for j in js]
-    assert tables.cross_check(["mem0"], ["dump_all"], pairs, plain, 0.1).empty

@@ -102,7 +102,11 @@ def test_slurm_submits_gpu_flags_for_memt_only_and_caps_llm_jobs(
     standin = StandIn()
     try:
         raw = tiny_config(endpoint.base_url, systems=["nomem", "memt"], n_users=1)
-        raw["memt"] = {"endpoint": standin.base_url, "gpu_model": "a100", "cpus_per_gpu": 4}
+        raw.setdefault("system_settings", {})["memt"] = {
+            "endpoint": standin.base_url,
+            "gpu_model": "a100",
+            "cpus_per_gpu": 4,
+        }
         wf = workflow_factory(raw)
         state = tmp_path / "slurm-state"
         env = {
@@ -237,7 +241,7 @@ def test_only_memt_jobs_get_the_large_memory_and_runtime(workflow_factory):
     slurm = yaml.safe_load((ROOT / "profiles/slurm/profile.yaml").read_text())
     assert not {"rollout", "probe"} & set(slurm.get("set-resources", {}))
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["nomem", "longctx_full", "memt"])
-    raw["memt"] = {"endpoint": "http://127.0.0.1:9/v1"}
+    raw.setdefault("system_settings", {})["memt"] = {"endpoint": "http://127.0.0.1:9/v1"}
     wf = workflow_factory(raw)
     proc = wf.run("-n", "--executor", "slurm", "--workflow-profile", "profiles/slurm")
     sizes = {}

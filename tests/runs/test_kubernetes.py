@@ -47,7 +47,7 @@ def test_pods_get_the_key_through_a_secret_and_only_memt_a_gpu(workflow_factory,
         release_dir="release",  # relative: inputs are staged through the storage prefix
         llm={"backend": "openai", "base_url": f"http://127.0.0.1:{port}/v1",
              "api_key_env": "MEMPROBE_K8S_KEY"},
-        memt={"endpoint": "http://memt.example:8000/v1"},
+        system_settings={"memt": {"endpoint": "http://memt.example:8000/v1"}},
     )  # fmt: skip
     wf = workflow_factory(raw)
     shutil.copytree(FIXTURE, wf.root / "release")

@@ -181,8 +181,8 @@ def test_bad_replay_sources_stop_in_one_line(endpoint, workflow_factory, tmp_pat
     proc = wf.run(wf.target("nomem/user_001/memories.json"), check=False)
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out, out[-3000:]
-    # (the run's closing line on recovered replies follows it)
+    # (the run's closing line on stand-ins follows it)
     lines = {ln.split("memprobe: ", 1)[1] for ln in out.splitlines() if "memprobe: " in ln}
-    (line,) = [ln for ln in lines if "recovered replies" not in ln]
+    (line,) = [ln for ln in lines if "stand-ins" not in ln]
     assert proc.returncode != 0 and f"{bad}: turns.0.agent_response" in line, line
     assert not (wf.results / "nomem" / "user_001" / "memories.json").exists()

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memprobe.config import set_dotted
+from memprobe.config.loading import set_dotted
 from memprobe.llm import ledger
 from memprobe.report import tables
 from memprobe.report.jobdag import Dag, job_key
@@ -227,8 +227,11 @@ def test_each_prompt_edit_schedules_exactly_its_dependent_set(finished):
 @pytest.mark.parametrize(
     ("module", "must", "never"),
     [
-        ("memprobe/protocol/recovery.py", {"slotfill", "judge"}, {"persona", "bank", "rollout"}),
+        ("memprobe/protocol/slotfill.py", {"slotfill", "judge"}, {"persona", "rollout", "probe"}),
+        ("memprobe/protocol/judge.py", {"judge", "attribution"}, {"rollout", "slotfill"}),
         ("agents/longctx.py", {"rollout", "probe"}, {"persona", "bank", "oracle"}),
+        # The task writer's module: tasks jobs (and what reads their tasks), no persona or bank.
+        ("memprobe/protocol/tasks.py", {"tasks"}, {"persona", "bank"}),
     ],
 )
 def test_editing_a_library_module_schedules_its_jobs_and_their_dependents(

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm import ledger
 from memprobe.llm.client import ATTEMPT_STRIDE
-from memprobe.protocol import users
-from memprobe.report import estimate
+from memprobe.protocol.persona import sample_attributes
+from memprobe.report import estimate_calls, estimate_rates
 from memprobe.report.tables import TABLE2_COLUMNS
 from memprobe.testing.fake_endpoint import Faults
 from memprobe.workflow import paths
@@ -107,7 +107,7 @@ def test_tiny_run_builds_every_artifact_and_reruns_nothing(endpoint, workflow_fa
     # ... its users' ledgers found where the command looks, from the config alone (docs/runs.md)
     users = sorted(wf.root / p for p in paths.of(wf.cfg).users.values())
     assert users == wf.users
-    lines = estimate.predict(cfg, estimate.observed(results, cfg, users))
+    lines = estimate_calls.predict(cfg, estimate_rates.observed(results, cfg, users))
     ok = [r for r in first if r["status"] == "ok"]
     assert sum(x.calls for x in lines) == pytest.approx(len(ok), rel=0.1)
     for field in ("prompt_tokens", "completion_tokens"):
@@ -195,10 +195,8 @@ def test_memories_json_and_search_cli_agree(endpoint, workflow_factory):
         )
 
 
-def test_recovered_replies_end_the_run_listed_and_flag_the_cells_they_touch(
-    scripted, workflow_factory
-):
-    # Every slot-fill reply breaks its schema (no label): each is recovered as "unknown".
+def test_stand_ins_end_the_run_listed_and_flag_the_cells_they_touch(scripted, workflow_factory):
+    # Every slot-fill reply breaks its schema (no label): each gets the stand-in "unknown".
     ep, seen = scripted({"slotfill": {"else": {"reason": "no label given"}}})
     cfg = tiny_config(ep.base_url)
     cfg["llm"].update(max_reasks=0, resample_invalid=0)
@@ -210,23 +208,21 @@ def test_recovered_replies_end_the_run_listed_and_flag_the_cells_they_touch(
     assert len(listed) == len(seen["slotfill"])  # one per call: no re-ask
     assert {r["touches"] for r in listed} == {"B"}
     last = proc.stderr.strip().splitlines()
-    line = next(x for x in last if "recovered repl" in x)
-    assert (
-        f"memprobe: {len(listed)} recovered replies" in line and f"slotfill {len(listed)}" in line
-    )
+    line = next(x for x in last if x.startswith("memprobe: ") and "stand-in" in x)
+    assert f"memprobe: {len(listed)} stand-ins" in line and f"slotfill {len(listed)}" in line
     folders = line.split("listed in ", 1)[1].rstrip(")").split(", ")
     assert all((wf.root / f).is_dir() for f in folders), line  # where the files really are
     # longctx_full's B cells rest on them; nomem never called the slot-filler.
     flags = {r["system"]: r for r in csv.DictReader(open(results / "table2_flags.csv"))}
-    assert "recovered replies: slotfill" in flags["longctx_full"]["B_dump_all_mean"]
-    assert "recovered replies" not in flags["nomem"]["B_dump_all_mean"]
-    assert "recovered replies" not in flags["longctx_full"]["A"]
-    assert "replies were recovered" in (results / "report_header.rst").read_text()
+    assert "stand-ins: slotfill" in flags["longctx_full"]["B_dump_all_mean"]
+    assert "stand-ins" not in flags["nomem"]["B_dump_all_mean"]
+    assert "stand-ins" not in flags["longctx_full"]["A"]
+    assert "replies were stand-ins" in (results / "report_header.rst").read_text()
 
 
 def test_a_failed_job_draws_new_samples_when_the_command_is_run_again(endpoint, workflow_factory):
     seen = record_requests(endpoint)
-    name = users.sample_attributes(7, "user_002")["name"]
+    name = sample_attributes(7, "user_002")["name"]
     endpoint.server.faults = Faults(poison=name)  # user_002's persona request: always 500
     wf = workflow_factory(tiny_config(endpoint.base_url))
     # the persona job's own file, in the shared users' folder (docs/runs.md)

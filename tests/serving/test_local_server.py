@@ -1,4 +1,5 @@
-"""The local backend: model assembly from part wheels, checks before any job, the real server."""
+"""The local backend (memprobe/serving/local_server.py): checks before any job, the run's one
+server, its key, and the real llama.cpp server."""
 
 from __future__ import annotations
 
@@ -6,12 +7,10 @@ import csv
 import hashlib
 import importlib.util
 import os
-import random
 import signal
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 from typing import Literal
 
@@ -19,112 +18,13 @@ import pytest
 import yaml
 from pydantic import BaseModel, Field
 
-from memprobe.config import LocalModel, load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
-from memprobe.serving import local_server, served_process
-from memprobe.serving.local_server import LocalModelError, ModelPack
+from memprobe.serving import local_model, local_server, served_process
+from memprobe.serving.local_model import LocalModel, LocalModelError
 from tests.helpers.workflow import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def make_pack(root: Path, n_parts: int, prefix: str = "synthmodel-part") -> tuple[ModelPack, bytes]:
-    """Installable-looking packages ``synthmodel_partN/data/partNN.bin`` on ``root``."""
-    rng = random.Random(n_parts)
-    whole = b""
-    for i in range(1, n_parts + 1):
-        data = root / f"{prefix.replace('-', '_')}{i}" / "data"
-        data.mkdir(parents=True)
-        (data.parent / "__init__.py").write_text("")
-        chunk = (b"GGUF" if i == 1 else b"") + rng.randbytes(rng.randint(10, 300))
-        (data / f"part{i:02d}.bin").write_bytes(chunk)
-        whole += chunk
-    pack = ModelPack(
-        name="qwen2.5-coder-0.5b",
-        dist_prefix=prefix,
-        n_parts=n_parts,
-        version="0.0.1",
-        sha256=hashlib.sha256(whole).hexdigest(),
-        size=len(whole),
-        upstream="synthetic",
-    )
-    return pack, whole
-
-
-@pytest.fixture
-def synth(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    site.mkdir()
-    monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setenv(local_server.CACHE_ENV, str(tmp_path / "models"))
-    importlib.invalidate_caches()
-    pack, whole = make_pack(site, 11)  # 11 parts: part10/part11 must follow part9
-    monkeypatch.setitem(local_server.PACKS, pack.name, pack)
-    yield pack, whole, tmp_path / "models"
-    for name in [m for m in sys.modules if m.startswith("synthmodel_part")]:
-        del sys.modules[name]
-
-
-def test_parts_are_joined_in_numeric_order_and_cached_once(synth):
-    pack, whole, cache = synth
-    resolved = local_server.resolve_model(LocalModel())
-    assert resolved.path.parent == cache
-    assert resolved.path.read_bytes() == whole
-    assert resolved.sha256 == pack.sha256
-    stamp = resolved.path.stat().st_mtime_ns
-    again = local_server.resolve_model(LocalModel())
-    assert again.path == resolved.path and again.path.stat().st_mtime_ns == stamp
-
-
-def test_a_corrupted_cache_file_is_rebuilt_from_the_parts(synth):
-    pack, whole, _ = synth
-    path = local_server.resolve_model(LocalModel()).path
-    path.write_bytes(b"GGUF" + b"\0" * (len(whole) - 4))  # same size, wrong bytes
-    assert local_server.resolve_model(LocalModel()).path.read_bytes() == whole
-
-
-def test_assembly_with_a_wrong_checksum_leaves_no_file(synth, monkeypatch):
-    pack, _, cache = synth
-    bad = ModelPack(**{**pack.__dict__, "sha256": "0" * 64})
-    monkeypatch.setitem(local_server.PACKS, pack.name, bad)
-    with pytest.raises(LocalModelError) as err:
-        local_server.resolve_model(LocalModel())
-    assert "\n" not in str(err.value) and "expected 000000000000" in str(err.value)
-    assert not any(cache.iterdir())
-
-
-def test_a_missing_part_package_names_it_and_the_install_command(synth, monkeypatch):
-    pack, _, _ = synth
-    more = ModelPack(**{**pack.__dict__, "n_parts": 12})
-    monkeypatch.setitem(local_server.PACKS, pack.name, more)
-    with pytest.raises(LocalModelError) as err:
-        local_server.resolve_model(LocalModel())
-    msg = str(err.value)
-    assert "\n" not in msg and "synthmodel-part12==0.0.1" in msg and ".[model]" in msg
-
-
-def test_model_path_is_checked_for_existence_gguf_magic_and_sha256(tmp_path):
-    with pytest.raises(LocalModelError, match=r"^llm\.local\.model_path: .*does not exist$"):
-        local_server.resolve_model(LocalModel(model_path=str(tmp_path / "nope.gguf")))
-    notgguf = tmp_path / "x.bin"
-    notgguf.write_bytes(b"PK\3\4 not a model")
-    with pytest.raises(LocalModelError, match="is not a GGUF file"):
-        local_server.resolve_model(LocalModel(model_path=str(notgguf)))
-    gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(b"GGUF" + bytes(range(200)))
-    right = hashlib.sha256(gguf.read_bytes()).hexdigest()
-    ok = local_server.resolve_model(LocalModel(model_path=str(gguf), sha256=right.upper()))
-    assert ok.path == gguf and ok.sha256 == right
-    with pytest.raises(LocalModelError, match=r"^llm\.local\.sha256: .*expected ffffffffffff"):
-        local_server.resolve_model(LocalModel(model_path=str(gguf), sha256="f" * 64))
-
-
-def test_pinned_packs_match_the_pyproject_extras():
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"
-    ]
-    assert extras["model"] == local_server.PACKS["qwen2.5-coder-0.5b"].requirements()
-    assert extras["model-1-5b"] == local_server.PACKS["qwen2.5-coder-1.5b"].requirements()
 
 
 def test_cache_keys_of_the_local_backend_do_not_depend_on_the_port(tmp_path, monkeypatch):
@@ -192,7 +92,7 @@ def _model_installed() -> bool:
     if importlib.util.find_spec("xllamacpp") is None:
         return False
     try:
-        local_server.part_files(local_server.PACKS["qwen2.5-coder-0.5b"])
+        local_model.part_files(local_model.PACKS["qwen2.5-coder-0.5b"])
     except LocalModelError:
         return False
     return True
@@ -339,11 +239,11 @@ def test_a_failed_local_run_stops_its_server_too(tmp_path, workflow_factory):
 
 
 def test_local_server_key_is_in_no_argv_and_no_state_file(tmp_path):
-    from memprobe.config import LocalModel
     from memprobe.serving import local_server
+    from memprobe.serving.local_model import LocalModel
 
     server = local_server.Server(
-        local_server.ResolvedModel(tmp_path / "m.gguf", None), LocalModel(), tmp_path / "log"
+        local_model.ResolvedModel(tmp_path / "m.gguf", None), LocalModel(), tmp_path / "log"
     )
     assert server.key and server.key not in " ".join(server.command(5))
     assert "--port" not in server.command(5)  # the child binds a port itself
@@ -361,7 +261,7 @@ def test_the_default_run_serves_one_slot_per_conversation_with_chunk_reuse(tmp_p
     assert main, "README.md: no main command with --cores"
     local = load_config(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())).llm.local
     server = local_server.Server(
-        local_server.ResolvedModel(tmp_path / "m.gguf", None), local, tmp_path / "log"
+        local_model.ResolvedModel(tmp_path / "m.gguf", None), local, tmp_path / "log"
     )
     command = server.command(5)
     assert command[command.index("--parallel") + 1] == str(2 * int(main[1]))
@@ -375,7 +275,7 @@ def test_the_local_backend_refuses_a_cluster_executor():
     raw["llm"] = {"backend": "local"}
     cfg = load_config(raw)
     local_server.check_executor(cfg, non_local_exec=False)
-    with pytest.raises(local_server.LocalModelError, match="cluster executor"):
+    with pytest.raises(local_model.LocalModelError, match="cluster executor"):
         local_server.check_executor(cfg, non_local_exec=True)
 
 
@@ -384,7 +284,8 @@ def test_the_local_backend_refuses_a_cluster_executor():
 FOREGROUND = """
 import os, signal, subprocess, sys, time
 from pathlib import Path
-from memprobe.config import LocalModel
+from memprobe.serving import local_model
+from memprobe.serving.local_model import LocalModel
 from memprobe.serving import local_server
 
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
@@ -395,7 +296,7 @@ def start(self):
     return "http://127.0.0.1:1/v1"
 
 local_server.Server.start = start
-local_server.resolve_model = lambda local: local_server.ResolvedModel(Path("/m.gguf"), "ab" * 32)
+local_server.resolve_model = lambda local: local_model.ResolvedModel(Path("/m.gguf"), "ab" * 32)
 if sys.argv[1] == "planted":
     cache = local_server.model_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)

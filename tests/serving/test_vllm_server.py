@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from memprobe.agents.memt import policy_client
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.serving import served_process, vllm_server
 from tests.helpers.memt import SERVE_STANDIN, fake_vllm, serve_settings
 from tests.helpers.squatters import Squatter
@@ -27,7 +27,7 @@ FORMATION = [
 def served_config(tmp_path: Path):
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
     raw["llm"]["cache_dir"] = str(tmp_path / "cache")
-    raw["memt"] = {
+    raw.setdefault("system_settings", {})["memt"] = {
         "serve": True,
         "model_path": "/models/mem-t-4b",
         "vllm_bin": fake_vllm(tmp_path, SERVE_STANDIN),
@@ -65,7 +65,7 @@ def test_a_socket_held_by_another_process_stops_the_job_in_one_line(tmp_path, mo
             server.start()
     finally:
         squatter.close()
-    assert str(err.value).startswith("memt.serve: ") and "\n" not in str(err.value)
+    assert str(err.value).startswith("system_settings.memt.serve: ") and "\n" not in str(err.value)
     assert squatter.received == b"" and server.proc is None and not private.exists()
 
 
@@ -106,14 +106,17 @@ def test_memt_cache_identity_follows_the_weights_not_the_port(tmp_path, monkeypa
     (ckpt / "config.json").write_text("{}")
     (ckpt / "model.safetensors").write_bytes(b"weights-v1")
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
-    raw["memt"] = {"serve": True, "model_path": str(ckpt)}
-    m = load_config(raw).memt
+    raw.setdefault("system_settings", {})["memt"] = {"serve": True, "model_path": str(ckpt)}
+    m = load_config(raw).system_settings.memt
     a = vllm_server.cache_identity(m, "http://127.0.0.1:40001/v1")
     assert a == vllm_server.cache_identity(m, "http://127.0.0.1:40002/v1")
     (ckpt / "model.safetensors").write_bytes(b"weights-v2")  # a new checkpoint, same path
     assert vllm_server.cache_identity(m, "http://127.0.0.1:40001/v1") != a
-    raw["memt"] = {"endpoint": "http://10.0.0.5:8000/v1", "model_path": str(ckpt)}
-    fixed = load_config(raw).memt
+    raw.setdefault("system_settings", {})["memt"] = {
+        "endpoint": "http://10.0.0.5:8000/v1",
+        "model_path": str(ckpt),
+    }
+    fixed = load_config(raw).system_settings.memt
     before = vllm_server.cache_identity(fixed, fixed.endpoint)
     (ckpt / "model.safetensors").write_bytes(b"weights-v3")
     assert vllm_server.cache_identity(fixed, fixed.endpoint) != before

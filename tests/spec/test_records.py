@@ -60,3 +60,24 @@ def test_a_write_removes_the_temporaries_of_dead_writers_of_that_file_only(tmp_p
     records.write_atomic(tmp_path / "a.json", {"x": 1})
     assert not stale.exists() and ours.exists() and other.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.json", ours.name, other.name])
+
+
+def test_tasks_follow_their_bank_one_to_one_in_order():
+    from tests.helpers.protocol import TWO_ENTRY_BANK
+
+    def task(i: int, dimension: str) -> records.Task:
+        return records.Task(
+            index=i, task="help me", target_category="skill_memory",
+            target_dimension=dimension, target_short="x", status="imported",
+        )  # fmt: skip
+
+    dims = [e.dimension for e in TWO_ENTRY_BANK.entries]
+    tasks = records.Tasks(user_id="user_001", tasks=[task(1, dims[0]), task(2, dims[1])])
+    tasks.check_follows(TWO_ENTRY_BANK, "t.json")
+    swapped = records.Tasks(user_id="user_001", tasks=[task(1, dims[1]), task(2, dims[0])])
+    with pytest.raises(records.RecordError, match=r"^t\.json: tasks\[0\]\.target_dimension is"):
+        swapped.check_follows(TWO_ENTRY_BANK, "t.json")
+    with pytest.raises(records.RecordError, match=r"^t\.json: 1 tasks for 2 bank entries$"):
+        records.Tasks(user_id="user_001", tasks=[task(1, dims[0])]).check_follows(
+            TWO_ENTRY_BANK, "t.json"
+        )

@@ -9,8 +9,9 @@ import shutil
 
 import pytest
 
-from memprobe.protocol import attribution, recovery
-from memprobe.release import importer as release
+from memprobe.protocol import attribution
+from memprobe.protocol.judge import JudgeReply, ask_judge, judge_user, llm_grader
+from memprobe.release import importer, layout
 from memprobe.spec.prompts import prompt_path
 from memprobe.spec.records import RecordError
 from memprobe.spec.rubric import RUBRIC
@@ -24,16 +25,16 @@ JUDGE_PROMPT = str(prompt_path("recovery_judge"))
 
 
 def test_the_judge_schema_allows_exactly_the_rubric_levels():
-    schema = recovery.JudgeReply.model_json_schema()
+    schema = JudgeReply.model_json_schema()
     assert schema["properties"]["score"]["enum"] == list(RUBRIC.levels)
 
 
 def test_the_judge_prompt_shows_the_rubric_scale(monkeypatch):
     renamed = RUBRIC.grades[0].model_copy(update={"name": "IDENTICAL", "meaning": "SAME-FACT."})
     rubric = RUBRIC.model_copy(update={"grades": (renamed, *RUBRIC.grades[1:])})
-    monkeypatch.setattr(recovery, "RUBRIC", rubric)
+    monkeypatch.setattr("memprobe.protocol.judge.RUBRIC", rubric)
     llm = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    recovery.ask_judge(
+    ask_judge(
         llm,
         JUDGE_PROMPT,
         dimension="d",
@@ -41,7 +42,7 @@ def test_the_judge_prompt_shows_the_rubric_scale(monkeypatch):
         truth="t",
         label="l",
         where="",
-        recoveries=[],
+        stand_ins=[],
     )
     text = llm.prompt_text(0)
     assert "1.0 = IDENTICAL: SAME-FACT." in text
@@ -52,10 +53,12 @@ def test_the_judge_prompt_shows_the_rubric_scale(monkeypatch):
 
 
 def test_an_unknown_label_scores_the_rubric_unknown_score(monkeypatch):
-    monkeypatch.setattr(recovery, "RUBRIC", RUBRIC.model_copy(update={"unknown_score": 0.25}))
+    monkeypatch.setattr(
+        "memprobe.protocol.judge.RUBRIC", RUBRIC.model_copy(update={"unknown_score": 0.25})
+    )
     out = slotfill(store(1, 5), RecordingLLM(lambda m, s: {"label": "unknown", "reason": ""}))
     judge_llm = RecordingLLM(lambda m, s: {"score": 1.0, "reason": "r"})
-    judged = recovery.judge_user(out, BANK, recovery.llm_grader(judge_llm, JUDGE_PROMPT))
+    judged = judge_user(out, BANK, llm_grader(judge_llm, JUDGE_PROMPT))
     assert judge_llm.requests == []  # no call for "unknown"
     assert [d.score for d in judged.details] == [0.25, 0.25]
 
@@ -76,15 +79,15 @@ def test_an_imported_score_off_the_rubric_is_refused(tmp_path):
     copy = tmp_path / "release"
     shutil.copytree(FIXTURE, copy)
     cfg = cfg_model(release_dir=str(copy))
-    lay = release.Layout(cfg)
+    lay = layout.Layout(cfg)
     path = lay.recon_judge("longctx_full", "retrieve", "user_001")
     raw = json.loads(path.read_text())
     raw["details"][1]["score"] = 0.3
     path.write_text(json.dumps(raw))
-    bank = release.bank(lay, "user_001", cfg.dims_per_category)
-    mem = release.memories(lay, "longctx_full", "user_001")
+    bank = importer.bank(lay, "user_001", cfg.dims_per_category)
+    mem = importer.memories(lay, "longctx_full", "user_001")
     with pytest.raises(RecordError, match=r"details\.1\.score: .*0\.0, 0\.25, 0\.5, 0\.75 or 1\.0"):
-        release.scores(lay, "longctx_full", "retrieve", "user_001", bank, mem)
+        importer.scores(lay, "longctx_full", "retrieve", "user_001", bank, mem)
 
 
 def test_the_levels_carry_the_releases_meanings():

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
-from memprobe.protocol import recovery
+from memprobe.protocol.judge import JudgeReply
 from memprobe.testing.fake_backend import BACKEND, FAKE_URL
 from memprobe.testing.fake_responder import embedding_body, fake_content
 from tests.helpers.llm import Verdict
@@ -39,12 +39,12 @@ def test_the_provider_sends_through_openai_to_the_responder_not_the_network(tmp_
     provider = BACKEND.provider(BACKEND.endpoint(fake_config(tmp_path), {"api_key_env": None}))
     fmt = {
         "type": "json_schema",
-        "json_schema": {"schema": recovery.JudgeReply.model_json_schema()},
+        "json_schema": {"schema": JudgeReply.model_json_schema()},
     }
     req = {"model": "m", "messages": [{"role": "user", "content": "grade"}], "response_format": fmt}
     reply = provider.complete(req)
     assert reply.content == fake_content(req) and reply.finish_reason == "stop"
-    recovery.JudgeReply.model_validate_json(reply.content)
+    JudgeReply.model_validate_json(reply.content)
     emb = {"model": "e", "input": ["a", "b"], "dimensions": 4}
     vectors = json.loads(provider.embed(emb).content)
     assert vectors == [d["embedding"] for d in embedding_body(emb)["data"]]

@@ -9,7 +9,12 @@ import math
 import pytest
 from pydantic import BaseModel
 
-from memprobe.protocol import attribution, preference, recovery, simulation, users
+from memprobe.protocol import attribution, preference, simulation
+from memprobe.protocol.bank import bank_schema
+from memprobe.protocol.judge import JudgeReply
+from memprobe.protocol.persona import narrative_schema
+from memprobe.protocol.slotfill import SlotReply
+from memprobe.protocol.tasks import CriticReply, TaskDraft
 from memprobe.testing.fake_responder import (
     completion_body,
     embedding_body,
@@ -20,14 +25,14 @@ from memprobe.testing.fake_responder import (
 )
 
 REPLY_SCHEMAS: list[type[BaseModel]] = [
-    users.narrative_schema(2),
-    users.bank_schema(["a_skill", "b_skill", "c_skill", "d_skill"], 3),
-    users.TaskDraft,
-    users.CriticReply,
+    narrative_schema(2),
+    bank_schema(["a_skill", "b_skill", "c_skill", "d_skill"], 3),
+    TaskDraft,
+    CriticReply,
     simulation.SimulatorReply,
     preference.reply_schema(5),
-    recovery.SlotReply,
-    recovery.JudgeReply,
+    SlotReply,
+    JudgeReply,
     attribution.OracleReply,
     attribution.DisclosureReply,
     attribution.SubclassReply,
@@ -41,7 +46,7 @@ def test_generated_instance_validates(schema):
 
 
 def test_enum_items_in_arrays_are_distinct():
-    schema = users.bank_schema([f"d{i}_skill" for i in range(9)], 4).model_json_schema()
+    schema = bank_schema([f"d{i}_skill" for i in range(9)], 4).model_json_schema()
     names = [d["name"] for d in instance(schema, "ab" * 32)["dims"]]
     assert len(set(names)) == 4
 
@@ -81,9 +86,9 @@ def test_the_same_request_gets_the_same_reply_and_another_request_another():
 def test_a_json_schema_request_gets_an_instance_and_a_json_object_one_an_object():
     fmt = {
         "type": "json_schema",
-        "json_schema": {"schema": recovery.JudgeReply.model_json_schema()},
+        "json_schema": {"schema": JudgeReply.model_json_schema()},
     }
-    recovery.JudgeReply.model_validate_json(fake_content(chat(response_format=fmt)))
+    JudgeReply.model_validate_json(fake_content(chat(response_format=fmt)))
     reply = json.loads(fake_content(chat(response_format={"type": "json_object"})))
     assert isinstance(reply["facts"], list) and reply["facts"]
 
@@ -130,16 +135,16 @@ def test_a_rigged_outcome_comes_at_its_rate_and_the_others_still_come(rate):
 def test_a_rig_leaves_other_schemas_and_fields_alone():
     fmt = {
         "type": "json_schema",
-        "json_schema": {"schema": recovery.JudgeReply.model_json_schema()},
+        "json_schema": {"schema": JudgeReply.model_json_schema()},
     }
     body = chat(response_format=fmt)
     assert fake_content(body, {"feedback_type": ("satisfied", 1.0)}) == fake_content(body)
     critic = {
         "type": "json_schema",
-        "json_schema": {"schema": users.CriticReply.model_json_schema()},
+        "json_schema": {"schema": CriticReply.model_json_schema()},
     }
     verdicts = {
-        users.CriticReply.model_validate_json(
+        CriticReply.model_validate_json(
             fake_content(chat(str(i), response_format=critic), {"verdict": ("neutral", 1.0)})
         ).verdict
         for i in range(50)

@@ -34,15 +34,28 @@ def test_every_rule_declares_the_modules_of_the_script_it_runs():
 def test_the_judge_runs_the_taxonomy_it_reads():
     """The hand-kept list this replaces left spec.taxonomy out of the judge's inputs."""
     assert code_inputs.logic_modules(str(ROOT / "scripts/judge.py")) == (
-        "memprobe.protocol.judges",
+        "memprobe.protocol.judge",
+        "memprobe.protocol.judge_form",
         "memprobe.protocol.offline_judge",
         "memprobe.protocol.opposites",
-        "memprobe.protocol.recovery",
+        "memprobe.protocol.slotfill",
         "memprobe.spec.rubric",
         "memprobe.spec.taxonomy",
     )
-    # the rollout runs the users module, whose bank block the simulator reads
-    assert "memprobe.protocol.users" in code_inputs.logic_modules(str(ROOT / "scripts/rollout.py"))
+    # the rollout runs the bank module, whose bank block the simulator reads
+    assert "memprobe.protocol.bank" in code_inputs.logic_modules(str(ROOT / "scripts/rollout.py"))
+
+
+def test_each_users_stage_runs_its_own_module_and_those_before_it_only():
+    """A module per rule: the task writer's module is no input of a persona or bank job."""
+    modules = {
+        stage: code_inputs.logic_modules(str(ROOT / f"scripts/{stage}.py"))
+        for stage in ("persona", "bank", "tasks")
+    }
+    assert modules["persona"] == ("memprobe.protocol.persona",)
+    assert "memprobe.protocol.tasks" not in modules["bank"] + modules["persona"]
+    assert "memprobe.protocol.bank" not in modules["tasks"] + modules["persona"]
+    assert "memprobe.protocol.tasks" in modules["tasks"]
 
 
 def test_imports_are_followed_through_logic_not_plumbing(tmp_path):

@@ -16,9 +16,10 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from memprobe.config import Config, load_config, set_dotted
+from memprobe.config.loading import load_config, set_dotted
+from memprobe.config.schema import Config, block_model
 from memprobe.registry import systems as registry
-from memprobe.serving import local_server
+from memprobe.serving import local_model
 from memprobe.spec.records import RecordError
 from memprobe.workflow import config_slices as cs
 from memprobe.workflow import shell_job, step
@@ -29,7 +30,7 @@ SYSTEMS = ["nomem", "longctx_full", "amem", "mem0", "memt"]
 
 def leaves(model: type[BaseModel], prefix: str = ""):
     for name, field in model.model_fields.items():
-        ann = field.annotation
+        ann = block_model(name) if model is Config else field.annotation
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             yield from leaves(ann, f"{prefix}{name}.")
         else:
@@ -46,9 +47,9 @@ def sliced_keys() -> set[str]:
 def test_every_config_key_is_in_a_slice_or_runtime_or_shape():
     places = {
         "slice": sliced_keys(),
-        "runtime": set(cs.RUNTIME_ONLY),
+        "runtime": set(cs.runtime_only()),
         "shape": set(cs.SHAPE),
-        "role identity": set(cs.ROLE_IDENTITY),
+        "role identity": set(cs.role_identity_keys()),
     }
 
     def where(key: str) -> set[str]:
@@ -57,8 +58,9 @@ def test_every_config_key_is_in_a_slice_or_runtime_or_shape():
             for name, prefixes in places.items()
             if any(key == p or key.startswith(p + ".") for p in prefixes)
         }
-        # A runtime key inside a sliced section (memt.vllm_bin) is left out of the section's slice.
-        return found - {"slice"} if "runtime" in found else found
+        # A runtime key inside a sliced section (system_settings.memt.vllm_bin) or a backend's
+        # block (llm.local.threads) is left out of that section's slice or role identity.
+        return {"runtime"} if "runtime" in found else found
 
     unplaced = [k for k in leaves(Config) if not where(k)]
     assert not unplaced, f"add these keys to memprobe/workflow/config_slices.py: {unplaced}"
@@ -75,7 +77,7 @@ def test_every_rule_has_a_slice_and_every_slice_a_rule():
 
 def full_config(**llm) -> dict:
     raw = tiny_config("http://127.0.0.1:9/v1", systems=SYSTEMS)
-    raw["memt"] = {"endpoint": "http://127.0.0.1:9/v1"}
+    raw.setdefault("system_settings", {})["memt"] = {"endpoint": "http://127.0.0.1:9/v1"}
     raw["llm"] |= llm
     return raw
 
@@ -109,16 +111,16 @@ RUNTIME_VALUES = {
     "llm.local.cache_reuse": 0,
     "llm.local.startup_timeout_s": 5.0,
     "llm.local.spin_count": 10000,
-    "memt.api_key_env": "OTHER_KEY",
-    "memt.vllm_bin": "/opt/vllm",
-    "memt.startup_timeout_s": 9.0,
-    "memt.gpu_model": "a100",
-    "memt.cpus_per_gpu": 2,
+    "system_settings.memt.api_key_env": "OTHER_KEY",
+    "system_settings.memt.vllm_bin": "/opt/vllm",
+    "system_settings.memt.startup_timeout_s": 9.0,
+    "system_settings.memt.gpu_model": "a100",
+    "system_settings.memt.cpus_per_gpu": 2,
 }
 
 
 def test_runtime_only_keys_are_in_no_slice():
-    assert set(RUNTIME_VALUES) == set(cs.RUNTIME_ONLY)
+    assert set(RUNTIME_VALUES) == set(cs.runtime_only())
     before = evaluated(full_config())
     for key, value in RUNTIME_VALUES.items():
         raw = full_config()
@@ -126,7 +128,7 @@ def test_runtime_only_keys_are_in_no_slice():
         assert evaluated(raw) == before, key
     # A setting that is read does change a slice (the comparison is not vacuous).
     raw = full_config()
-    raw["memt"]["search_topk"] = 9
+    raw["system_settings"]["memt"]["search_topk"] = 9
     changed = {k[0] for k, v in evaluated(raw).items() if v != before[k]}
     assert changed == {"rollout", "replay", "probe"}
 
@@ -146,9 +148,9 @@ def test_local_model_identity_is_the_cache_identity_without_reading_the_model(
     def no_hashing(*_):
         raise AssertionError("the DAG load must not hash the model")
 
-    monkeypatch.setattr(local_server, "sha256_of", no_hashing)
+    monkeypatch.setattr(local_model, "sha256_of", no_hashing)
     cfg = load_config(full_config(backend="local", base_url=None))
-    pack = local_server.PACKS[cfg.llm.local.package].sha256
+    pack = local_model.PACKS[cfg.llm.local.package].sha256
     assert cs.role_identity(cfg, "judge")["endpoint"] == f"local-gguf:{pack}"
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF" + bytes(64))
@@ -258,8 +260,10 @@ def test_a_job_reads_its_slice_and_nothing_else():
         att.compat.retrieve_attribution_empty_transcript  # noqa: B018
     # a system's own keys, in its own jobs; no LLM settings for a job that calls none
     rollout = job_config("rollout", system="memt", user="user_001")
-    assert rollout.memt.endpoint == "http://127.0.0.1:9/v1" and rollout.max_turns == 3
-    assert getattr(rollout.system_settings, "memt", None) is None  # memt has no settings model
+    assert (
+        rollout.system_settings.memt.endpoint == "http://127.0.0.1:9/v1" and rollout.max_turns == 3
+    )
+    assert getattr(rollout.system_settings, "nomem", None) is None  # nomem has no settings model
     with pytest.raises(cs.OutsideSlice):
         rollout.system_settings.mem0  # noqa: B018
     tables = job_config("tables")

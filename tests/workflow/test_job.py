@@ -34,6 +34,8 @@ def test_a_judge_job_run_by_hand_writes_the_file_snakemake_wrote(endpoint, workf
     out = wf.results / JUDGE
     by_snakemake = out.read_bytes()
     out.unlink()
+    ledger = wf.results / "usage/judge/longctx_full_user_001_retrieve.csv"
+    bill = ledger.read_text()
 
     wildcards = ["user=user_001", "system=longctx_full", "mode=retrieve"]
     cmd = [sys.executable, "-m", "memprobe.cli", "job", "judge", *wildcards]
@@ -45,7 +47,8 @@ def test_a_judge_job_run_by_hand_writes_the_file_snakemake_wrote(endpoint, workf
         timeout=300,
     )
     assert out.read_bytes() == by_snakemake
-    assert (wf.results / "usage/judge/longctx_full_user_001_retrieve.csv").exists()
+    # Its calls were replayed: the run's bill stands, without them (memprobe estimate's rates).
+    assert ledger.read_text() == bill
 
     # A job whose input was never built is one line, and writes nothing.
     proc = subprocess.run(

@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from memprobe.config import ConfigError, load_config
+from memprobe.config.base import ConfigError
+from memprobe.config.loading import load_config
 from memprobe.workflow import paths
 from tests.helpers.workflow import tiny_config
 

@@ -8,9 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from memprobe.config import load_config
-from memprobe.workflow import preflight
-from tests.helpers.workflow import ROOT, SNAKEMAKE, tiny_config
+from tests.helpers.workflow import ROOT, SNAKEMAKE
 
 BASE = {"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}}
 
@@ -20,60 +18,6 @@ def _remote(**llm) -> dict:
         **BASE,
         "llm": {"backend": "openai", "base_url": "https://api.example/v1", **llm},
     }
-
-
-def test_preflight_wants_the_key_of_a_remote_endpoint(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    cfg = load_config(_remote())
-    (line,) = preflight.missing_keys(cfg)
-    assert line.startswith("llm.api_key_env: $OPENAI_API_KEY is not set")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    assert preflight.missing_keys(cfg) == []
-    # a loopback server (vLLM, the fake endpoint) needs none
-    monkeypatch.delenv("OPENAI_API_KEY")
-    assert preflight.missing_keys(load_config(_remote(base_url="http://127.0.0.1:9/v1"))) == []
-
-
-def test_a_role_on_its_own_remote_endpoint_without_a_key_variable_is_one_line(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    raw = _remote()
-    raw["llm"]["roles"] = {"judge": {"base_url": "https://judge.example/v1"}}
-    cfg = load_config(raw)
-    (line,) = preflight.missing_keys(cfg)
-    assert line.startswith("llm.roles.judge.api_key_env: not set") and "\n" not in line
-    assert preflight.key_variables(cfg) == ["OPENAI_API_KEY"]  # the Kubernetes envvars list
-    with pytest.raises(preflight.PreflightError, match="llm.roles.judge.api_key_env"):
-        preflight.check(cfg, local_files=False)
-    raw["llm"]["roles"]["judge"]["api_key_env"] = ""  # no key, on purpose
-    assert preflight.missing_keys(load_config(raw)) == []
-    # a name that only looks like loopback is remote: its key is wanted
-    monkeypatch.delenv("OPENAI_API_KEY")
-    assert preflight.missing_keys(load_config(_remote(base_url="http://127.0.0.1.nip.io/v1")))
-
-
-def test_preflight_wants_memt_files(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    raw = {
-        **_remote(base_url="http://127.0.0.1:9/v1"),
-        "systems": ["memt"],
-        "memt": {
-            "serve": True,
-            "model_path": str(tmp_path / "Mem-T-4B"),
-            "vllm_bin": str(tmp_path / "vllm"),
-            "embedder": "BAAI/bge-m3",
-        },
-    }
-    cfg = load_config(raw)
-    keys = [line.split(":")[0] for line in preflight.missing_files(cfg)]
-    assert keys == ["memt.model_path", "memt.vllm_bin", "memt.embedder"]
-    (tmp_path / "Mem-T-4B").mkdir()
-    (tmp_path / "vllm").write_text("#!/bin/sh\n")
-    (tmp_path / "hf" / "hub" / "models--BAAI--bge-m3").mkdir(parents=True)
-    assert preflight.missing_files(cfg) == []
-    # the Snakefile's check: every problem in one line
-    (tmp_path / "vllm").unlink()
-    with pytest.raises(preflight.PreflightError, match="memt.vllm_bin"):
-        preflight.check(cfg)
 
 
 @pytest.mark.workflow
@@ -109,20 +53,3 @@ def test_preflight_stops_the_run_before_any_job(tmp_path, base_url, key_line):
     unset = "memprobe: llm.api_key_env: $MEMPROBE_UNSET_KEY is not set"
     assert line.startswith(unset) is key_line, line
     assert f"{base_url} is unreachable" in line, line
-
-
-def test_hybrid_search_without_its_models_stops_before_any_job(monkeypatch):
-    from memprobe.agents import mem0
-
-    from memprobe.workflow import preflight
-
-    monkeypatch.setattr(mem0, "_installed", lambda module: False)
-    raw = tiny_config("http://127.0.0.1:9/v1", systems=["mem0"])
-    raw["system_settings"] = {"mem0": {"hybrid_search": True}}
-    with pytest.raises(
-        preflight.PreflightError, match=r"system_settings\.mem0\.hybrid_search: "
-    ) as err:
-        preflight.check(load_config(raw))
-    assert "en_core_web_sm" in str(err.value) and "\n" not in str(err.value)
-    raw["system_settings"]["mem0"]["hybrid_search"] = False
-    preflight.mem0_hybrid(load_config(raw))  # off: nothing is needed

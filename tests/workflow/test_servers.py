@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.workflow import servers
 from tests.helpers.workflow import local_raw, tiny_config
 
@@ -14,18 +14,18 @@ U = {"user": "user_001"}
 def test_reading_finished_files_needs_no_server():
     jobs = [("inspector", {}), ("tables", {}), ("audit_agreement", {}), ("users", U)]
     need = servers.needs(LOCAL, jobs)
-    assert not need.anything and not need.local_llm and not need.embeddings and not need.judging
+    assert not need.anything and not need.served_llm and not need.embeddings and not need.judging
 
 
 def test_an_llm_job_needs_the_local_server_and_a_memory_system_the_embedder():
     judge = servers.needs(LOCAL, [("judge", {**U, "system": "nomem", "mode": "dump_all"})])
-    assert judge.roles == {"judge"} and judge.local_llm and not judge.embeddings
+    assert judge.roles == {"judge"} and judge.served_llm and not judge.embeddings
     rollout = servers.needs(LOCAL, [("rollout", {**U, "system": "longctx_full"})])
-    assert rollout.local_llm and rollout.embeddings and rollout.systems == {"longctx_full"}
+    assert rollout.served_llm and rollout.embeddings and rollout.systems == {"longctx_full"}
     # nomem embeds nothing; an endpoint of our own is no local server
     assert not servers.needs(LOCAL, [("rollout", {**U, "system": "nomem"})]).embeddings
     remote = servers.needs(REMOTE, [("rollout", {**U, "system": "longctx_full"})])
-    assert remote.anything and not remote.local_llm and remote.embeddings
+    assert remote.anything and not remote.served_llm and remote.embeddings
 
 
 def test_the_offline_judge_starts_no_llm_server_and_embeds():
@@ -36,7 +36,7 @@ def test_the_offline_judge_starts_no_llm_server_and_embeds():
     for job in (judge, ("judge_calibration", {})):
         need = servers.needs(load_config(scorer), [job])
         assert need.judging and need.embeddings, job
-        assert not need.roles and not need.local_llm, job
+        assert not need.roles and not need.served_llm, job
     # an LLM judge with the offline one beside it (cross_check) needs both
     both = servers.needs(load_config({**scorer, "judge": {"cross_check": True}}), [judge])
-    assert both.roles == {"judge"} and both.local_llm and both.embeddings
+    assert both.roles == {"judge"} and both.served_llm and both.embeddings

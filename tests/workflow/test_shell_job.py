@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memprobe.config import load_config
+from memprobe.config.loading import load_config
 from memprobe.workflow import shell_job
 
 BASE = {"n_users": 1, "systems": ["nomem"], "llm": {"backend": "fake"}}

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 
+from memprobe.config.loading import load_config
 from memprobe.llm.client import ATTEMPT_STRIDE
-from memprobe.protocol import users
+from memprobe.protocol.persona import sample_attributes
 from memprobe.spec.prompts import prompt_path
 from memprobe.workflow import attempts, step
 from tests.helpers.jobs import ScriptJob
@@ -19,7 +21,7 @@ OUT = {"persona": "persona.json"}
 
 
 def narrative(seed: int = 7) -> str:
-    n = users.sample_attributes(seed, "user_001")["n_stories"]
+    n = sample_attributes(seed, "user_001")["n_stories"]
     return json.dumps(
         {
             "values": "Keeping promises to family matters most.",
@@ -106,3 +108,34 @@ def test_inside_snakemake_the_wire_goes_to_its_own_file(tmp_path, caplog):
     assert "HTTP Request: POST" in log.read_text()
     assert "HTTP Request" not in caplog.text  # never reached the root (Snakemake's) handlers
     assert "after the block" in caplog.text and "after the block" not in log.read_text()
+
+
+def test_a_job_run_by_hand_keeps_the_run_s_bill_and_adds_only_what_it_paid(
+    recorder_factory, tmp_path, monkeypatch
+):
+    """`memprobe job` on a finished job replays its calls: the ledger, which the estimate's
+    rates count, keeps the run's rows and gains none for the replays; a call it pays is on it."""
+    from memprobe.llm.ledger import read_rows
+    from memprobe.report import estimate_rates
+
+    rec = recorder_factory([narrative(), narrative()])
+    job = ScriptJob(tmp_path, monkeypatch, "persona", rec.base_url)
+    assert job.run(PROMPT, OUT, USER) == 0
+    bill = read_rows([job.usage(USER)])
+    assert [r["cached"] for r in bill] == ["false"]
+    rates = estimate_rates.observed(tmp_path / "results", load_config(job.config))
+
+    monkeypatch.setenv(step.BY_HAND_ENV, "1")
+    assert job.run(PROMPT, OUT, USER) == 0  # replayed from the cache, nothing sent
+    assert len(rec.bodies) == 1 and read_rows([job.usage(USER)]) == bill
+    again = estimate_rates.observed(tmp_path / "results", load_config(job.config))
+    assert again is not None and rates is not None and again.tokens == rates.tokens
+
+    shutil.rmtree(tmp_path / "cache")  # nothing to replay: the hand run pays, and says so
+    assert job.run(PROMPT, OUT, USER) == 0
+    paid = read_rows([job.usage(USER)])
+    assert len(rec.bodies) == 2 and [r["cached"] for r in paid] == ["false", "false"]
+
+    monkeypatch.delenv(step.BY_HAND_ENV)  # Snakemake forcing the same job: replays are listed
+    assert job.run(PROMPT, OUT, USER) == 0
+    assert [r["cached"] for r in read_rows([job.usage(USER)])][-1] == "true"

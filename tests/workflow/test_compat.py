@@ -1,6 +1,6 @@
-"""One pending re-evaluation of Snakemake's scheduler (memprobe/workflow/scheduler_rounds.py):
-without it every finished job leaves a timer chain that starts a round a second for the rest
-of the run."""
+"""Snakemake's private API, in one place (memprobe/workflow/compat.py), for the pinned version;
+and its scheduler patch: without it every finished job leaves a timer chain that starts a
+round a second for the rest of the run."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from memprobe.workflow import scheduler_rounds
+from memprobe.workflow import compat
 
 
 class Rounds:
@@ -31,8 +31,8 @@ class Rounds:
 def test_many_requests_for_a_round_make_one_and_the_round_it_starts_may_ask_again():
     from snakemake.scheduling.job_scheduler import JobScheduler
 
-    scheduler_rounds.install()
-    scheduler_rounds.install()  # idempotent
+    compat.install_one_pending_round()
+    compat.install_one_pending_round()  # idempotent
     s = Rounds()
     for _ in range(50):  # fifty rounds ended, as after fifty finished jobs
         JobScheduler._schedule_reevalutation(s, 0.05)
@@ -43,9 +43,9 @@ def test_many_requests_for_a_round_make_one_and_the_round_it_starts_may_ask_agai
 
 SNAKEFILE = """
 import threading
-from memprobe.workflow import scheduler_rounds
+from memprobe.workflow import compat
 if config.get("patch"):
-    scheduler_rounds.install()
+    compat.install_one_pending_round()
 
 rule all:
     input: expand("step_{i}.txt", i=range(30))
@@ -72,3 +72,42 @@ def test_a_real_run_keeps_one_timer_however_many_jobs_finished(tmp_path, patch):
         assert timers <= 1
     else:  # Snakemake as released: a chain per finished job (why the patch exists)
         assert timers >= 10
+
+
+def test_the_installed_snakemake_is_the_pinned_one_compat_is_written_for():
+    """An upgrade of Snakemake fails here first: re-check every private name compat.py uses,
+    then move the pin in pyproject.toml and compat.SNAKEMAKE_VERSION together."""
+    import importlib.metadata
+    import tomllib
+
+    from tests.helpers.workflow import ROOT
+
+    pins = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"snakemake=={compat.SNAKEMAKE_VERSION}" in pins
+    assert importlib.metadata.version("snakemake") == compat.SNAKEMAKE_VERSION
+
+
+@pytest.mark.parametrize(("module", "cls", "name"), compat.PRIVATE)
+def test_every_private_name_compat_uses_is_there(module, cls, name):
+    import importlib
+
+    import snakemake.api  # noqa: F401  (snakemake.workflow imports itself through the api)
+
+    assert hasattr(getattr(importlib.import_module(module), cls), name)
+
+
+def test_no_module_but_compat_reaches_into_snakemake_s_privates():
+    """``_prepare_dag``, ``._workflow``, ``_schedule_reevalutation``... only in compat.py."""
+    import re
+
+    from tests.helpers.workflow import ROOT
+
+    private = re.compile(r"\._(?:prepare_dag|build_dag|workflow|schedule_reevalutation)\b")
+    sources = [*(ROOT / "memprobe").rglob("*.py"), *(ROOT / "scripts").glob("*.py")]
+    sources += [ROOT / "Snakefile", *(ROOT / "rules").glob("*.smk")]
+    found = [
+        str(p.relative_to(ROOT))
+        for p in sources
+        if p.name != "compat.py" and private.search(p.read_text(encoding="utf-8"))
+    ]
+    assert not found, found

@@ -9,21 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memprobe.config import Config
+from memprobe.config.schema import Config
 from memprobe.llm.client import LLM
-from memprobe.protocol import recovery
+from memprobe.protocol import judge
 from memprobe.spec import taxonomy
-from memprobe.spec.records import Recovery
+from memprobe.spec.records import StandIn
 
 
-def offline(cfg: Config, pool: str | None) -> recovery.Grader:
+def offline(cfg: Config, pool: str | None) -> judge.Grader:
     from memprobe.protocol import offline_judge
 
     if pool is None:
         raise ValueError("the offline judge needs the pool's axis questions (no pool input)")
     return offline_judge.grader(
         offline_judge.load_params(cfg.judge.scorer),
-        recovery.pool_axes(taxonomy.load_pool(pool)),
+        taxonomy.load_pool(pool).axes(),
     )
 
 
@@ -32,17 +32,17 @@ def grader(
     llm: Callable[[], LLM],
     prompt: str | None,
     pool: str | None,
-    recoveries: list[Recovery],
-) -> recovery.Grader:
+    stand_ins: list[StandIn],
+) -> judge.Grader:
     """The configured judge; ``llm`` builds the judge role's client (only ``form: llm``), whose
-    recovered replies go to ``recoveries`` (the offline judge has none)."""
+    stand-ins go to ``stand_ins`` (the offline judge has none)."""
     if cfg.judge.form == "scorer":
         return offline(cfg, pool)
     if prompt is None:
         raise ValueError("an LLM judge needs its prompt file (no prompt input)")
-    return recovery.llm_grader(llm(), prompt, recoveries)
+    return judge.llm_grader(llm(), prompt, stand_ins)
 
 
-def second_opinion(cfg: Config, pool: str | None) -> recovery.Grader | None:
+def second_opinion(cfg: Config, pool: str | None) -> judge.Grader | None:
     """``judge.cross_check``: the offline judge beside an LLM judge."""
     return offline(cfg, pool) if cfg.judge.cross_check else None

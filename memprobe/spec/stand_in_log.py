@@ -1,11 +1,11 @@
-"""Each LLM job's recovered replies, beside its usage ledger, for the run's last lines and
-the report.
+"""Each LLM job's stand-ins, beside its usage ledger, for the run's last lines and the report.
 
-The artifacts hold their recoveries (``records.Recovered``); reading every artifact at the
-end of a run would parse every transcript again, so each job also writes the few lines it
-recovered to ``<results>/recoveries/<rule>/<wildcards>.json`` (the path of its usage ledger
-with ``usage`` for ``recoveries``), and the attempt it finished on. A job that recovered
-nothing on its first attempt writes none.
+A stand-in is what a stage used for a reply whose re-asks ran out (memprobe/llm/salvage.py).
+The artifacts list theirs (``records.HasStandIns``, the field ``recoveries``); reading every
+artifact at the end of a run would parse every transcript again, so each job also writes its
+few to ``<results>/recoveries/<rule>/<wildcards>.json`` (the path of its usage ledger with
+``usage`` for ``recoveries``: the field and folder keep their first name), and the attempt it
+finished on. A job that needed none on its first attempt writes none.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
-from memprobe.spec.records import Record, RecordError, Recovery, first_error, write_atomic
+from memprobe.spec.records import Record, RecordError, StandIn, first_error, write_atomic
 from memprobe.vocabulary import STAGES
 
 
-class JobRecoveries(Record):
+class JobStandIns(Record):
     job: str  # rule/wildcards, as the usage ledger names it
     rule: str
     wildcards: dict[str, str] = Field(default_factory=dict)
     attempt: int = 0  # the job's attempt (memprobe/workflow/attempts.py)
-    recoveries: list[Recovery] = Field(default_factory=list)
+    recoveries: list[StandIn] = Field(default_factory=list)
 
 
 def path_for(ledger: str | os.PathLike[str]) -> Path:
@@ -36,14 +36,14 @@ def path_for(ledger: str | os.PathLike[str]) -> Path:
     return p.parent.parent.parent / "recoveries" / p.parent.name / f"{p.stem}.json"
 
 
-def write(path: Path, record: JobRecoveries) -> None:
+def write(path: Path, record: JobStandIns) -> None:
     if record.recoveries or record.attempt:
         write_atomic(path, record)
     else:
         path.unlink(missing_ok=True)
 
 
-def read(paths: Iterable[str | os.PathLike[str]]) -> list[JobRecoveries]:
+def read(paths: Iterable[str | os.PathLike[str]]) -> list[JobStandIns]:
     """The recoveries files that exist among ``paths`` (a job that recovered nothing has
     none)."""
     out = []
@@ -53,14 +53,14 @@ def read(paths: Iterable[str | os.PathLike[str]]) -> list[JobRecoveries]:
         except FileNotFoundError:
             continue
         try:
-            out.append(JobRecoveries.model_validate(json.loads(text)))
+            out.append(JobStandIns.model_validate(json.loads(text)))
         except ValueError as err:
             why = first_error(err) if isinstance(err, ValidationError) else "not valid JSON"
             raise RecordError(f"{p}: {why}") from None
     return out
 
 
-def per_stage(jobs: Iterable[JobRecoveries]) -> Counter[str]:
+def per_stage(jobs: Iterable[JobStandIns]) -> Counter[str]:
     return Counter(r.stage for j in jobs for r in j.recoveries)
 
 
@@ -76,8 +76,8 @@ def listed_in(paths: Iterable[str | os.PathLike[str]]) -> str:
     return f"listed in {', '.join(folders)}" if folders else ""
 
 
-def summary_lines(jobs: list[JobRecoveries], where: str = "") -> list[str]:
-    """The run's closing lines: recovered replies per stage, and jobs that needed a rerun."""
+def summary_lines(jobs: list[JobStandIns], where: str = "") -> list[str]:
+    """The run's closing lines: stand-ins per stage, and jobs that needed a rerun."""
     counts = per_stage(jobs)
     total = sum(counts.values())
     lines = []
@@ -85,13 +85,13 @@ def summary_lines(jobs: list[JobRecoveries], where: str = "") -> list[str]:
         stages = stage_counts(counts)
         touched = sum(1 for j in jobs for r in j.recoveries if r.touches)
         lines.append(
-            f"memprobe: {total} recovered repl{'y' if total == 1 else 'ies'} (re-asks spent, "
+            f"memprobe: {total} stand-in{'' if total == 1 else 's'} (re-asks spent, "
             f"a deterministic stand-in recorded in the artifact): {stages}"
             + (f"; {touched} touch a number and flag its cells" if touched else "")
             + (f" ({where})" if where else "")
         )
     else:
-        lines.append("memprobe: no recovered replies (every reply validated)")
+        lines.append("memprobe: no stand-ins (every reply validated)")
     reruns = [j for j in jobs if j.attempt]
     if reruns:
         names = ", ".join(f"{j.job} (attempt {j.attempt})" for j in reruns[:5])

@@ -1,0 +1,82 @@
+"""A run whose jobs run on other hosts (SLURM, Kubernetes; docs/cluster.md): what the
+Snakefile changes for them (rules/common.smk).
+
+- Kubernetes pods start in an empty folder and see the shared volume only through the fs
+  storage provider's prefix, so a relative ``llm.cache_dir`` is anchored there: one cache for
+  every pod, and resume and dedupe hold as they do locally.
+- Pods get only the variables declared as envvars, which the plugin passes through a
+  Kubernetes Secret (never in the job spec or argv): the key variables the config names are
+  declared, where set (preflight stops a run whose key is unset); for local execution the
+  declaration is undone again, whose executor would put ``export KEY=...`` in each job's
+  command line.
+- Nodes share no lock (SQLite file locks do not hold over NFS): each node keeps its rate-limit
+  buckets on local disk and takes 1/llm_slots of every limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from memprobe.config.schema import Config
+from memprobe.llm import rate_limit
+from memprobe.workflow import preflight
+
+
+def global_resource(workflow: Any, name: str) -> int | None:
+    """A --resources (or profile) limit's number; None where unset (--cores on a cluster)."""
+    value = workflow.global_resources.get(name)
+    return getattr(value, "value", value)
+
+
+def jobs_elsewhere(workflow: Any) -> bool:
+    """Whether the run's executor runs its jobs on other hosts (known from onstart on)."""
+    executor = workflow.executor_plugin
+    return bool(executor and executor.common_settings.non_local_exec)
+
+
+def anchor_cache_dir(workflow: Any, cfg: Config, config: dict[str, Any]) -> None:
+    """A relative ``llm.cache_dir`` under the fs storage provider's prefix (Kubernetes pods),
+    in the validated config and in Snakemake's, which the jobs read."""
+    storage = workflow.storage_settings
+    prefix = storage.default_storage_prefix
+    if storage.default_storage_provider == "fs" and prefix and not os.path.isabs(cfg.llm.cache_dir):
+        cfg.llm.cache_dir = os.path.join(prefix, cfg.llm.cache_dir)
+        config["llm"]["cache_dir"] = cfg.llm.cache_dir
+
+
+def declare_key_variables(workflow: Any, cfg: Config) -> list[str]:
+    """Where files go through a storage provider, the set key variables as the jobs' envvars
+    (the plugin's Secret); returns them, for ``forget_key_variables``."""
+    if not workflow.storage_settings.default_storage_provider:
+        return []
+    names = [v for v in preflight.key_variables(cfg) if v in os.environ]
+    workflow.register_envvars(*names)
+    return names
+
+
+def forget_key_variables(workflow: Any, names: list[str]) -> None:
+    """Local execution (known from onstart on): no key in a job's command line."""
+    if workflow.local_exec:
+        workflow.envvars.difference_update(names)
+
+
+def share_rate_limit_across_nodes(workflow: Any, config: dict[str, Any]) -> None:
+    """``llm.rate_limit`` under a cluster executor: each node takes 1/llm_slots of every limit
+    with its buckets on local disk; at most llm_slots LLM jobs run at once, however they land,
+    so the shares never add up to more than the limit. A share or state_dir set in a config
+    wins; a ``--config llm=...`` of yours is passed on as it is. Jobs re-read the config on
+    their node: it reaches them as a --config entry of their command line."""
+    slots = global_resource(workflow, "llm_slots")
+    if workflow.local_exec or not slots or "llm" in workflow.config_settings.config:
+        return
+    given = config.setdefault("llm", {}).setdefault("rate_limit", {})
+    node = {
+        "share": given.get("share", 1 / int(slots)),
+        "state_dir": given.get("state_dir", rate_limit.NODE_STATE_DIR),
+    }
+    workflow.config_settings.config_args = [
+        *(workflow.config_settings.config_args or []),
+        f"llm={json.dumps({'rate_limit': node})}",
+    ]

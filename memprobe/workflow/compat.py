@@ -1,0 +1,73 @@
+"""Every use of Snakemake's private API, in one place, for the pinned Snakemake (9.27.1,
+pyproject.toml): tests/workflow/test_compat.py fails when another version is installed or a
+name used here is gone, so an upgrade starts here.
+
+- ``install_one_pending_round``: at most one pending re-evaluation of the job scheduler
+  (``JobScheduler._schedule_reevalutation``, ``_open_jobs``). Snakemake ends every scheduling
+  round by starting a timer (its job rate limiter's timespan, ``--max-jobs-per-timespan``,
+  1 s by default) that starts another round when it fires, which starts another timer. Every
+  job that finishes starts a round, so every finished job adds a chain of rounds that never
+  ends: after N jobs, about N rounds a second, each evaluating every ready job's params and
+  statting its inputs (benchmarks/RESULTS.md, "The paper's 50 users on this machine", has the
+  measurements). A round looks at every ready job, so one pending timer is enough: the
+  liveness is Snakemake's own (a round within a timespan of the last one) without the pile-up.
+- ``job_dag``: the jobs of the DAG Snakemake builds for a set of targets without running
+  anything (``WorkflowApi._workflow``, ``Workflow._prepare_dag``, ``Workflow._build_dag``), for
+  ``memprobe job``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+SNAKEMAKE_VERSION = "9.27.1"  # the pin of pyproject.toml this module is written for
+_MARK = "_memprobe_one_pending_round"
+# The private names used here: (module, class, attribute); the test checks each exists.
+PRIVATE = (
+    ("snakemake.scheduling.job_scheduler", "JobScheduler", "_schedule_reevalutation"),
+    ("snakemake.api", "WorkflowApi", "_workflow"),
+    ("snakemake.workflow", "Workflow", "_prepare_dag"),
+    ("snakemake.workflow", "Workflow", "_build_dag"),
+)
+
+
+def install_one_pending_round() -> None:
+    """Patch the scheduler (idempotent; a Snakemake without the method is left as it is)."""
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    if getattr(JobScheduler, _MARK, False) or not hasattr(JobScheduler, "_schedule_reevalutation"):
+        return
+    lock = threading.Lock()
+
+    def reevaluate_once(self: Any, delay: float) -> None:
+        with lock:
+            if getattr(self, "_memprobe_round_pending", False):
+                return
+            self._memprobe_round_pending = True
+
+        def fire() -> None:
+            with lock:  # cleared first: the round this starts may ask for the next one
+                self._memprobe_round_pending = False
+            self._open_jobs.release()
+
+        timer = threading.Timer(delay, fire)
+        timer.daemon = True  # Snakemake's exit never waits on one
+        timer.start()
+
+    JobScheduler._schedule_reevalutation = reevaluate_once
+    setattr(JobScheduler, _MARK, True)
+
+
+def workflow_of(workflow_api: Any) -> Any:
+    """The ``Workflow`` behind a ``WorkflowApi`` (its rules, DAG and persistence)."""
+    return workflow_api._workflow
+
+
+def job_dag(workflow_api: Any, settings: Any) -> list[Any]:
+    """The jobs of the DAG Snakemake builds for ``settings``' targets (nothing is run)."""
+    workflow = workflow_of(workflow_api)
+    workflow_api.dag(settings)
+    workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True)
+    workflow._build_dag()
+    return list(workflow.dag.jobs)

@@ -1,0 +1,37 @@
+"""What every config block shares (memprobe/config/base.py): strict models and endpoint URLs."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from memprobe.config.base import KeyedError, Strict, endpoint_url
+
+
+class Block(Strict):
+    limit: float = 1.0
+    """a limit"""
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/v1", "https://api.example.com/v1", None])
+def test_an_http_url_with_a_host_is_an_endpoint(url):
+    assert endpoint_url(url) == url
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://x/v1", "http:///v1", "nohost"])
+def test_anything_else_is_refused_naming_what_was_expected(url):
+    with pytest.raises(ValueError, match="expected an http:// or https:// URL with a host"):
+        endpoint_url(url)
+
+
+def test_a_block_refuses_unknown_keys_and_non_finite_numbers():
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        Block.model_validate({"limt": 2})
+    with pytest.raises(ValidationError, match="finite number"):
+        Block.model_validate({"limit": float("inf")})
+    assert Block.model_fields["limit"].description == "a limit"  # docs/configuration.md's text
+
+
+def test_a_keyed_error_carries_the_key_it_blames():
+    err = KeyedError("llm.rate_limit.roles.judge", "rate_limit.roles.judge: no endpoint")
+    assert err.key == "llm.rate_limit.roles.judge" and str(err).startswith("rate_limit")

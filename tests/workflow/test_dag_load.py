@@ -1,0 +1,83 @@
+"""What the Snakefile settles at DAG load (memprobe/workflow/dag_load.py): the validated config
+with the layer that set a bad key, the backend's checks, the pool, the prompts and the scored
+pairs, each a stop in one line."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from memprobe.config.loading import load_config
+from memprobe.workflow import dag_load
+from tests.helpers.workflow import ROOT, tiny_config
+
+
+def fake_workflow(tmp_path, *files: dict, command_line: dict | None = None):
+    """Snakemake's view of the config files: the Snakefile's, then each --configfile."""
+    paths = []
+    for i, layer in enumerate(files):
+        path = tmp_path / f"layer{i}.yaml"
+        path.write_text(yaml.safe_dump(layer))
+        paths.append(path)
+    return SimpleNamespace(
+        configfiles=paths,
+        overwrite_configfiles=paths[1:],
+        config_settings=SimpleNamespace(config=command_line or {}),
+    )
+
+
+def test_the_layers_are_the_snakefile_s_file_then_each_configfile_then_the_command_line(
+    tmp_path,
+):
+    wf = fake_workflow(tmp_path, {"n_users": 1}, {"seed": 3}, command_line={"top_k": 2})
+    layers = dag_load.config_layers(wf)
+    assert [name.rsplit("/", 1)[-1] for name, _ in layers] == [
+        "layer0.yaml", "layer1.yaml", "--config",
+    ]  # fmt: skip
+    assert layers[-1][1] == {"top_k": 2}
+
+
+def test_a_bad_key_stops_the_dag_load_in_one_line_naming_its_layer(tmp_path):
+    base = tiny_config("http://127.0.0.1:9/v1")
+    wf = fake_workflow(tmp_path, base, {"n_users": -1})
+    merged = {**base, "n_users": -1}
+    with pytest.raises(SystemExit) as stop:
+        dag_load.run_config(wf, merged)
+    assert str(stop.value).startswith("memprobe: ") and "layer1.yaml: n_users:" in str(stop.value)
+    assert dag_load.run_config(fake_workflow(tmp_path, base), base).n_users == base["n_users"]
+
+
+def test_the_backend_s_cheap_check_stops_the_dag_load(tmp_path):
+    raw = tiny_config("http://127.0.0.1:9/v1")
+    raw["llm"] = {"backend": "local", "local": {"model_path": str(tmp_path / "none.gguf")}}
+    with pytest.raises(SystemExit, match=r"^memprobe: llm\.local\.model_path: .* does not exist"):
+        dag_load.run_config(fake_workflow(tmp_path, raw), raw)
+
+
+def test_a_pool_without_enough_dimensions_stops_the_dag_load(tmp_path):
+    pool = ROOT / "config" / "dimension_pool.yaml"
+    dag_load.check_pool(str(pool), {"skill_memory": 2})
+    with pytest.raises(SystemExit, match="memprobe: "):
+        dag_load.check_pool(str(pool), {"skill_memory": 999})
+    (tmp_path / "pool.yaml").write_text("categories: [")
+    with pytest.raises(SystemExit, match="pool.yaml"):
+        dag_load.check_pool(str(tmp_path / "pool.yaml"))
+
+
+def test_a_stage_s_prompt_is_the_one_the_config_picks_and_a_missing_one_stops(tmp_path):
+    cfg = load_config(tiny_config("http://127.0.0.1:9/v1", prompts={"slotfill": "slotfill_x"}))
+    assert dag_load.prompt_file(cfg, "slotfill") == "prompts/slotfill_x.md"
+    assert dag_load.prompt_file(cfg, "bank_shorten") == "prompts/bank_shorten.md"
+    with pytest.raises(SystemExit, match=r"prompts\.slotfill: prompts/slotfill_x\.md: file not"):
+        dag_load.check_prompts(cfg, lambda path: "slotfill_x" not in path)
+
+
+def test_retrieve_needs_a_searchable_system_or_nothing_is_scored():
+    cfg = load_config(tiny_config("http://127.0.0.1:9/v1", systems=["nomem", "longctx_full"]))
+    assert ("longctx_full", "retrieve") in dag_load.scored_pairs(cfg)
+    assert ("nomem", "retrieve") not in dag_load.scored_pairs(cfg)
+    only = load_config(tiny_config("http://127.0.0.1:9/v1", systems=["nomem"], modes=["retrieve"]))
+    with pytest.raises(SystemExit, match=r"nothing would be scored .*longctx_full"):
+        dag_load.scored_pairs(only)
