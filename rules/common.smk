@@ -16,7 +16,7 @@ from memprobe.workflow import step
 from memprobe.release import judge_verdicts
 from memprobe.spec import taxonomy
 from memprobe.registry import systems as registry
-from memprobe.workflow import paths
+from memprobe.workflow import paths, run_names
 from memprobe.workflow import servers
 from memprobe.config import PROMPT_STAGES, ConfigError, read_config_file, validate
 from memprobe.spec import recovery_log
@@ -232,8 +232,8 @@ for _stage in PROMPT_STAGES:
         sys.exit(f"memprobe: prompts.{_stage}: {prompt(_stage)}: file not found")
 
 
-# Every path of the run (memprobe/workflow/paths.py, docs/runs.md): R = results/<run.name>, the
-# run's own artifacts; the users are made in results/users/<part>-<key>/, shared by the runs
+# Every path of the run (memprobe/workflow/paths.py, docs/runs.md): R = results/<run.name>
+# (the default run's: results/ itself), the run's own artifacts; the users are made in results/users/<part>-<key>/, shared by the runs
 # whose settings make the same file, and copied into R/users/.
 # The files the users rules read where a config picks them (prompt(), POOL) are part of what
 # makes a user: another prompt or pool, another folder (paths.users_files).
@@ -241,6 +241,19 @@ PATHS = paths.of(CFG, SLICER)
 R = PATHS.results
 # The shared users' folders this run reads (their ledgers bill its users' generation).
 USERS_FOLDERS = sorted(set(PATHS.users.values()))
+
+
+def check_run_name():
+    """A named run's folders hold none of the default run's files (results/ and logs/ are its
+    folders; memprobe/workflow/run_names.py). The Snakefile calls it once every rule is known.
+    """
+    files = [(r.name, str(f)) for r in workflow.rules for f in (*r.output, *r.log)]
+    clash = run_names.clash(CFG, files, PATHS.logs)
+    if clash:
+        named = [
+            f for f, layer in config_layers() if "name" in (layer.get("run") or {})
+        ]
+        sys.exit(f"memprobe: {(named or ['config'])[-1]}: {clash}")
 
 
 def agent_module(wildcards):
