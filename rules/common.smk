@@ -11,7 +11,7 @@ from memprobe.llm import rate_limit
 from memprobe.workflow import code_inputs, config_slices
 from memprobe.serving import embed_service
 from memprobe.workflow import preflight, scheduler_rounds
-from memprobe.workflow import shell_job
+from memprobe.workflow import shell_job, slurm_status
 from memprobe.workflow import step
 from memprobe.release import judge_verdicts
 from memprobe.spec import taxonomy
@@ -93,6 +93,20 @@ def share_rate_limit_across_nodes():
         *(workflow.config_settings.config_args or []),
         f"llm={json.dumps({'rate_limit': node})}",
     ]
+
+
+def settle_slurm_status():
+    """Under the SLURM executor, a status command that sees jobs finish, also on a cluster
+    without accounting, or one line saying why none can (memprobe/workflow/slurm_status.py).
+    """
+    if getattr(workflow.executor_plugin, "name", None) != "slurm":
+        return
+    try:
+        line = slurm_status.settle(workflow.executor_settings)
+    except slurm_status.SlurmStatusError as err:
+        sys.exit(f"memprobe: {err}")
+    if line:
+        print(f"memprobe: {line}", file=sys.stderr)
 
 
 # Jobs that see files only through a storage provider (Kubernetes pods) start in a fresh
@@ -421,6 +435,7 @@ onstart:
     if workflow.local_exec:
         workflow.envvars.difference_update(KEY_ENVVARS)
     share_rate_limit_across_nodes()
+    settle_slurm_status()
     if NEEDS.anything:
         try:
             preflight.check(CFG, local_files=getattr(workflow, "local_exec", True))
