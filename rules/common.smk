@@ -247,8 +247,9 @@ for _stage in PROMPT_STAGES:
 
 
 # Every path of the run (memprobe/workflow/paths.py, docs/runs.md): R = results/<run.name>
-# (the default run's: results/ itself), the run's own artifacts; the users are made in results/users/<part>-<key>/, shared by the runs
-# whose settings make the same file, and copied into R/users/.
+# (the default run's: results/ itself), the run's own artifacts; the users are made in
+# results/users/<part>-<key>/, shared by the runs whose settings make the same file, and
+# copied into R/users/.
 # The files the users rules read where a config picks them (prompt(), POOL) are part of what
 # makes a user: another prompt or pool, another folder (paths.users_files).
 PATHS = paths.of(CFG, SLICER)
@@ -262,7 +263,7 @@ def check_run_name():
     folders; memprobe/workflow/run_names.py). The Snakefile calls it once every rule is known.
     """
     files = [(r.name, str(f)) for r in workflow.rules for f in (*r.output, *r.log)]
-    clash = run_names.clash(CFG, files, PATHS.logs)
+    clash = run_names.clash(CFG, files)
     if clash:
         named = [
             f for f, layer in config_layers() if "name" in (layer.get("run") or {})

@@ -60,11 +60,11 @@ def _matches(name: str, component: str) -> bool:
     return re.fullmatch(regex, name) is not None
 
 
-def clash(cfg: Config, rule_files: Iterable[tuple[str, str]], logs: str) -> str | None:
+def clash(cfg: Config, rule_files: Iterable[tuple[str, str]]) -> str | None:
     """What the default run keeps at ``cfg.run.name`` (a line), or None if it is free.
 
     ``rule_files``: (rule, pattern) for every output and log of the workflow's rules, under
-    this run's folders (``cfg.run_dir`` and ``logs``)."""
+    this run's folders (``cfg.run_dir``, ``cfg.logs_dir``)."""
     name = cfg.run.name
     if not name:
         return None
@@ -73,7 +73,10 @@ def clash(cfg: Config, rule_files: Iterable[tuple[str, str]], logs: str) -> str 
     if name in registry.system_names():
         taken[f"{results}/{name}"] = f"system {name}'s files"
     for rule, pattern in rule_files:
-        for folder, where, what in ((cfg.run_dir, results, "files"), (logs, "logs", "logs")):
+        for folder, where, what in (
+            (cfg.run_dir, results, "files"),
+            (cfg.logs_dir, "logs", "logs"),
+        ):
             first = _first(pattern, folder)
             if first is not None and _matches(name, first):
                 taken.setdefault(f"{where}/{name}", f"rule {rule}'s {what}")

@@ -28,7 +28,7 @@ def rule_files(name: str) -> list[tuple[str, str]]:
 
 
 def test_the_default_run_has_no_name_to_check():
-    assert run_names.clash(cfg(""), rule_files(""), "logs") is None
+    assert run_names.clash(cfg(""), rule_files("")) is None
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_the_default_run_has_no_name_to_check():
     ],
 )
 def test_a_name_the_default_run_uses_is_one_line(name, where, what):
-    line = run_names.clash(cfg(name), rule_files(name), f"logs/{name}")
+    line = run_names.clash(cfg(name), rule_files(name))
     assert line == (
         f"run.name: {name!r} is also the default run's {where} ({what}), so the two runs' "
         "files would mix; choose another name"
@@ -60,4 +60,4 @@ def test_a_name_the_default_run_uses_is_one_line(name, where, what):
 
 @pytest.mark.parametrize("name", ["smoke", "paper", "default", "audit", "persona-0a1b", "nomem2"])
 def test_other_names_are_free(name):
-    assert run_names.clash(cfg(name), rule_files(name), f"logs/{name}") is None
+    assert run_names.clash(cfg(name), rule_files(name)) is None
