@@ -1,5 +1,6 @@
 # MemProbe: every number is a rebuildable file.
-#   snakemake tables --cores 8    (results/<run.name>/table2.csv, docs/runs.md)
+#   snakemake results/table2.csv --cores 8   (the default run; a named run's: results/<run.name>/,
+#   and `snakemake tables` builds any run's tables, docs/runs.md)
 # Config is validated here, at DAG load; a bad key stops the run with one line.
 
 
@@ -31,6 +32,9 @@ else:
 
 include: "rules/tables.smk"
 include: "rules/inspect.smk"
+
+
+dag_load.check_run_name(workflow, CFG)  # a named run's folders are none of the default run's
 
 
 # `snakemake --report` opens with the run's judge verdict (rules/calibration.smk).

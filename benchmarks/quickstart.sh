@@ -13,5 +13,5 @@ cd "$work/memprobe"
 echo "quickstart.sh: $line"
 start=$(date +%s)
 bash -c "$line"
-rows="$(cat results/default/usage/*/*.csv results/users/*/usage/*/*.csv | grep -vc '^ts,')"
+rows="$(cat results/usage/*/*.csv results/users/*/usage/*/*.csv | grep -vc '^ts,')"
 echo "quickstart.sh: $(( $(date +%s) - start )) s; $rows ledger rows"

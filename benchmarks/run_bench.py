@@ -5,7 +5,7 @@
 What it does, in a temp copy of the workflow (never in the checkout's results/):
 1. starts ``memprobe fake-endpoint --latency L`` (every completion waits L seconds, each in its
    own thread: unlimited concurrency, like a hosted model without rate limits);
-2. runs ``snakemake tables`` (results/<run.name>/table2.csv, docs/runs.md) at the given scale
+2. runs ``snakemake tables`` (the run's table2.csv, docs/runs.md) at the given scale
    with a fresh LLM cache, timing it;
 3. computes the critical-path lower bound from the SAME run: the file-level job DAG comes from
    ``snakemake --detailed-summary`` (each output's rule and inputs); each job weighs the time

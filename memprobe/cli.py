@@ -161,7 +161,7 @@ def _estimate(args: argparse.Namespace) -> int:
     if args.ledger and not (Path(args.ledger) / "usage").is_dir():
         raise ValueError(
             f"--ledger {args.ledger}: no usage/ ledger there (an earlier run's folder, "
-            "results/<run.name>)"
+            "results/, a named run's results/<run.name>)"
         )
     from memprobe.workflow import paths
 
@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         help="overrides, e.g. top_k=10 (repeatable)",
     )
     e.add_argument(
-        "--ledger", help="an earlier run's folder (default: this config's, results/<run.name>)"
+        "--ledger", help="an earlier run's folder (default: this config's, docs/runs.md)"
     )
     e.add_argument("--no-ledger", action="store_true", help="use the paper's priors only")
     e.add_argument("--prices", help="YAML: model: {input: USD, output: USD} per 1M tokens")
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--seed", type=int, default=0, help="sampling seed")
     a.add_argument("--name", required=True, help="the sample's folder: <run folder>/audit/NAME")
     configfile_option(a, "the run's config file(s), as for snakemake")
-    a.add_argument("--results", help="the run's folder (default: the config's, results/<run.name>)")
+    a.add_argument("--results", help="the run's folder (default: the config's, docs/runs.md)")
     a.set_defaults(fn=_audit_sample)
 
     oj = sub.add_parser(

@@ -1,7 +1,7 @@
 # Run tables and figures, from the per-user files only (memprobe/report/tables.py, figures.py).
 # Each table CSV keeps the paper's exact columns; overflow-flagged cells (the paper's dagger)
 # are marked in a same-shaped companion `<table>_flags.csv` ("†" or empty).
-# `snakemake --report results/<run.name>/report.html` collects every table and figure below.
+# `snakemake --report results/report.html` (a named run's: results/<run.name>/report.html) collects every table and figure below.
 #
 # ONE job writes them all: they read the same per-user files, take a second each, and none
 # reads another. One job instead of ten means each per-user file is one DAG edge, not ten (the

@@ -48,7 +48,21 @@ RUN_BY = [
     (r"^python3 -m venv .* snakemake --report", "benchmarks/quickstart.sh"),
     (r"^snakemake results/table2\.csv --cores 2$", "benchmarks/quickstart.sh"),
     (r"^snakemake --cores 2$", "benchmarks/quickstart.sh"),
+    (
+        r"^snakemake results/table2\.csv( --cores 8)?$",
+        "tests/runs/test_runs.py::test_the_missions_command_builds_the_default_run",
+    ),
     (r"^snakemake --cores 2\b", "tests/runs/test_runs.py::test_each_run_completes_in_its_own"),
+    # the SLURM profile on the one-machine SLURM of .ci/local-slurm
+    (
+        r"^snakemake tables --executor slurm .*tiny\.yaml",
+        "tests/runs/test_slurm.py::test_only_memt",
+    ),
+    (
+        r"^snakemake --unlock --executor slurm",
+        "tests/runs/test_slurm.py::test_a_killed_snakemake_resumes_after_unlock",
+    ),
+    (r"^python benchmarks/slurm_vs_local\.py\b", "benchmarks/slurm_vs_local.py"),
     (r"^snakemake tables\b", "tests/release/test_importer.py::test_release_import_builds_every"),
     (r"^python3 -m venv .* python -m pytest -q$", ".ci/run"),
     (r"^python -m pytest -q( --integration)?$", ".ci/run"),

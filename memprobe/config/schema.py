@@ -106,26 +106,31 @@ _SYSTEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 # Under results_dir, next to the runs: the users that runs with the same settings share
 # (memprobe/workflow/paths.py). No run may take its name.
 SHARED_USERS_DIR = "users"
-DEFAULT_RUN = "default"
+# The default run has no name: its files go to results_dir and logs/ themselves (PyPSA-Eur's
+# empty run name), so `snakemake results/table2.csv` builds it. A named run's folder must be
+# none of its entries (memprobe/workflow/run_names.py checks at DAG load).
+DEFAULT_RUN = ""
 
 
 class RunSettings(Strict):
     """``run``: the run's name (PyPSA-Eur's ``run: name``), which namespaces its files.
 
-    Its results, usage ledgers and report go to ``<results_dir>/<name>/``, its logs to
-    ``logs/<name>/`` (docs/runs.md); two configs under different names never share a file
-    but the response cache and the users generated with the same settings.
+    A named run's results, usage ledgers and report go to ``<results_dir>/<name>/``, its logs
+    to ``logs/<name>/``; the default run, unnamed, writes into ``<results_dir>/`` and ``logs/``
+    (docs/runs.md). Two configs under different names never share a file but the response
+    cache and the users generated with the same settings.
     """
 
     name: str = Field(
         default=DEFAULT_RUN,
-        description="the run's folder under results_dir and under logs/ (docs/runs.md)",
+        description="the run's folder under results_dir and under logs/; empty: the default "
+        "run, in results_dir and logs/ themselves (docs/runs.md)",
     )
 
     @field_validator("name")
     @classmethod
     def _one_folder(cls, v: str) -> str:
-        if not _SYSTEM_NAME.fullmatch(v):
+        if v and not _SYSTEM_NAME.fullmatch(v):
             raise ValueError(f"{v!r}: expected one folder name (letters, digits, _ . -)")
         if v == SHARED_USERS_DIR:
             raise ValueError(
@@ -398,13 +403,14 @@ class Config(Strict):
     # -- derived values used by the rules -------------------------------------------------
     @property
     def run_dir(self) -> str:
-        """Where this run's results, ledgers and report go (docs/runs.md)."""
-        return f"{self.results_dir}/{self.run.name}"
+        """Where this run's results, ledgers and report go: results_dir itself for the default
+        run, else its folder there (docs/runs.md)."""
+        return f"{self.results_dir}/{self.run.name}" if self.run.name else self.results_dir
 
     @property
     def logs_dir(self) -> str:
         """Where this run's job and server logs go."""
-        return f"logs/{self.run.name}"
+        return f"logs/{self.run.name}" if self.run.name else "logs"
 
     @property
     def ks(self) -> list[int]:

@@ -309,7 +309,7 @@ def config_from_files(paths: list[str]) -> Config:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `kill`, terminal closed
 
 
-def run_foreground(cfg: Config, log_path: str | Path = "logs/local_server.log") -> None:
+def run_foreground(cfg: Config, log_path: str | Path = "logs/local-server.log") -> None:
     """``memprobe local-server``: one server until Ctrl-C, for several runs in a row.
 
     Ctrl-C, ``kill`` or a closed terminal (SIGHUP) stops the server and removes the file that

@@ -11,6 +11,8 @@ Snakefile changes for them (rules/common.smk).
   command line.
 - Nodes share no lock (SQLite file locks do not hold over NFS): each node keeps its rate-limit
   buckets on local disk and takes 1/llm_slots of every limit.
+- Under the SLURM executor, a status command that sees jobs finish, also on a cluster without
+  accounting (memprobe/workflow/slurm_status.py), or one line saying why none can.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from memprobe.config.schema import Config
 from memprobe.llm import rate_limit
-from memprobe.workflow import preflight
+from memprobe.workflow import preflight, slurm_status
 
 
 def global_resource(workflow: Any, name: str) -> int | None:
@@ -80,3 +82,12 @@ def share_rate_limit_across_nodes(workflow: Any, config: dict[str, Any]) -> None
         *(workflow.config_settings.config_args or []),
         f"llm={json.dumps({'rate_limit': node})}",
     ]
+
+
+def settle_slurm_status(workflow: Any) -> str | None:
+    """Under the SLURM executor, the plugin's status command set to one that sees this
+    cluster's jobs finish; the line that says so, if it changed. Raises
+    ``slurm_status.SlurmStatusError`` where no command can."""
+    if getattr(workflow.executor_plugin, "name", None) != "slurm":
+        return None
+    return slurm_status.settle(workflow.executor_settings)

@@ -3,7 +3,8 @@
 The config Snakemake merged is the one validated (and the one the jobs read); the layers only
 say which file set a bad key. Then the backend's cheap checks (the local model's path), the
 pool every bank job reads, the prompt file each protocol stage reads, and the (system, mode)
-pairs the run scores.
+pairs the run scores; once every rule is known, that a named run's folders hold none of the
+default run's files (memprobe/workflow/run_names.py).
 """
 
 from __future__ import annotations
@@ -90,3 +91,16 @@ def scored_pairs(cfg: Config) -> list[tuple[str, str]]:
             "a searchable system"
         )
     return pairs
+
+
+def check_run_name(workflow: Any, cfg: Config) -> None:
+    """A named run's folders hold none of the default run's files (results/ and logs/ are its
+    folders); the line names the layer that set the name. Called once every rule is known."""
+    from memprobe.workflow import run_names
+
+    files = [(r.name, str(f)) for r in workflow.rules for f in (*r.output, *r.log)]
+    clash = run_names.clash(cfg, files)
+    if clash:
+        layers = config_layers(workflow)
+        named = [f for f, layer in layers if "name" in (layer.get("run") or {})]
+        stop(f"{(named or ['config'])[-1]}: {clash}")

@@ -3,7 +3,8 @@
 
 At the start only what the scheduled jobs use starts (memprobe/workflow/servers.py): building
 the inspector or the tables of a finished run starts no server and checks no endpoint. Then,
-in order: the key variables and a cluster's rate-limit shares (memprobe/workflow/cluster.py),
+in order: the key variables, a cluster's rate-limit shares and SLURM's status command
+(memprobe/workflow/cluster.py),
 the preflight (one line for every problem), the run's embedding server (systems that embed
 in-process share one sentence-transformers server in a local run: each job would otherwise
 spend 10+ s importing it; jobs on cluster nodes load the model themselves), the backend's own
@@ -26,7 +27,7 @@ from memprobe.registry import systems as registry
 from memprobe.serving import embed_service
 from memprobe.spec import stand_in_log
 from memprobe.spec.records import RecordError
-from memprobe.workflow import cluster, preflight, servers, step
+from memprobe.workflow import cluster, preflight, servers, slurm_status, step
 from memprobe.workflow.dag_load import stop
 from memprobe.workflow.paths import RunPaths
 
@@ -64,6 +65,12 @@ class Run:
         needs = servers.needs(cfg, jobs)
         cluster.forget_key_variables(workflow, self.key_variables)
         cluster.share_rate_limit_across_nodes(workflow, config)
+        try:
+            line = cluster.settle_slurm_status(workflow)
+        except slurm_status.SlurmStatusError as err:
+            stop(err)
+        if line:
+            say(f"memprobe: {line}")
         local = getattr(workflow, "local_exec", True)
         if needs.anything:
             try:

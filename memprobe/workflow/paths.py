@@ -5,6 +5,10 @@ A run is named by ``run.name`` (PyPSA-Eur's ``run: name``). Its files are its ow
 - ``<results_dir>/<run>/``: every artifact, the usage ledgers (``usage/``), the report;
 - ``logs/<run>/``: every job's log and the logs of the servers the run starts.
 
+The default run has no name: its folders are ``<results_dir>/`` and ``logs/`` themselves
+(``Config.run_dir``, ``Config.logs_dir``), and a named run may take no name of an entry it
+keeps there (memprobe/workflow/run_names.py).
+
 Two things are shared between runs, because sharing them cannot mix two runs' results:
 
 - the response cache (``llm.cache_dir``): content-addressed, a reply is found only by the

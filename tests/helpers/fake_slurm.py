@@ -8,7 +8,14 @@ State lives in ``$FAKE_SLURM_DIR``:
 
 sbatch prints the job id (``--parsable``) and returns at once; sacct reports RUNNING until the
 runner has written ``end``, then COMPLETED or FAILED; srun runs its command in place;
-sacctmgr/sshare list the account ``memprobe``; scontrol reports a MinJobAge.
+sacctmgr/sshare list the account ``memprobe``; ``scontrol show config`` reports a cluster with
+accounting (``FAKE_SLURM_ACCOUNTING``, default ``accounting_storage/slurmdbd``) and
+``FAKE_SLURM_MIN_JOB_AGE`` (default 300). Every call is logged to ``calls.jsonl``.
+
+What it is for: what the real one-machine SLURM of .ci/local-slurm (no accounting, MinJobAge
+600) cannot show without reconfiguring a cluster other tests share: a cluster with accounting,
+whose job states sacct reads, and one whose MinJobAge is too short for squeue
+(tests/runs/test_cluster.py). Everything else runs on the real one (tests/runs/test_slurm.py).
 """
 
 from __future__ import annotations
@@ -130,6 +137,10 @@ def main() -> int:
     argv = sys.argv[1:]
     if argv[:1] == ["--run"]:
         return run(argv[1])
+    STATE.mkdir(parents=True, exist_ok=True)
+    with open(STATE / "calls.jsonl", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.write(json.dumps({"tool": tool, "argv": argv}) + "\n")
     if tool == "sbatch":
         return sbatch(argv)
     if tool == "sacct":
@@ -140,7 +151,9 @@ def main() -> int:
         print("memprobe")
         return 0
     if tool == "scontrol":
-        print("MinJobAge               = 300 sec")
+        accounting = os.environ.get("FAKE_SLURM_ACCOUNTING", "accounting_storage/slurmdbd")
+        print(f"AccountingStorageType   = {accounting}")
+        print(f"MinJobAge               = {os.environ.get('FAKE_SLURM_MIN_JOB_AGE', '300')} sec")
         return 0
     if tool == "sinfo":
         print("PARTITION\ncpu*\ngpu")

@@ -73,12 +73,12 @@ class Workflow:
 
     @property
     def name(self) -> str:
-        """The run's name (run.name; config/config.yaml sets none: the default)."""
+        """The run's name (run.name; config/config.yaml sets none: the default run, "")."""
         return (self.config.get("run") or {}).get("name", DEFAULT_RUN)
 
     @property
     def results(self) -> Path:
-        """The run's folder, results/<run.name> (docs/runs.md)."""
+        """The run's folder: results/<run.name>, the default run's results/ (docs/runs.md)."""
         return self.root / "results" / self.name
 
     @property
@@ -103,8 +103,9 @@ class Workflow:
         return [f for d in (self.results, *self.users) for f in ledger.run_files(d)]
 
     def target(self, path: str) -> str:
-        """A file of the run as a Snakemake target: ``table2.csv`` -> results/<run>/table2.csv."""
-        return f"results/{self.name}/{path}"
+        """A file of the run as a Snakemake target: ``table2.csv`` -> results/<run>/table2.csv
+        (the default run's: results/table2.csv)."""
+        return "/".join(p for p in ("results", self.name, path) if p)
 
     def run(
         self,

@@ -137,9 +137,9 @@ def test_a_missing_ledger_is_one_line(tmp_path):
     proc = _estimate("--ledger", str(tmp_path / "nope"))
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "--ledger" in proc.stderr and "nope" in proc.stderr
-    # no ledger in the run's folder (results_dir/run.name): the priors, said so in the output
+    # no ledger in the run's folder (the default run's: results_dir): the priors, said so
     out = _estimate("--config", f"results_dir={tmp_path}").stdout
-    assert f"no ledger under {tmp_path}/default/usage" in out
+    assert f"no ledger under {tmp_path}/usage" in out
 
 
 def test_the_documented_paper_estimate_is_what_the_command_prints(tmp_path):

@@ -95,7 +95,7 @@ def test_dependents_count_every_job_downstream_of_a_file_by_rule():
             ("rollout", "longctx_full", "user_002", ""),
         ),
         (
-            "judge|logs/default/judge/nomem/user_001/dump_all.log",
+            "judge|logs/judge/nomem/user_001/dump_all.log",
             ("judge", "nomem", "user_001", "dump_all"),
         ),
         ("bank|logs/users/bank-0a1b2c/bank/user_003.log", ("bank", "", "user_003", "")),

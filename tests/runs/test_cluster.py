@@ -1,7 +1,11 @@
-"""Cluster execution: profiles, GPU-tagged memt jobs, the global llm_slots cap, paper-scale DAG.
+"""Cluster execution: the profiles, the paper-scale DAG, the rules' job sizes, and the SLURM
+status command on clusters the real one cannot be.
 
-The SLURM run uses the real snakemake-executor-plugin-slurm against the fake SLURM tools of
-``tests/helpers/fake_slurm.py`` (sbatch runs each job's command locally and logs start/end times).
+The SLURM route runs on a real SLURM in tests/runs/test_slurm.py (GPU requests, llm_slots,
+failures, resume). The fake SLURM tools of ``tests/helpers/fake_slurm.py`` (sbatch runs each job's
+command locally) stay for the two clusters the real one-machine SLURM is not, short of
+reconfiguring a cluster other tests share: one with accounting (sacct answers), and one whose
+MinJobAge is too short for squeue.
 """
 
 from __future__ import annotations
@@ -18,9 +22,6 @@ import pytest
 import yaml
 
 from memprobe.registry import systems as registry
-from memprobe.testing.memt_standin import StandIn
-from memprobe.workflow import shell_job
-from tests.helpers.fake_slurm import _opt
 from tests.helpers.workflow import ROOT, SNAKEMAKE, tiny_config
 
 SLURM_TOOLS = (
@@ -34,18 +35,6 @@ SLURM_TOOLS = (
     "srun",
     "scontrol",
 )
-# Rules whose jobs call an LLM: each takes llm_slots=1 (probe only for a GPU system: memt).
-LLM_RULES = {
-    "persona",
-    "bank",
-    "tasks",
-    "oracle",
-    "rollout",
-    "preference",
-    "slotfill",
-    "judge",
-    "attribution",
-}
 
 
 def test_profiles_request_gpus_only_through_the_rules():
@@ -80,128 +69,52 @@ def fake_slurm_path(tmp_path: Path) -> Path:
     return bindir
 
 
-def rule_of(comment: str) -> str:
-    match = re.match(r"rule_(.+?)(?:_wildcards_(.*))?$", comment)
-    assert match, comment
-    return match.group(1)
-
-
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    cur = best = 0
-    for _, step in events:  # an end at the same instant as a start is counted first
-        cur += step
-        best = max(best, cur)
-    return best
+def fake_slurm_run(wf, tmp_path: Path, **cluster: str) -> tuple[subprocess.CompletedProcess, list]:
+    """One job (the judge calibration) through the SLURM profile as shipped, on the fake SLURM
+    tools set up as ``cluster`` says (FAKE_SLURM_ACCOUNTING, FAKE_SLURM_MIN_JOB_AGE)."""
+    state = tmp_path / "slurm-state"
+    env = {
+        **os.environ,
+        "PATH": f"{fake_slurm_path(tmp_path)}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_SLURM_DIR": str(state),
+        **{f"FAKE_SLURM_{k.upper()}": v for k, v in cluster.items()},
+    }
+    proc = subprocess.run(
+        [SNAKEMAKE, "judge_calibration", "--executor", "slurm", "--workflow-profile"]
+        + ["profiles/slurm", "--configfile", str(wf.config_path), "--jobs", "1"]
+        + ["--slurm-init-seconds-before-status-checks", "1"],
+        cwd=wf.root, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    calls = state / "calls.jsonl"
+    return proc, [json.loads(ln) for ln in calls.read_text().splitlines()] if calls.exists() else []
 
 
 @pytest.mark.workflow
-def test_slurm_submits_gpu_flags_for_memt_only_and_caps_llm_jobs(
-    endpoint, workflow_factory, tmp_path
-):
-    standin = StandIn()
-    try:
-        raw = tiny_config(endpoint.base_url, systems=["nomem", "memt"], n_users=1)
-        raw.setdefault("system_settings", {})["memt"] = {
-            "endpoint": standin.base_url,
-            "gpu_model": "a100",
-            "cpus_per_gpu": 4,
-        }
-        wf = workflow_factory(raw)
-        state = tmp_path / "slurm-state"
-        env = {
-            **os.environ,
-            "PATH": f"{fake_slurm_path(tmp_path)}{os.pathsep}{os.environ['PATH']}",
-            "FAKE_SLURM_DIR": str(state),
-            "HF_HUB_OFFLINE": "1",
-        }
-        cap = 2
-        cmd = [
-            SNAKEMAKE,
-            "tables",
-            "--executor",
-            "slurm",
-            "--workflow-profile",
-            "profiles/slurm",
-            "--configfile",
-            str(wf.config_path),
-            "--jobs",
-            "8",
-            "--resources",
-            f"llm_slots={cap}",
-            "--slurm-init-seconds-before-status-checks",
-            "1",
-            "--retries",
-            "0",
-            "--latency-wait",
-            "5",
-        ]
-        proc = subprocess.run(
-            cmd, cwd=wf.root, env=env, capture_output=True, text=True, timeout=1500
-        )
-        assert proc.returncode == 0, proc.stderr[-4000:]
-    finally:
-        standin.close()
+def test_a_cluster_with_accounting_keeps_sacct(endpoint, workflow_factory, tmp_path):
+    """With an accounting database, job states come from sacct, the plugin's own choice."""
+    wf = workflow_factory(tiny_config(endpoint.base_url, n_users=1))
+    proc, calls = fake_slurm_run(wf, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "keeps no job accounting" not in proc.stderr
+    status = [c for c in calls if c["tool"] in ("sacct", "squeue") and "--name" in c["argv"]]
+    assert status and {c["tool"] for c in status} == {"sacct"}, status
+    assert (wf.results / "judge_calibration.csv").exists()
 
-    subs = [json.loads(line) for line in (state / "sbatch.jsonl").read_text().splitlines()]
-    jobs = {int(p.stem): json.loads(p.read_text()) for p in (state / "jobs").glob("*.json")}
-    assert subs and len(jobs) == len(subs)
-    gpu_jobs, other_jobs = [], []
-    for sub in subs:
-        # The sbatch options only: the --wrap'd job command names files and tmp dirs.
-        line = " ".join(a for a in sub["argv"] if not a.startswith("--wrap"))
-        rule = rule_of(jobs[sub["id"]]["comment"])
-        is_memt_gpu_job = rule in ("rollout", "probe") and "memt" in jobs[sub["id"]]["comment"]
-        (gpu_jobs if is_memt_gpu_job else other_jobs).append((rule, line))
-    # Every memt rollout/probe job asks for the GPU model from the config; no other job asks
-    # for any GPU.
-    assert sorted(r for r, _ in gpu_jobs) == ["probe", "rollout"]
-    for _, line in gpu_jobs:
-        assert "--gpus=a100:1" in line and "--cpus-per-gpu=4" in line, line
-    # The profile's site values and the rules' sizes, field by field on every submission
-    # (profiles/slurm/profile.yaml: partition cpu, account memprobe, 120 min, 4000 MB; memt's
-    # rollout and probe ask for 720 min and 16000 MB in rules/common.smk).
-    for sub in subs:
-        argv = sub["argv"]
-        big = (
-            rule_of(jobs[sub["id"]]["comment"]) in ("rollout", "probe")
-            and "memt" in (jobs[sub["id"]]["comment"])
-        )
-        fields = [_opt(argv, *flag) for flag in (("-p", "--partition"), ("-A", "--account"))]
-        fields += [_opt(argv, "-t", "--time"), _opt(argv, "--mem")]
-        assert fields == ["cpu", "memprobe", *(["720", "16000"] if big else ["120", "4000"])], (
-            jobs[sub["id"]]["comment"],
-            argv,
-        )
-    for rule, line in other_jobs:
-        flags = [a for a in line.split() if a.startswith("-")]
-        assert not [f for f in flags if "gpu" in f or f.startswith("--gres")], (rule, line)
-    assert "tables" not in {r for r, _ in other_jobs}  # a localrule: never submitted
-    assert (wf.results / "table2.csv").exists()
 
-    # Never more LLM jobs at once than llm_slots allows.
-    llm = [
-        (j["start"], j["end"])
-        for j in jobs.values()
-        if rule_of(j["comment"]) in LLM_RULES
-        or (rule_of(j["comment"]) == "probe" and "memt" in j["comment"])
-    ]
-    assert len(llm) >= 10
-    observed = max_overlap(llm)
-    print(f"\nsubmissions={len(subs)} llm_jobs={len(llm)} max_concurrent_llm={observed} cap={cap}")
-    assert 1 <= observed <= cap
-    # Each node's limiter takes 1/llm_slots of llm.rate_limit, in node-local files: the job
-    # steps' configs say so (Snakemake's own was written before it knew the executor).
-    limits = [
-        json.loads(p.read_text())["llm"].get("rate_limit")
-        for p in (wf.root / shell_job.CONFIG_DIR).glob("config-*.json")
-    ]
-    # (A --config value arrives as text: the config model reads "0.5" as the number.) The
-    # head's own export, written at DAG load before the executor is known, keeps the whole
-    # limit: it serves only the localrules (tables, inspector), which call no LLM.
-    steps = [x for x in limits if x is not None and x["state_dir"] == "/tmp/memprobe-rate-limit"]
-    assert steps and all(float(x["share"]) == 1 / cap for x in steps), limits
-    assert all(float(x["share"]) == 1.0 for x in limits if x is not None and x not in steps)
+@pytest.mark.workflow
+def test_no_accounting_and_a_short_min_job_age_is_one_line(endpoint, workflow_factory, tmp_path):
+    """No accounting and MinJobAge shorter than the plugin's wait between checks: no status
+    command sees every job end, so the run stops before it submits one, in one line."""
+    wf = workflow_factory(tiny_config(endpoint.base_url, n_users=1))
+    proc, calls = fake_slurm_run(
+        wf, tmp_path, accounting="accounting_storage/none", min_job_age="60"
+    )
+    assert proc.returncode != 0
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("memprobe:")]
+    assert len(lines) == 1, proc.stderr[-3000:]
+    assert "keeps no job accounting" in lines[0] and "MinJobAge=60s" in lines[0], lines
+    assert "MinJobAge above 180" in lines[0]
+    assert not [c for c in calls if c["tool"] == "sbatch"]
 
 
 @pytest.mark.workflow

@@ -101,26 +101,39 @@ def test_the_inspector_of_a_finished_default_run_starts_no_server(runs):
 
 
 def test_each_run_completes_in_its_own_folder(runs):
+    """The default run (no name) writes into results/ and logs/ themselves, the smoke run into
+    results/smoke/ and logs/smoke/ (docs/runs.md)."""
     wf = runs.wf
     results, logs = wf.root / "results", wf.root / "logs"
-    for name in ("default", "smoke"):
+    for folder, log_folder in ((results, logs), (results / "smoke", logs / "smoke")):
         for part in ("table2.csv", "figures/category_b.png", "inspect/index.html"):
-            assert (results / name / part).exists(), (name, part)
-        assert (results / name / "usage" / "judge").is_dir()
-        assert (logs / name / "judge").is_dir()
-    assert not (results / "table2.csv").exists() and not (logs / "judge").exists()
-    assert {p.name for p in results.iterdir()} == {"default", "smoke", "users"}
-    # Other settings (seed, endpoint, bank): each run made its own users, none shared.
-    shared = sorted(p.name for p in (results / "users").iterdir())
+            assert (folder / part).exists(), (folder, part)
+        assert (folder / "usage" / "judge").is_dir()
+        assert (log_folder / "judge").is_dir()
+    # Other settings (seed, endpoint, bank): each run made its own users, none shared; the
+    # default run's copies sit beside the shared folders, in results/users/.
+    shared = sorted(p.name for p in (results / "users").iterdir() if "-" in p.name)
     assert len(shared) == 6, shared
-    default = (results / "default" / "users" / "user_001" / "persona.json").read_bytes()
-    smoke = (results / "smoke" / "users" / "user_001" / "persona.json").read_bytes()
-    assert default != smoke
+    default = (results / "users" / "user_001" / "persona.json").read_bytes()
+    smoke_user = (results / "smoke" / "users" / "user_001" / "persona.json").read_bytes()
+    assert default != smoke_user
     # The smoke run's judge is the fake endpoint, which fails calibration (docs/runs.md):
     # expected, and its last word says so.
     last = [ln for ln in runs.smoke_run.stderr.splitlines() if ln.startswith("memprobe:")][-1]
     assert last.startswith("memprobe: warning: judge failed calibration"), last
     assert "results/smoke/judge_calibration.csv" in last
+
+
+def test_the_missions_command_builds_the_default_run(runs):
+    """`snakemake results/table2.csv` is the default run's Table 2 (README): on the finished
+    run, nothing to do; a run named after one of the default run's folders is one line."""
+    assert runs.wf.scheduled("results/table2.csv", configfile=runs.default, env=runs.env) == {}
+    proc = runs.wf.run(
+        "-n", "--config", "run={name: nomem}", configfile=runs.default, env=runs.env, check=False
+    )
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("memprobe:")]
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr[-2000:]
+    assert "run.name: 'nomem' is also the default run's results/nomem" in lines[0]
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, str]]:
@@ -164,14 +177,17 @@ def test_later_commands_of_one_run_leave_the_other_alone(runs, tmp_path):
     )  # fmt: skip
     after = _snapshot(wf.root)
     changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+    # the default run's own files are at the top of results/ and logs/ (docs/runs.md)
     own = {
-        "default": [p for p in changed if p.split("/")[1] == "default"],
         "smoke": [p for p in changed if p.split("/")[1] == "smoke"],
+        "": [p for p in changed if p.split("/")[1] not in ("smoke", "users")],
     }
-    assert sorted(own["default"] + own["smoke"]) == sorted(changed), changed
+    assert sorted(own[""] + own["smoke"]) == sorted(changed), changed
     for name, paths in own.items():
         # its judge file, rewritten byte for byte (the cache replays), its log and its ledger
-        judge = f"results/{name}/longctx_full/user_001/retrieve/judge.json"
+        judge = "/".join(
+            p for p in ("results", name, "longctx_full/user_001/retrieve/judge.json") if p
+        )
         assert judge in paths and before[judge][1] == after[judge][1]
         assert all("judge" in p and "user_001" in p for p in paths), paths
     # The rewritten files hold the same bytes: neither run's dry run schedules anything.

@@ -94,5 +94,6 @@ def test_a_judge_job_run_by_hand_writes_the_file_snakemake_wrote(endpoint, workf
     assert "give the run's --configfile" in line
     # The run's --configfile left out: the default run's job, whose files are not there.
     line = mistake(*wildcards)
-    assert "is missing" in line and "results/default/" in line, line
+    assert "is missing" in line and "input results/" in line, line
+    assert f"results/{wf.name}/" not in line, line  # the default run's: results/ itself
     assert out.read_bytes() == by_snakemake  # neither wrote anything

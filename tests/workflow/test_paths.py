@@ -29,7 +29,9 @@ def test_a_run_owns_its_folders_and_shares_its_users():
     assert p.results_of("bank") == p.users["bank"] == f"results/users/{folders()['bank']}"
     assert p.logs_of("tasks") == f"logs/users/{folders()['tasks']}"
     default = paths.of(load_config({k: v for k, v in RAW.items() if k != "run"}), files=FILES)
-    assert default.results == "results/default" and default.users == p.users
+    # The default run (no name): results/ and logs/ themselves; its users are the same files.
+    assert (default.results, default.logs) == ("results", "logs") and default.users == p.users
+    assert default.results_of("judge") == "results" and default.logs_of("judge") == "logs"
 
 
 def test_each_users_file_is_keyed_by_what_it_is_made_from():
@@ -65,7 +67,7 @@ def test_imported_users_share_one_folder_keyed_by_the_release(tmp_path):
     assert a != b
 
 
-@pytest.mark.parametrize("name", ["users", "a/b", "..", "", "-x"])
+@pytest.mark.parametrize("name", ["users", "a/b", "..", "-x", " "])
 def test_a_run_name_is_one_folder_and_not_the_shared_users(name):
     with pytest.raises(ConfigError, match=r"^config: run\.name: "):
         load_config(RAW | {"run": {"name": name}})
