@@ -118,14 +118,28 @@ def reference(servers, tmp_path_factory) -> Reference:
     return Reference(tables(wf), servers.requests(), time.monotonic() - t0)
 
 
-def drop_calls(table5: str) -> list[list[str]]:
-    rows = list(csv.reader(io.StringIO(table5)))
-    at = rows[0].index("calls")
-    return [row[:at] + row[at + 1 :] for row in rows]
-
-
 def calls(table5: str) -> int:
     return sum(int(row["calls"]) for row in csv.DictReader(io.StringIO(table5)))
+
+
+BILLED = ("paid_calls", "prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def unbilled(full: str, short: str) -> int:
+    """How many paid calls Table 5 ``short`` lacks against ``full``: rows that differ only
+    in fewer paid calls and tokens (anything else differing fails here)."""
+    rows = [list(csv.DictReader(io.StringIO(t))) for t in (full, short)]
+    assert [(r["system"], r["role"]) for r in rows[0]] == [
+        (r["system"], r["role"]) for r in rows[1]
+    ]
+    lost = 0
+    for a, b in zip(*rows, strict=True):
+        rest = [k for k in a if k not in (*BILLED, "calls")]
+        assert [a[k] for k in rest] == [b[k] for k in rest], (a, b)
+        assert all(int(b[k]) <= int(a[k]) for k in BILLED), (a, b)
+        assert (int(a["paid_calls"]) == int(b["paid_calls"])) == all(a[k] == b[k] for k in BILLED)
+        lost += int(a["paid_calls"]) - int(b["paid_calls"])
+    return lost
 
 
 def snakemake_ids(log: str) -> tuple[dict[int, int], set[int]]:
@@ -334,17 +348,19 @@ def test_the_tables_equal_the_local_runs_and_nothing_was_paid_twice(disrupted, r
     assert disrupted.resumed.returncode == 0, disrupted.resumed.stderr[-3000:]
     ours, local = tables(disrupted.wf), reference.tables
     # Table 5's calls count a job's replayed calls too: the cut-off jobs' next runs replayed
-    # theirs. Every other cell, its paid calls and tokens included, is the local run's.
+    # theirs. Every other cell, its paid calls and tokens included, is the local run's, but
+    # for a cut-off job killed between caching a paid reply and billing it (cache first, so
+    # that no rerun pays twice): at most one paid call short per cut-off job (docs/cluster.md).
     ours_calls, local_calls = (t.pop("table5.csv") for t in (ours, local))
     assert ours == local
-    assert drop_calls(ours_calls) == drop_calls(local_calls)
+    cut_off = len(disrupted.failed_node) + 1  # the jobs on the failed node, the cancelled one
+    assert 0 <= unbilled(local_calls, ours_calls) <= cut_off
     assert calls(ours_calls) > calls(local_calls)
     # Every request the local run made; again only a request a job was cut off waiting for
     # (on the failed node, by scancel), at most once each: every call that had its reply was
     # replayed from the cache by the job's next run, also after the killed Snakemake.
     assert not reference.requests - disrupted.requests
     again = disrupted.requests - reference.requests
-    cut_off = len(disrupted.failed_node) + 1
     assert set(again.values()) <= {1} and sum(again.values()) <= cut_off, again
 
 
