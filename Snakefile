@@ -34,7 +34,8 @@ include: "rules/tables.smk"
 include: "rules/inspect.smk"
 
 
-dag_load.check_run_name(workflow, CFG)  # a named run's folders are none of the default run's
+# A named run's folders are none of the default run's.
+dag_load.check_run_name(workflow, CFG)
 
 
 # `snakemake --report` opens with the run's judge verdict (rules/calibration.smk).
