@@ -117,8 +117,7 @@ def _leaves(
             key_type, value = typing.get_args(annotation)
             if sub := _model(value):
                 slot = f"<{name.removesuffix('s')}>"
-                values = ", ".join(f"`{v}`" for v in typing.get_args(key_type))
-                section.about += f"\n\n`{key}.{slot}`: {_doc(sub)} `{slot}` is one of {values}."
+                section.about += f"\n\n`{key}.{slot}`: {_doc(sub)} {_keys(key, slot, info)}"
                 yield from _leaves(sub, f"{key}.{slot}.", section)
                 continue
         if not info.description:
@@ -128,6 +127,16 @@ def _leaves(
             )
         default = "required" if info.is_required() else info.get_default(call_default_factory=True)
         yield key, " ".join(info.description.split()), default_cell(default)
+
+
+def _keys(key: str, slot: str, info: Any) -> str:
+    """What a mapping's keys may be: an enumeration's values, else what its field says."""
+    key_type = typing.get_args(info.annotation)[0]
+    if values := typing.get_args(key_type):
+        return f"`{slot}` is one of {', '.join(f'`{v}`' for v in values)}."
+    if not info.description:
+        raise ValueError(f"{key}: no description (say what its keys are)")
+    return f"`{key}` is {' '.join(info.description.split())}."
 
 
 def _cell(text: str) -> str:

@@ -35,6 +35,15 @@ def test_a_key_without_a_description_is_refused(monkeypatch):
         config_reference.render()
 
 
+def test_a_mapping_s_keys_are_named_also_when_any_name_goes():
+    """A mapping keyed by an enumeration lists its values; one keyed by any name (a model's,
+    ``progress.prices``) says what the names are, where it read "`<price>` is one of ."."""
+    text = config_reference.render()
+    assert "is one of ." not in text
+    assert "`<role>` is one of `generator`, " in text
+    assert "`progress.prices` is keyed by a model's name as the usage ledger" in text
+
+
 def test_every_default_is_written_as_yaml():
     assert config_reference.default_cell(None) == "unset"
     assert config_reference.default_cell("required") == "required"

@@ -252,6 +252,16 @@ def test_the_scale_the_docs_give_the_default_config_is_its_scale():
         ), doc
 
 
+def test_the_progress_line_s_interval_is_the_one_the_docs_give():
+    """docs/running.md said "every few seconds"; the default is progress.interval_s's."""
+    from memprobe.config.schema import Progress
+
+    text = " ".join((ROOT / "docs" / "running.md").read_text(encoding="utf-8").split())
+    stated = re.findall(r"every `progress.interval_s` \((\d+) s by default\)", text)
+    assert stated == [f"{Progress().interval_s:g}"], stated
+    assert "every few seconds" not in text
+
+
 def configfiles_named(text: str) -> list[str]:
     """Every file a ``--configfile`` of ``text``'s commands names."""
     found = []

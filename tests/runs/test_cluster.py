@@ -55,6 +55,25 @@ def test_profiles_request_gpus_only_through_the_rules():
     )
 
 
+def site_keys(profile: Path) -> set[str]:
+    """The keys on the lines a profile marks ``# SITE`` (a commented-out key too)."""
+    lines = profile.read_text(encoding="utf-8").splitlines()
+    return {m.group(1) for ln in lines if (m := re.match(r"\s*#?\s*([\w-]+):.*#\s*SITE", ln))}
+
+
+@pytest.mark.parametrize("profile", ["slurm", "kubernetes"])
+def test_the_lines_docs_cluster_md_says_are_marked_site_are(profile):
+    """docs/cluster.md names the keys each profile marks SITE, and no other (issue 46: it
+    listed runtime, mem_mb and llm_slots, which the profile marks not)."""
+    path = f"profiles/{profile}/profile.yaml"
+    text = " ".join((ROOT / "docs" / "cluster.md").read_text(encoding="utf-8").split())
+    text = re.sub(r" \([^()]*\)", "", text)  # asides name other things
+    stated = re.search(rf"lines marked `SITE` in `{re.escape(path)}` are ([^:]*?)[:.]", text)
+    assert stated, f"docs/cluster.md does not say which lines of {path} are marked SITE"
+    named = set(re.findall(r"`([\w-]+)`", stated.group(1)))
+    assert named == site_keys(ROOT / path) != set(), (named, site_keys(ROOT / path))
+
+
 def fake_slurm_path(tmp_path: Path) -> Path:
     """A bin dir whose SLURM tools all run tests/helpers/fake_slurm.py under this interpreter."""
     bindir = tmp_path / "fake-slurm-bin"
