@@ -57,6 +57,9 @@ PYTHON = (
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
     else shlex.quote(sys.executable).replace("{", "{{").replace("}", "}}")
 )
+# The jobs run this checkout's memprobe, or one line says whose they would run.
+if DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
+    dag_load.check_code(workflow.basedir, sys.executable)
 
 
 def run_script(rule, script=None):

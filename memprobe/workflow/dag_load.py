@@ -4,12 +4,14 @@ The config Snakemake merged is the one validated (and the one the jobs read); th
 say which file set a bad key. Then the backend's cheap checks (the local model's path), the
 pool every bank job reads, the prompt file each protocol stage reads, and the (system, mode)
 pairs the run scores; once every rule is known, that a named run's folders hold none of the
-default run's files (memprobe/workflow/run_names.py); once Snakemake names the executor
+default run's files (memprobe/workflow/run_names.py); that the jobs run this checkout's
+code (memprobe/workflow/code_inputs.py); once Snakemake names the executor
 (before it builds the DAG, a dry run's too), that the jobs can reach the backend's server.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, NoReturn
 
 from memprobe.config.base import ConfigError
@@ -92,6 +94,15 @@ def scored_pairs(cfg: Config) -> list[tuple[str, str]]:
             "a searchable system"
         )
     return pairs
+
+
+def check_code(checkout: str, python: str) -> None:
+    """The jobs run this checkout's memprobe, whose files are the rules' code inputs, or the run
+    stops in one line (memprobe/workflow/code_inputs.py)."""
+    from memprobe.workflow import code_inputs
+
+    if problem := code_inputs.foreign_code(Path(checkout), python):
+        stop(problem)
 
 
 def set_by(workflow: Any, section: str, key: str) -> str:
