@@ -57,8 +57,11 @@ PYTHON = (
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
     else shlex.quote(sys.executable).replace("{", "{{").replace("}", "}}")
 )
-# The jobs run this checkout's memprobe, or one line says whose they would run.
-if DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
+# The jobs run this checkout's memprobe, or one line says whose they would run. Checked by
+# the Snakemake you start: a Kubernetes pod's runs the image's package beside the sources.
+if workflow.is_main_process and (
+    DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method
+):
     dag_load.check_code(workflow.basedir, sys.executable)
 
 
