@@ -1,9 +1,10 @@
 """docs/configuration.md, generated from the config models: ``memprobe config-reference``.
 
 Every key comes from the models themselves (memprobe/config/ and each built-in system's
-settings model), with its docstring as its meaning and its default as pydantic has it, so the
-reference cannot drift from the code: tests/test_config_reference.py regenerates it and fails
-when the file differs.
+settings model), with its docstring as its meaning and its default as pydantic has it, and
+beside it the value config/config.yaml gives it (every run starts from that file), so the
+reference cannot drift from the code or the default run: tests/test_config_reference.py
+regenerates it and fails when the file differs.
 """
 
 from __future__ import annotations
@@ -12,17 +13,21 @@ import inspect
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel
 
 from memprobe.config.llm import llm_settings_model
+from memprobe.config.loading import WORKFLOW_CONFIG
 from memprobe.config.schema import Config
 from memprobe.registry import backends
 from memprobe.registry import systems as registry
 
 OUTPUT = "docs/configuration.md"
+# The default run's file, in the checkout this module is part of (as docs/ is).
+DEFAULT_RUN_CONFIG = Path(__file__).resolve().parents[1] / WORKFLOW_CONFIG
 
 INTRO = """\
 # Configuration
@@ -41,7 +46,10 @@ merged into the files' values (`--config 'llm={concurrency: 8}'`), a list a YAML
 (`--config 'systems=[nomem, amem]'`). `--config llm.concurrency=8` stops in Snakemake's own
 argument parsing. `memprobe estimate --config` also takes dotted keys.
 
-"required": the config must set it; "unset": off, or derived as the meaning says.
+"default" is the model's: what a key gets where no file sets it. `config/config.yaml` is what
+that file sets, which every run starts from (a later `--configfile` or `--config` overrides it
+key by key); empty where it sets nothing, so the default holds. "required": the config must
+set it; "unset": off, or derived as the meaning says.
 """
 
 
@@ -117,8 +125,7 @@ def _leaves(
             key_type, value = typing.get_args(annotation)
             if sub := _model(value):
                 slot = f"<{name.removesuffix('s')}>"
-                values = ", ".join(f"`{v}`" for v in typing.get_args(key_type))
-                section.about += f"\n\n`{key}.{slot}`: {_doc(sub)} `{slot}` is one of {values}."
+                section.about += f"\n\n`{key}.{slot}`: {_doc(sub)} {_keys(key, slot, info)}"
                 yield from _leaves(sub, f"{key}.{slot}.", section)
                 continue
         if not info.description:
@@ -130,17 +137,43 @@ def _leaves(
         yield key, " ".join(info.description.split()), default_cell(default)
 
 
+def _keys(key: str, slot: str, info: Any) -> str:
+    """What a mapping's keys may be: an enumeration's values, else what its field says."""
+    key_type = typing.get_args(info.annotation)[0]
+    if values := typing.get_args(key_type):
+        return f"`{slot}` is one of {', '.join(f'`{v}`' for v in values)}."
+    if not info.description:
+        raise ValueError(f"{key}: no description (say what its keys are)")
+    return f"`{key}` is {' '.join(info.description.split())}."
+
+
 def _cell(text: str) -> str:
     return text.replace("|", r"\|")  # a table cell's own bar
 
 
-def render() -> str:
+def set_in(raw: dict[str, Any], key: str) -> str:
+    """The cell of the value ``raw`` (a config file's YAML) sets for dotted ``key``; empty
+    where it sets none (a key under a ``<slot>`` included: its entries are the file's to name)."""
+    node: Any = raw
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return ""
+        node = node[part]
+    return default_cell(node)
+
+
+def render(default_run: Path = DEFAULT_RUN_CONFIG) -> str:
+    """The reference, with the values ``default_run`` (config/config.yaml) sets."""
+    try:
+        raw = yaml.safe_load(default_run.read_text(encoding="utf-8")) or {}
+    except OSError as err:
+        raise ValueError(f"{default_run}: cannot read the default run's config ({err})") from None
     out = [INTRO]
     for s in sections():
         out.append(f"## {f'`{s.key}`' if s.key else 'Top level'}\n")
         if s.about:
             out.append(s.about.strip() + "\n")
-        out.append("| key | meaning | default |\n|---|---|---|")
-        out += [f"| `{k}` | {_cell(m)} | {d} |" for k, m, d in s.rows]
+        out.append(f"| key | meaning | default | `{WORKFLOW_CONFIG}` |\n|---|---|---|---|")
+        out += [f"| `{k}` | {_cell(m)} | {d} | {set_in(raw, k)} |" for k, m, d in s.rows]
         out.append("")
     return "\n".join(out)

@@ -18,6 +18,8 @@ compat.install_one_pending_round()  # one pending scheduler round, not one per f
 
 # The config Snakemake merged, validated: a bad key stops the run in one line naming the layer.
 CFG = dag_load.run_config(workflow, config)
+# The local backend's server is this host's: no executor that runs jobs elsewhere.
+dag_load.check_executor(workflow, CFG)
 cluster.anchor_cache_dir(
     workflow, CFG, config
 )  # Kubernetes: one cache on the shared volume
@@ -55,6 +57,12 @@ PYTHON = (
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
     else shlex.quote(sys.executable).replace("{", "{{").replace("}", "}}")
 )
+# The jobs run this checkout's memprobe, or one line says whose they would run. Checked by
+# the Snakemake you start: a Kubernetes pod's runs the image's package beside the sources.
+if workflow.is_main_process and (
+    DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method
+):
+    dag_load.check_code(workflow.basedir, sys.executable)
 
 
 def run_script(rule, script=None):

@@ -252,6 +252,16 @@ def test_the_scale_the_docs_give_the_default_config_is_its_scale():
         ), doc
 
 
+def test_the_progress_line_s_interval_is_the_one_the_docs_give():
+    """docs/running.md said "every few seconds"; the default is progress.interval_s's."""
+    from memprobe.config.schema import Progress
+
+    text = " ".join((ROOT / "docs" / "running.md").read_text(encoding="utf-8").split())
+    stated = re.findall(r"every `progress.interval_s` \((\d+) s by default\)", text)
+    assert stated == [f"{Progress().interval_s:g}"], stated
+    assert "every few seconds" not in text
+
+
 def configfiles_named(text: str) -> list[str]:
     """Every file a ``--configfile`` of ``text``'s commands names."""
     found = []
@@ -277,6 +287,37 @@ def test_the_example_configs_are_valid_runs_of_their_own():
         files = [ROOT / WORKFLOW_CONFIG, path]
         cfg = load_layers([(str(f), read_config_file(f)) for f in files])
         assert cfg.run.name == path.stem and cfg.llm.backend == "openai", path
+
+
+def test_the_documented_api_examples_grade_with_the_llm_judge():
+    """issue 46: config/config.yaml grades with the offline judge (judge.form: scorer, for its
+    0.5B model); an example that points the roles at a real model, merged over it as Snakemake
+    merges a --configfile, grades with that model's judge."""
+    from memprobe.config.loading import WORKFLOW_CONFIG, load_layers, read_config_file
+
+    documented = {
+        f
+        for doc in (README, ROOT / "docs" / "running.md")
+        for f in configfiles_named(doc.read_text(encoding="utf-8"))
+        if f.startswith("config/examples/")
+    }
+    assert documented >= {"config/examples/openai.yaml", "config/examples/vllm.yaml"}
+    for name in sorted(documented):
+        files = [ROOT / WORKFLOW_CONFIG, ROOT / name]
+        cfg = load_layers([(str(f), read_config_file(f)) for f in files])
+        assert cfg.judge.form == "llm", name
+
+
+def test_the_api_example_s_estimate_counts_judge_calls(capsys, monkeypatch):
+    """`memprobe estimate` on the README's API example prices the judge's calls: the scored
+    system's judge row (with the offline judge it had none)."""
+    from memprobe import cli
+
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["estimate", "--configfile", "config/examples/openai.yaml"]) == 0
+    rows = [ln.split() for ln in capsys.readouterr().out.splitlines()]
+    judged = [int(r[3]) for r in rows if r[:2] == ["longctx_full", "judge"]]
+    assert judged and judged[0] > 0, judged
 
 
 def test_the_configfile_check_sees_each_file_of_a_command():

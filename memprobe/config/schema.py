@@ -62,7 +62,8 @@ class Progress(Strict):
     interval_s: float = Field(default=60.0, ge=0)
     """seconds between progress lines (0: only the summary at the end)"""
     prices: dict[str, Price] = Field(default_factory=dict)
-    """USD per million input/output tokens per model, for the money so far"""
+    """keyed by a model's name as the usage ledger records it (`llm.model`, or a role's own
+    `model`): its prices, for the money so far"""
 
 
 class WriterSettings(Strict):

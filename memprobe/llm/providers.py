@@ -319,6 +319,9 @@ class Backend(Protocol):
     rate_limited: bool  # a provider's limit applies: ``llm.rate_limit`` paces its requests
     answers_served_models: bool  # a stand-in that answers a system's own served model too
     assumed_latency_s: float  # seconds per call the estimate assumes when no ledger says
+    # The run serves it on the loopback of the host that runs Snakemake: jobs that an executor
+    # runs on other hosts cannot reach it, so such a run stops at DAG load (dag_load.py).
+    loopback_only: bool
 
     def endpoint(self, cfg: Config, settings: dict[str, Any]) -> Endpoint:
         """A role's endpoint, from its effective settings (``config.role_settings``), when a
@@ -379,6 +382,7 @@ class BackendBase:
     rate_limited = False
     answers_served_models = False
     assumed_latency_s = 4.0  # a hosted mini model answering a few-thousand-token prompt
+    loopback_only = False
 
     def served(self, cfg: Config, role: str) -> Served | None:
         return None

@@ -166,6 +166,7 @@ class LocalBackend(OpenAIBackend):
     # default paid 62 calls of 15.3 s each (seed 0; docs/performance.md). Longer conversations
     # have longer calls: the two-user, three-turn default's took 26 s.
     assumed_latency_s = 15.3
+    loopback_only = True  # a cluster's jobs cannot reach it: the run stops at DAG load
 
     def endpoint(self, cfg: Config, settings: dict[str, Any]) -> Endpoint:
         if settings["base_url"]:
@@ -206,7 +207,6 @@ class LocalBackend(OpenAIBackend):
 
     def start(self, cfg: Config, log_dir: str, cluster: bool) -> None:
         try:
-            check_executor(cfg, cluster)
             start_for_run(cfg, f"{log_dir}/local_server.log")
         except LocalModelError as err:
             raise ProviderError(str(err)) from None
@@ -243,15 +243,6 @@ def _running(cfg: Config) -> tuple[str, str]:
             "llm.backend 'local': no local model server is running "
             "(start the run with `snakemake`, which launches it, or `memprobe local-server`)"
         ) from None
-
-
-def check_executor(cfg: Config, non_local_exec: bool) -> None:
-    """``backend: local`` serves on the submit host's loopback: cluster jobs cannot reach it."""
-    if cfg.llm.backend == "local" and non_local_exec:
-        raise LocalModelError(
-            "llm.backend: 'local' serves the model on this host's loopback, which jobs of a "
-            "cluster executor cannot reach; use backend 'openai' with an endpoint they can reach"
-        )
 
 
 def start_for_run(cfg: Config, log_path: str | Path) -> str | None:

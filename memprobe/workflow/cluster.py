@@ -38,6 +38,14 @@ def jobs_elsewhere(workflow: Any) -> bool:
     return bool(executor and executor.common_settings.non_local_exec)
 
 
+def runs_jobs_elsewhere(executor: str) -> bool:
+    """Whether the executor named ``executor`` runs its jobs on other hosts (SLURM, Kubernetes),
+    known before the DAG is built (``jobs_elsewhere`` reads the workflow's, from onstart on)."""
+    from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
+
+    return bool(ExecutorPluginRegistry().get_plugin(executor).common_settings.non_local_exec)
+
+
 def anchor_cache_dir(workflow: Any, cfg: Config, config: dict[str, Any]) -> None:
     """A relative ``llm.cache_dir`` under the fs storage provider's prefix (Kubernetes pods),
     in the validated config and in Snakemake's, which the jobs read."""

@@ -6,11 +6,17 @@ counted (lazy ones inside functions too, as tests/test_architecture.py reads the
 through the modules that hold the protocol's logic and the reports. Shared plumbing is declared
 by no rule and not followed: an edit there would rerun the whole benchmark, and must not change
 a reply (the response cache replays it).
+
+The inputs are the files of the package the DAG loads, which must be the package the jobs run:
+in a checkout that shares another checkout's venv, the Snakefile's folder puts this checkout's
+``memprobe/`` first at DAG load while each job's script imports the one the venv installed, so
+an edit here would rerun jobs that never run it (``foreign_code`` stops that run).
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
 from functools import cache
 from pathlib import Path
 
@@ -78,3 +84,40 @@ def logic_modules(script: str) -> tuple[str, ...]:
 def module_files(script: str) -> list[str]:
     """The files of ``script``'s logic modules, as rule inputs."""
     return [module_file(m) for m in logic_modules(script)]
+
+
+# Where a job's ``import memprobe`` goes: its script runs as ``python scripts/<rule>.py``, so
+# sys.path starts at scripts/ and then the interpreter's own (PYTHONPATH, the venv's installs).
+_FIND = "import importlib.util as u; s = u.find_spec('memprobe'); print(s.origin if s else '')"
+
+
+def jobs_package(python: str, checkout: Path) -> Path | None:
+    """The folder of the memprobe package that ``python`` imports for a job's script in
+    ``checkout`` (None: it imports none)."""
+    scripts = checkout / "scripts"
+    found = subprocess.run(
+        [python, "-c", _FIND],
+        cwd=scripts if scripts.is_dir() else checkout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    origin = found.stdout.strip()
+    return Path(origin).resolve().parent if found.returncode == 0 and origin else None
+
+
+def foreign_code(checkout: Path, python: str) -> str | None:
+    """One line where ``checkout`` holds a memprobe package but its jobs would import another
+    checkout's (a venv installed from elsewhere); None where they run its own, or where it
+    holds none (a copy of the workflow alone: the DAG then loads the installed package too)."""
+    own = (checkout / "memprobe").resolve()
+    if not (own / "__init__.py").is_file():
+        return None
+    runs = jobs_package(python, checkout)
+    if runs is None or runs == own:
+        return None
+    return (
+        f"{checkout}: its jobs would import the memprobe package at {runs} ({python}'s), not "
+        "this checkout's memprobe/, so an edit here would rerun jobs that never run it; give "
+        f"this checkout a venv of its own (pip install -e . in it) or run from {runs.parent}"
+    )

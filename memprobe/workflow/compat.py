@@ -14,11 +14,17 @@ name used here is gone, so an upgrade starts here.
 - ``job_dag``: the jobs of the DAG Snakemake builds for a set of targets without running
   anything (``WorkflowApi._workflow``, ``Workflow._prepare_dag``, ``Workflow._build_dag``), for
   ``memprobe job``.
+- ``before_execute``: a check of the executor the run is for. Snakemake reads the Snakefile
+  before it names the executor to the workflow, and a dry run names only its pseudo-executor
+  (``dryrun``) there; ``DAGApi.execute_workflow`` gets the one the run is for (a dry run's
+  too) right after the Snakefile is read, before the DAG is built.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 SNAKEMAKE_VERSION = "9.27.1"  # the pin of pyproject.toml this module is written for
@@ -29,7 +35,9 @@ PRIVATE = (
     ("snakemake.api", "WorkflowApi", "_workflow"),
     ("snakemake.workflow", "Workflow", "_prepare_dag"),
     ("snakemake.workflow", "Workflow", "_build_dag"),
+    ("snakemake.api", "DAGApi", "execute_workflow"),  # public, but its argument is what we read
 )
+_EXECUTOR_CHECK: list[Callable[[str], None]] = []  # the one the latest Snakefile registered
 
 
 def install_one_pending_round() -> None:
@@ -71,3 +79,29 @@ def job_dag(workflow_api: Any, settings: Any) -> list[Any]:
     workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True)
     workflow._build_dag()
     return list(workflow.dag.jobs)
+
+
+def before_execute(check: Callable[[str], None] | None) -> None:
+    """Call ``check`` with the executor's name (``--executor``, a profile's ``executor``, else
+    ``local``) before Snakemake builds the DAG to run or dry-run; None: no check. The last
+    registration wins (a process may read the Snakefile more than once)."""
+    from snakemake.api import DAGApi
+
+    _EXECUTOR_CHECK[:] = [check] if check else []
+    if getattr(DAGApi.execute_workflow, _MARK, False):
+        return
+    execute = DAGApi.execute_workflow
+
+    @functools.wraps(execute)
+    def checked(self: Any, executor: str = "local", *args: Any, **kwargs: Any) -> Any:
+        check_executor(executor)
+        return execute(self, executor, *args, **kwargs)
+
+    setattr(checked, _MARK, True)
+    DAGApi.execute_workflow = checked
+
+
+def check_executor(executor: str) -> None:
+    """The registered check, on ``executor`` (what the patched ``execute_workflow`` does first)."""
+    for check in _EXECUTOR_CHECK:
+        check(executor)

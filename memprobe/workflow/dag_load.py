@@ -4,11 +4,14 @@ The config Snakemake merged is the one validated (and the one the jobs read); th
 say which file set a bad key. Then the backend's cheap checks (the local model's path), the
 pool every bank job reads, the prompt file each protocol stage reads, and the (system, mode)
 pairs the run scores; once every rule is known, that a named run's folders hold none of the
-default run's files (memprobe/workflow/run_names.py).
+default run's files (memprobe/workflow/run_names.py); that the jobs run this checkout's
+code (memprobe/workflow/code_inputs.py); once Snakemake names the executor
+(before it builds the DAG, a dry run's too), that the jobs can reach the backend's server.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, NoReturn
 
 from memprobe.config.base import ConfigError
@@ -93,6 +96,44 @@ def scored_pairs(cfg: Config) -> list[tuple[str, str]]:
     return pairs
 
 
+def check_code(checkout: str, python: str) -> None:
+    """The jobs run this checkout's memprobe, whose files are the rules' code inputs, or the run
+    stops in one line (memprobe/workflow/code_inputs.py)."""
+    from memprobe.workflow import code_inputs
+
+    if problem := code_inputs.foreign_code(Path(checkout), python):
+        stop(problem)
+
+
+def set_by(workflow: Any, section: str, key: str) -> str:
+    """The last config layer that sets ``section.key`` ("config" where none does)."""
+    named = [f for f, layer in config_layers(workflow) if key in (layer.get(section) or {})]
+    return (named or ["config"])[-1]
+
+
+def check_executor(workflow: Any, cfg: Config) -> None:
+    """A backend the run serves on this host's loopback (``local``) under an executor that
+    runs the jobs on other hosts (SLURM, Kubernetes) stops the run, a dry run too, in one line
+    before the DAG is built: its jobs could never reach the server."""
+    from memprobe.workflow import cluster, compat
+
+    if not backend(cfg.llm.backend).loopback_only:
+        compat.before_execute(None)
+        return
+    layer = set_by(workflow, "llm", "backend")
+
+    def check(executor: str) -> None:
+        if cluster.runs_jobs_elsewhere(executor):
+            stop(
+                f"{layer}: llm.backend: '{cfg.llm.backend}' serves the model on this host's "
+                f"loopback, which the jobs of --executor {executor} (on other hosts) cannot "
+                "reach; give a config with backend 'openai' and an endpoint they can reach "
+                "(config/examples/, docs/cluster.md)"
+            )
+
+    compat.before_execute(check)
+
+
 def check_run_name(workflow: Any, cfg: Config) -> None:
     """A named run's folders hold none of the default run's files (results/ and logs/ are its
     folders); the line names the layer that set the name. Called once every rule is known."""
@@ -101,6 +142,4 @@ def check_run_name(workflow: Any, cfg: Config) -> None:
     files = [(r.name, str(f)) for r in workflow.rules for f in (*r.output, *r.log)]
     clash = run_names.clash(cfg, files)
     if clash:
-        layers = config_layers(workflow)
-        named = [f for f, layer in layers if "name" in (layer.get("run") or {})]
-        stop(f"{(named or ['config'])[-1]}: {clash}")
+        stop(f"{set_by(workflow, 'run', 'name')}: {clash}")

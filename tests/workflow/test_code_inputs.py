@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import re
+import shutil
+import sys
+
+import pytest
 
 from memprobe.workflow import code_inputs
-from tests.helpers.workflow import ROOT
+from tests.helpers.workflow import ROOT, tiny_config
 
 
 def rule_blocks() -> dict[str, str]:
@@ -70,3 +74,37 @@ def test_imports_are_followed_through_logic_not_plumbing(tmp_path):
     assert "memprobe.report.inspect_site" in found  # audit imports it
     assert not [m for m in found if m.startswith(("memprobe.workflow", "memprobe.spec.records"))]
     assert code_inputs.module_files(str(script))[0].endswith(".py")
+
+
+def second_checkout(root) -> None:
+    """``root`` given a package of its own, as a second checkout sharing this venv has."""
+    shutil.copytree(ROOT / "memprobe", root / "memprobe", ignore=shutil.ignore_patterns("*.pyc"))
+    (root / "scripts").mkdir(exist_ok=True)
+
+
+def test_jobs_import_the_package_the_venv_installed():
+    """This venv is installed from this checkout: its jobs run its own code."""
+    assert code_inputs.jobs_package(sys.executable, ROOT) == ROOT / "memprobe"
+    assert code_inputs.foreign_code(ROOT, sys.executable) is None
+
+
+def test_a_checkout_whose_jobs_run_another_s_package_is_named_in_one_line(tmp_path):
+    """issue 46: two checkouts sharing one venv: the DAG loads this one's package (the
+    Snakefile's folder comes first), the jobs import the venv's, so code inputs and code part."""
+    assert code_inputs.foreign_code(tmp_path, sys.executable) is None  # no package: the venv's
+    second_checkout(tmp_path)
+    line = code_inputs.foreign_code(tmp_path, sys.executable)
+    assert line and "\n" not in line, line
+    assert line.startswith(f"{tmp_path}: its jobs would import the memprobe package at {ROOT}/")
+    assert f"run from {ROOT}" in line
+
+
+@pytest.mark.workflow
+def test_a_second_checkout_sharing_the_venv_stops_at_dag_load(workflow_factory):
+    wf = workflow_factory(tiny_config("http://127.0.0.1:9/v1"))
+    wf.scheduled()  # a copy of the workflow alone plans: its jobs and its DAG use the venv's
+    second_checkout(wf.root)
+    proc = wf.run("-n", check=False)
+    said = [ln for ln in proc.stderr.splitlines() if ln.startswith("memprobe:")]
+    assert proc.returncode != 0 and len(said) == 1, proc.stderr[-3000:]
+    assert f"{wf.root}: its jobs would import the memprobe package at {ROOT}" in said[0]

@@ -74,6 +74,30 @@ def test_a_real_run_keeps_one_timer_however_many_jobs_finished(tmp_path, patch):
         assert timers >= 10
 
 
+def test_the_executor_check_runs_before_snakemake_executes_with_the_intended_executor():
+    """``snakemake -n --executor slurm`` passes ``slurm`` (its pseudo-executor apart): the
+    registered check sees it before anything of the run happens."""
+    from snakemake.api import DAGApi
+
+    class Refused(Exception):
+        pass
+
+    def refuse(executor: str) -> None:
+        raise Refused(executor)
+
+    compat.before_execute(refuse)
+    compat.before_execute(refuse)  # installed once
+    try:
+        with pytest.raises(Refused, match="^slurm$"):
+            DAGApi.execute_workflow(object(), "slurm", pseudo_executor="dryrun")
+        with pytest.raises(Refused, match="^local$"):
+            DAGApi.execute_workflow(object())
+    finally:
+        compat.before_execute(None)
+    with pytest.raises(AttributeError):  # no check: on to Snakemake's own (a stand-in self)
+        DAGApi.execute_workflow(object(), "local")
+
+
 def test_the_installed_snakemake_is_the_pinned_one_compat_is_written_for():
     """An upgrade of Snakemake fails here first: re-check every private name compat.py uses,
     then move the pin in pyproject.toml and compat.SNAKEMAKE_VERSION together."""

@@ -56,6 +56,34 @@ def test_the_backend_s_cheap_check_stops_the_dag_load(tmp_path):
         dag_load.run_config(fake_workflow(tmp_path, raw), raw)
 
 
+@pytest.mark.parametrize("executor", ["slurm", "kubernetes"])
+def test_the_local_backend_under_a_cluster_executor_stops_before_the_dag(tmp_path, executor):
+    """issue 46: it planned cleanly and was refused only when the run started its server."""
+    from memprobe.workflow import compat
+
+    raw = tiny_config("http://127.0.0.1:9/v1")
+    local = {"llm": {"backend": "local", "base_url": None}}
+    cfg = load_config({**raw, **local})
+    dag_load.check_executor(fake_workflow(tmp_path, raw, local), cfg)
+    with pytest.raises(SystemExit) as stop:
+        compat.check_executor(executor)
+    line = str(stop.value)
+    assert line.startswith("memprobe: ") and "\n" not in line
+    assert "layer1.yaml: llm.backend: 'local'" in line and f"--executor {executor}" in line
+    for here in ("local", "dryrun", "touch"):
+        compat.check_executor(here)  # the jobs run on this host: nothing to say
+
+
+def test_a_backend_the_jobs_reach_anywhere_has_no_executor_check(tmp_path):
+    from memprobe.workflow import compat
+
+    raw = tiny_config("http://127.0.0.1:9/v1")
+    local = load_config({**raw, "llm": {"backend": "local", "base_url": None}})
+    dag_load.check_executor(fake_workflow(tmp_path, raw), local)
+    dag_load.check_executor(fake_workflow(tmp_path, raw), load_config(raw))  # the last wins
+    compat.check_executor("slurm")
+
+
 def test_a_pool_without_enough_dimensions_stops_the_dag_load(tmp_path):
     pool = ROOT / "config" / "dimension_pool.yaml"
     dag_load.check_pool(str(pool), {"skill_memory": 2})
