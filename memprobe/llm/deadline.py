@@ -92,7 +92,7 @@ def bounded(transport: Any) -> Any:
 
 @functools.cache
 def _bounded_class(base: type) -> type:
-    class Client(base):  # type: ignore[misc, valid-type]
+    class Client(base):
         """An HTTP client whose transports (direct and proxies) are bounded."""
 
         def _init_transport(self, *args: Any, **kwargs: Any) -> Any:
