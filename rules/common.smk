@@ -110,7 +110,7 @@ SYSTEMS = CFG.systems
 K = CFG.primary_k
 GUIDES = "prompts/category_guides.yaml"
 # bank.pool: release reads the release's pool from the release checkout (never copied here).
-POOL = paths.pool(CFG)
+POOL = dag_load.pool(CFG)
 dag_load.check_pool(
     POOL
 )  # an input of every bank job: a broken pool stops the run here

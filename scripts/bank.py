@@ -7,7 +7,7 @@ def main(job: step.Job) -> None:
     made = bank.make_bank(
         records.load(job.input.persona, records.Persona),
         job.cfg.dims_per_category,
-        taxonomy.load_pool(job.input.pool),
+        taxonomy.run_pool(job.cfg, job.input.pool),
         taxonomy.load_guides(job.input.guides),
         job.llm("generator"),
         job.input.prompt,

@@ -17,7 +17,7 @@ def main(job: step.Job) -> None:
         bank,
         judge_form.grader(job.cfg, lambda: job.llm("judge"), files.get("prompt"), pool, stand_ins),
         judge_unknown=job.cfg.compat.judge_unknown_labels,
-        degenerate_axes=taxonomy.load_pool(pool).axes()
+        degenerate_axes=taxonomy.run_pool(job.cfg, pool).axes()
         if pool and settings.degenerate_as_unknown
         else None,
         second_opinion=judge_form.second_opinion(job.cfg, pool),

@@ -133,7 +133,7 @@ def main(job: step.Job) -> None:
     retrieve_systems = [s for s, m in pairs if m == "retrieve"]
     write(o.topk_sweep, tables.topk_sweep(retrieve_systems, list(params.ks), by_k))
 
-    axes = taxonomy.load_pool(i.pool).axes()
+    axes = taxonomy.run_pool(cfg, i.pool).axes()
     df = table_notes.degenerate_labels(pairs, js, axes)
     write(o.degenerate_labels, df)
     n_bad = int(df["degenerate"].sum()) if len(df) else 0

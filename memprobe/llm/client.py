@@ -74,6 +74,10 @@ ATTEMPT_STRIDE = 1000  # seed offset per job attempt: far above any sample index
 # Transient by HTTP semantics; every other 4xx fails the same way on a resend.
 RETRY_STATUS = frozenset({408, 409, 429})
 MAX_TOKENS_RAISES = 2  # a structured reply cut at max_tokens is asked again at 2x, then 4x
+# Finish reasons of a reply that is no answer, whatever its content: the endpoint failed while
+# generating it, or filtered it (OpenAI, Azure, vLLM's "abort"). Asked again like a transport
+# failure; "length" is a reply cut at its bound, kept for free text (Table 5 counts it).
+UNFINISHED = frozenset({"error", "content_filter", "abort"})
 
 
 def _retryable(status: int) -> bool:
@@ -261,6 +265,10 @@ class LLM:
                 limiter.landed()
             waited += limiter.settle(taken, reply.prompt_tokens, reply.completion_tokens)
             self._waits.s = getattr(self._waits, "s", 0.0) + waited
+        if reply.finish_reason in UNFINISHED:
+            # Billed, never cached (a replay would hand every later run the broken text).
+            self._record(key, reply, 0.0, cached=False, reask=reask, status="unfinished")
+            raise InvalidReply(f"the reply did not finish (finish_reason {reply.finish_reason})")
         if not reply.content:
             # Paid for (a reasoning model can spend all of max_tokens thinking): billed, retried.
             self._record(key, reply, 0.0, cached=False, reask=reask, status="empty")

@@ -91,11 +91,9 @@ def bounded(transport: Any) -> Any:
 
 
 @functools.cache
-def _client_class() -> type:
-    import openai
-
-    class Client(openai.DefaultHttpxClient):
-        """openai's default HTTP client whose transports (direct and proxies) are bounded."""
+def _bounded_class(base: type) -> type:
+    class Client(base):
+        """An HTTP client whose transports (direct and proxies) are bounded."""
 
         def _init_transport(self, *args: Any, **kwargs: Any) -> Any:
             return bounded(super()._init_transport(*args, **kwargs))
@@ -104,6 +102,33 @@ def _client_class() -> type:
             return bounded(super()._init_proxy_transport(*args, **kwargs))
 
     return Client
+
+
+def _client_class() -> type:
+    """openai's default HTTP client, bounded."""
+    import openai
+
+    return _bounded_class(openai.DefaultHttpxClient)
+
+
+def status(url: str, timeout_s: float, *, trust_env: bool) -> int:
+    """The HTTP status of ``GET url`` within ``timeout_s`` in all (connect, headers; the body
+    is not read): a server that drips its headers cannot hold the caller (the preflight).
+    ``httpx2.HTTPError`` when it gives no answer in time; httpx2 alone, without openai."""
+    import httpx2
+
+    def start(request: httpx2.Request) -> None:
+        _CALL.deadline = time.monotonic() + timeout_s
+
+    client_class = _bounded_class(httpx2.Client)
+    with client_class(
+        trust_env=trust_env, timeout=timeout_s, event_hooks={"request": [start]}
+    ) as c:
+        try:
+            with c.stream("GET", url) as resp:
+                return resp.status_code
+        finally:
+            _CALL.deadline = None
 
 
 def http_client(

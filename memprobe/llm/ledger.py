@@ -31,7 +31,8 @@ COLUMNS = (
     "key",
     # ok: the reply handed to the caller (json() may still re-ask with feedback: reask > 0).
     # Paid for and asked again at once: invalid (off schema, re-sampled unchanged), empty (no
-    # content), cut (structured, finish_reason length: asked again with a higher max_tokens).
+    # content), cut (structured, finish_reason length: asked again with a higher max_tokens),
+    # unfinished (finish_reason error or content_filter: no answer, never cached).
     "status",
     "finish_reason",  # the endpoint's: stop | length | ... ("" when it sent none)
 )

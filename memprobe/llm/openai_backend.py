@@ -9,18 +9,16 @@ a remote one always does unless its ``api_key_env`` is ``''`` (no key, on purpos
 from __future__ import annotations
 
 import os
-import urllib.error
-import urllib.request
 from typing import Any
 
 from memprobe.config.schema import Config, role_settings
+from memprobe.llm import deadline
 from memprobe.llm.providers import (
     BackendBase,
     Endpoint,
     OpenAICompatible,
     Provider,
     is_loopback,
-    open_direct,
     redact,
     without_credentials,
 )
@@ -67,17 +65,19 @@ def endpoints(cfg: Config) -> list[str]:
 
 
 def reachable(base_url: str, timeout_s: float = 5.0) -> str | None:
-    """None if something answers HTTP at ``base_url``; otherwise the reason it did not."""
+    """None if something answers HTTP at ``base_url`` within ``timeout_s`` in all (any status:
+    401/404 are fine, the server is there); otherwise the reason it did not. Proxies never
+    for loopback."""
+    import httpx2
+
     url = base_url.rstrip("/") + "/models"
-    opener = open_direct if is_loopback(url) else urllib.request.urlopen
     try:
-        with opener(url, timeout=timeout_s):
-            return None
-    except urllib.error.HTTPError:
-        return None  # it answered (401/404 are fine: the server is there)
-    except (urllib.error.URLError, TimeoutError, OSError) as err:
-        reason = getattr(err, "reason", err)
-        return str(reason)
+        deadline.status(url, timeout_s, trust_env=not is_loopback(url))
+    except httpx2.TimeoutException:
+        return f"no answer within {timeout_s:g}s"
+    except httpx2.HTTPError as err:
+        return str(err) or type(err).__name__
+    return None
 
 
 def missing_keys(cfg: Config) -> list[str]:

@@ -23,7 +23,7 @@ def offline(cfg: Config, pool: str | None) -> judge.Grader:
         raise ValueError("the offline judge needs the pool's axis questions (no pool input)")
     return offline_judge.grader(
         offline_judge.load_params(cfg.judge.scorer),
-        taxonomy.load_pool(pool).axes(),
+        taxonomy.run_pool(cfg, pool).axes(),
     )
 
 

@@ -18,7 +18,7 @@ from memprobe.config.schema import Config
 from memprobe.config.stages import parse_users
 from memprobe.protocol import calibration
 from memprobe.protocol.slotfill import is_unknown
-from memprobe.spec.records import RecordError
+from memprobe.spec.records import RecordError, inside
 from memprobe.spec.records import load as load_record
 from memprobe.spec.rubric import LEVELS
 
@@ -33,6 +33,7 @@ def verdicts(release_dir: str | Path, users: set[int]) -> list[calibration.Ancho
 
     out_dir = Path(release_dir) / "output"
     runs = sorted(p for p in out_dir.glob("*/recon_judge") if not p.parent.name.startswith("_"))
+    key = "judge.calibration.release_dir"  # every read inside it, as the importer's
     if not runs:
         raise RecordError(f"{out_dir}: no <run>/recon_judge folders (is release_dir the release?)")
     found: list[calibration.Anchor] = []
@@ -41,7 +42,7 @@ def verdicts(release_dir: str | Path, users: set[int]) -> list[calibration.Ancho
             m = _USER_FILE.fullmatch(path.name)
             if not m or int(m[1]) not in users:
                 continue
-            raw = load_record(path, RawReconJudge)
+            raw = load_record(inside(release_dir, path, key), RawReconJudge)
             found += [
                 calibration.Anchor(
                     id=f"{judged.parent.name}/{path.stem}/{d.dimension}",

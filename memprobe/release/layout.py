@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from memprobe.config.schema import Config
 from memprobe.release.formats import RawEpisode
-from memprobe.spec.records import RecordError, read_json
+from memprobe.spec.records import RecordError, inside, read_json
 from memprobe.spec.records import load as load_record
 
 T = TypeVar("T", bound=BaseModel)
@@ -41,11 +41,10 @@ class Layout:
         A configured path with "..", or a symlink anywhere in the checkout (a run folder, a
         pref_judge file, a merged report), must not make the import read files from elsewhere
         on the machine. Checked at read time, on the path then read."""
-        root = self.root.resolve()
-        resolved = Path(path).resolve()
-        if not resolved.is_relative_to(root):
-            raise RecordError(f"release: {path} points outside users.release_dir ({root})")
-        return resolved
+        try:
+            return inside(self.root, path, "users.release_dir")
+        except RecordError as err:
+            raise RecordError(f"release: {err}") from None
 
     def load(self, path: str | os.PathLike[str], model: type[T]) -> T:
         return load_record(self.inside(path), model)

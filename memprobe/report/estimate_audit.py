@@ -80,7 +80,9 @@ def audit(results: Path, cfg: Config) -> list[AuditRow]:
         need = required_calls(results, system, user, cfg)  # None: unknown, still listed
         reasks = sum(x.get("reask", "0") not in ("", "0") for x in xs)
         # paid for and asked again at once (issue 16 added empty and cut replies)
-        invalid = sum(x.get("status", "ok") in ("invalid", "empty", "cut") for x in xs)
+        invalid = sum(
+            x.get("status", "ok") in ("invalid", "empty", "cut", "unfinished") for x in xs
+        )
         out.append(
             AuditRow(
                 system=system,

@@ -11,7 +11,6 @@ The figures are the ledgers' own: each poll reads only the bytes appended since 
 from __future__ import annotations
 
 import csv
-import io
 import sys
 import threading
 import time
@@ -36,10 +35,14 @@ class Totals:
     unpriced: set[str] = field(default_factory=set)  # models the price table lacks
 
     def add_row(self, row: dict[str, str], prices: dict[str, Price]) -> None:
+        """Add one row; a malformed one (cut short, a count that is not a number: a torn
+        write, a hand edit) is left out, never raised: the line must not stop the run's end."""
         if row.get("cached") == "true":
             self.replayed += 1
             return
-        p, c = int(row.get("prompt_tokens") or 0), int(row.get("completion_tokens") or 0)
+        p, c = _count(row.get("prompt_tokens")), _count(row.get("completion_tokens"))
+        if p is None or c is None or row.get("cached") != "false":
+            return
         self.calls += 1
         self.prompt_tokens += p
         self.completion_tokens += c
@@ -57,6 +60,14 @@ class Totals:
         self.usd += other.usd
         self.unpriced |= other.unpriced
         return self
+
+
+def _count(value: str | None) -> int | None:
+    try:
+        n = int(value or "")
+    except ValueError:
+        return None
+    return n if n >= 0 else None
 
 
 class LedgerTally:
@@ -103,11 +114,15 @@ class LedgerTally:
             self._files.pop(path, None)
             return
         whole = chunk[: chunk.rfind(b"\n") + 1]  # a row being written waits for the next poll
-        text = whole.decode("utf-8")
+        text = whole.decode("utf-8", errors="replace")  # a garbled row is left out below
         if offset == 0:
             text = text.split("\n", 1)[1] if "\n" in text else ""  # the header
-        for row in csv.DictReader(io.StringIO(text), fieldnames=ledger.COLUMNS):
-            sums.add_row(row, self.prices)
+        for text_row in text.splitlines():  # the ledger's rows hold no newline
+            try:
+                values = next(csv.reader([text_row]), [])
+            except csv.Error:
+                continue  # a row the csv module cannot read is left out, as in add_row
+            sums.add_row(dict(zip(ledger.COLUMNS, values, strict=False)), self.prices)
         self._files[path] = (offset + len(whole), sums)
 
 

@@ -297,14 +297,16 @@ def config_from_files(paths: list[str]) -> Config:
     return load_files(paths)
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `kill`, terminal closed
+# Ctrl-C, `kill`, the terminal closed, Ctrl-\ (whose default would dump core and keep the key)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 def run_foreground(cfg: Config, log_path: str | Path = "logs/local-server.log") -> None:
     """``memprobe local-server``: one server until Ctrl-C, for several runs in a row.
 
-    Ctrl-C, ``kill`` or a closed terminal (SIGHUP) stops the server and removes the file that
-    holds its key; a second signal while it stops is ignored, so it cannot cut that short."""
+    Ctrl-C, ``kill``, a closed terminal (SIGHUP) or Ctrl-\\ (SIGQUIT) stops the server and
+    removes the file that holds its key; a second signal while it stops is ignored, so it
+    cannot cut that short."""
     model = resolve_model(local_settings(cfg))
     server = Server(model, local_settings(cfg), log_path)
     # The key goes to a file only its owner can read, never to stdout (it may be a log).

@@ -39,17 +39,28 @@ from memprobe.llm.providers import open_direct
 
 # What a child's environment may hold: the names a Python, torch, CUDA or vLLM process reads,
 # never a provider key under whatever name it was configured, a proxy, DATABASE_URL or an SSH
-# agent. Within those, a name that looks like a secret and a value carrying URL credentials
-# are dropped too (HF_TOKEN; an HF_ENDPOINT with user:pass@).
+# agent. The project's own variables and the Hugging Face hub's are named one by one (a key
+# can be configured under any MEMPROBE_ or HF_ name: MEMPROBE_OPENAI, HF_PAT); the other
+# families by prefix. Within those, a name that looks like a secret, a value carrying URL
+# credentials and a value that some variable left out also holds (a copy of a key) are
+# dropped too.
 _ALLOWED = frozenset(
     "PATH HOME USER LOGNAME SHELL LANG LANGUAGE TZ TERM TMPDIR TEMP TMP LD_LIBRARY_PATH "
     "VIRTUAL_ENV PYTHONPATH PYTHONHASHSEED PYTHONUNBUFFERED PYTHONDONTWRITEBYTECODE "
-    "SSL_CERT_FILE SSL_CERT_DIR".split()
+    "SSL_CERT_FILE SSL_CERT_DIR "
+    # huggingface_hub's settings (never HF_TOKEN, HF_TOKEN_PATH or a name of one's own)
+    "HF_HOME HF_HUB_CACHE HF_ASSETS_CACHE HF_XET_CACHE HF_DATASETS_CACHE HF_MODULES_CACHE "
+    "HF_HUB_OFFLINE HF_DATASETS_OFFLINE HF_ENDPOINT HF_HUB_DISABLE_TELEMETRY "
+    "HF_HUB_DISABLE_PROGRESS_BARS HF_HUB_DISABLE_SYMLINKS_WARNING HF_HUB_DISABLE_XET "
+    "HF_HUB_DISABLE_IMPLICIT_TOKEN HF_HUB_ENABLE_HF_TRANSFER HF_HUB_ETAG_TIMEOUT "
+    "HF_HUB_DOWNLOAD_TIMEOUT "
+    # what our servers read themselves (memprobe/serving/embed_service.py, llm/cpu_cost.py)
+    "MEMPROBE_EMBED_LANES MEMPROBE_JOB_STATS".split()
 )
 _ALLOWED_PREFIXES = (
-    "LC_", "XDG_", "CONDA_", "HF_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_", "TORCH",
-    "PYTORCH_", "CUDA_", "NVIDIA_", "NCCL_", "VLLM_", "TRITON_", "OMP_", "MKL_", "OPENBLAS_",
-    "KMP_", "GGML_", "LLAMA_", "HIP_", "ROCR_", "SLURM_", "MEMPROBE_",
+    "LC_", "XDG_", "CONDA_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_", "TORCH", "PYTORCH_",
+    "CUDA_", "NVIDIA_", "NCCL_", "VLLM_", "TRITON_", "OMP_", "MKL_", "OPENBLAS_", "KMP_",
+    "GGML_", "LLAMA_", "HIP_", "ROCR_", "SLURM_",
 )  # fmt: skip
 _SECRET_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH)")
 _URL_CREDENTIALS = re.compile(r"(?i)[a-z][a-z0-9+.-]*://[^/\s@]+@")
@@ -74,14 +85,22 @@ def health_url(base_url: str) -> str:
 
 def child_env(**extra: str) -> dict[str, str]:
     """The allowlisted part of the parent's environment, plus ``extra`` (the child's own key)."""
-    env = {
+    allowed = {
         k: v
         for k, v in os.environ.items()
         if (k in _ALLOWED or k.startswith(_ALLOWED_PREFIXES))
         and not _SECRET_NAME.search(k)
         and not _URL_CREDENTIALS.search(v)
     }
+    left_out = {v for k, v in os.environ.items() if k not in allowed and _key_like(v)}
+    env = {k: v for k, v in allowed.items() if v not in left_out}
     return {**env, **extra}
+
+
+def _key_like(value: str) -> bool:
+    """Whether a value could be a key: long, one word, and not a path that exists (``PWD``
+    left out must not take ``HOME`` with it when they are the same folder)."""
+    return len(value) >= 16 and not any(c.isspace() for c in value) and not os.path.exists(value)
 
 
 # -- Unix sockets in a private directory ------------------------------------------------------

@@ -183,7 +183,10 @@ def ensure(
     itself), starting one server on first use if configured."""
     global _server
     if os.environ.get(ENDPOINT_ENV):
-        return os.environ[ENDPOINT_ENV], None
+        try:  # checked as a configured endpoint is: no credential in a URL that jobs log
+            return endpoint_url(os.environ[ENDPOINT_ENV]) or "", None
+        except ValueError as err:
+            raise VllmError(f"{ENDPOINT_ENV}: {err}") from None
     if m.endpoint:
         return m.endpoint, None
     if not m.serve:

@@ -414,6 +414,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def inside(root: str | os.PathLike[str], path: str | os.PathLike[str], key: str) -> Path:
+    """``path`` resolved, if it lies inside ``root`` (the directory config key ``key`` names);
+    else one line. A ".." or a symlink anywhere on the way (a folder, the file itself) must
+    not make a read of a checkout reach files elsewhere on the machine: checked on the path
+    then read, when it is read."""
+    base = Path(root).resolve()
+    resolved = Path(path).resolve()
+    if not resolved.is_relative_to(base):
+        raise RecordError(f"{path} points outside {key} ({base})")
+    return resolved
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:

@@ -12,7 +12,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from memprobe.config.schema import Config
 from memprobe.spec.prompts import PROMPT_DIR
+from memprobe.spec.records import RecordError, inside
 from memprobe.vocabulary import CATEGORIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,10 +145,22 @@ def load_release_pool(path: Path) -> Pool:
     return pool
 
 
+def run_pool(cfg: Config, path: str | os.PathLike[str]) -> Pool:
+    """The run's pool at ``path`` (a rule's input): the release's (``bank.pool: release``) is
+    read only inside ``users.release_dir``, checked when it is read, as the importer's reads."""
+    return load_pool(str(path), cfg.users.release_dir)
+
+
 @cache
-def load_pool(path: str | os.PathLike[str] = POOL_FILE) -> Pool:
-    """Our YAML pool, or the release's JSON one (a ``.json`` path)."""
+def load_pool(path: str | os.PathLike[str] = POOL_FILE, release_dir: str | None = None) -> Pool:
+    """Our YAML pool, or the release's JSON one (a ``.json`` path; with ``release_dir``, only
+    where it lies inside it)."""
     if Path(path).suffix == ".json":
+        if release_dir:
+            try:
+                inside(release_dir, path, "users.release_dir")
+            except RecordError as err:
+                raise TaxonomyError(f"bank.pool: {err}") from None
         return load_release_pool(Path(path))
     raw = _read_yaml(Path(path))
     try:

@@ -2,8 +2,8 @@
 
 The config Snakemake merged is the one validated (and the one the jobs read); the layers only
 say which file set a bad key. Then the backend's cheap checks (the local model's path), the
-pool every bank job reads, the prompt file each protocol stage reads, and the (system, mode)
-pairs the run scores; once every rule is known, that a named run's folders hold none of the
+pool every bank job reads (the release's only inside the release), the prompt file each
+protocol stage reads, and the (system, mode) pairs the run scores; once every rule is known, that a named run's folders hold none of the
 default run's files (memprobe/workflow/run_names.py); that the jobs run this checkout's
 code (memprobe/workflow/code_inputs.py); once Snakemake names the executor
 (before it builds the DAG, a dry run's too), that the jobs can reach the backend's server.
@@ -21,6 +21,8 @@ from memprobe.config.stages import PROMPT_STAGES
 from memprobe.llm.providers import backend
 from memprobe.registry import systems as registry
 from memprobe.spec import taxonomy
+from memprobe.spec.records import RecordError, inside
+from memprobe.workflow import paths
 
 
 def stop(problem: object) -> NoReturn:
@@ -46,6 +48,18 @@ def run_config(workflow: Any, config: dict[str, Any]) -> Config:
     for problem in backend(cfg.llm.backend).check(cfg):
         stop(problem)
     return cfg
+
+
+def pool(cfg: Config) -> str:
+    """The pool the bank rule reads (memprobe/workflow/paths.py): the release's only where it
+    lies inside ``users.release_dir`` (else the run stops here, in one line)."""
+    path = paths.pool(cfg)
+    if cfg.pool_path() and cfg.users.release_dir:
+        try:
+            inside(cfg.users.release_dir, path, "users.release_dir")
+        except RecordError as err:
+            stop(f"bank.pool: {err}")
+    return path
 
 
 def check_pool(pool: str, counts: dict[str, int] | None = None) -> None:

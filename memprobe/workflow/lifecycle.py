@@ -10,8 +10,8 @@ in-process share one sentence-transformers server in a local run: each job would
 spend 10+ s importing it; jobs on cluster nodes load the model themselves), the backend's own
 server (``Backend.start``), the judge's calibration where ``judge.calibration.on_fail: stop``
 (a judge that fails it ends the run before any job), and the progress line. At the end the
-servers stop, and the run's last lines say which replies were stand-ins and what the judge's
-checks found.
+servers stop first, then the progress summary and the run's last lines say which replies were
+stand-ins and what the judge's checks found.
 """
 
 from __future__ import annotations
@@ -148,12 +148,18 @@ class Run:
             calibration.warn_at_end(judge_files.calibration, self.cfg.judge)
 
     def end(self, workflow: Any, ledgers: list[str]) -> None:
-        """Stop what the start started; the lines on the run's stand-ins."""
+        """Stop what the start started, the servers first (nothing said after may keep them
+        running); then the progress summary and the lines on the run's stand-ins."""
+        try:
+            backend(self.cfg.llm.backend).stop(self.cfg)
+        finally:
+            if self.embed_server:
+                embed_service.stop_for_run()
         while self.progress:
-            self.progress.pop().stop()
-        backend(self.cfg.llm.backend).stop(self.cfg)
-        if self.embed_server:
-            embed_service.stop_for_run()
+            try:
+                self.progress.pop().stop()
+            except Exception as err:  # the summary is a courtesy: it never hides the end
+                say(f"memprobe: no progress summary ({type(err).__name__}: {err})")
         if not self.cfg.release.import_runs:  # imported runs made no LLM call here
             for line in stand_in_lines(workflow, ledgers):
                 say(line)

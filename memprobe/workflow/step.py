@@ -29,7 +29,7 @@ from memprobe.spec import stand_in_log
 from memprobe.spec.prompts import PromptError
 from memprobe.spec.records import RecordError, StandIn
 from memprobe.spec.taxonomy import TaxonomyError
-from memprobe.workflow import attempts
+from memprobe.workflow import attempts, job_env
 from memprobe.workflow.config_slices import JobConfig, job_keys, job_roles
 from memprobe.workflow.shell_job import run_config
 
@@ -56,9 +56,10 @@ class Job:
         # the keys no slice needs (config_slices.JobConfig); any other key is an error.
         wildcards = dict(smk.wildcards.items())
         self.roles = job_roles(smk.rule, wildcards)
-        self.cfg: Config = cast(
-            Config, JobConfig(smk.rule, run_config(), job_keys(smk.rule, wildcards))
-        )
+        data = run_config()
+        self.cfg: Config = cast(Config, JobConfig(smk.rule, data, job_keys(smk.rule, wildcards)))
+        # No key its own calls do not use (memprobe/workflow/job_env.py).
+        job_env.withhold(Config.model_validate(data), smk.rule, self.roles, wildcards)
         tag = "_".join(f"{v}" for v in dict(smk.wildcards).values()) or "all"
         self.name = f"{smk.rule}/{tag}"
         # The usage ledger is the job's `usage` log (rules/common.smk: usage_log). Snakemake

@@ -56,3 +56,16 @@ def test_the_local_backend_runs_no_more_llm_jobs_than_its_server_serves(slots, e
     taken = {int(n) for n in re.findall(r"resources: .*llm_slots=(\d+)", proc.stdout)}
     assert taken == {0, each}  # 0: the offline judge's and the probes' jobs
     assert slots // each == 2
+
+
+def test_a_base_url_with_a_credential_stops_the_config_in_one_line_naming_the_key():
+    """Issue 42: the validated config is written for the jobs (.snakemake/memprobe/config-*.json)
+    and the URL reaches their logs: a credential in it is refused where it is given."""
+    for llm in (
+        {"backend": "openai", "base_url": "http://me:hunter2@127.0.0.1:9/v1"},
+        {"backend": "fake", "roles": {"judge": {"base_url": "https://h.example/v1?key=hunter2"}}},
+    ):
+        with pytest.raises(ConfigError) as err:
+            load_config({"n_users": 1, "systems": ["nomem"], "llm": llm})
+        line = str(err.value)
+        assert "base_url" in line and "hunter2" not in line and "\n" not in line

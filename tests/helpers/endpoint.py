@@ -39,8 +39,9 @@ def record_requests(ep: Endpoint) -> dict[str, list[dict]]:
 
 
 class Drip(Background):
-    """A loopback server that answers every POST one byte every 0.1 s: each read is quick, the
-    whole slow. ``part``: what drips, the ``headers`` or (after whole headers) the ``body``."""
+    """A loopback server that answers every request one byte every 0.1 s: each read is quick,
+    the whole slow. ``part``: what drips, the ``headers`` or (after whole headers) the
+    ``body``."""
 
     def __init__(self, part: str) -> None:
         class Handler(BaseHTTPRequestHandler):
@@ -49,6 +50,9 @@ class Drip(Background):
 
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers["Content-Length"]))
+                self.do_GET()
+
+            def do_GET(self) -> None:
                 head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                 drip = b" " * 200
                 if part == "headers":

@@ -330,6 +330,26 @@ def test_a_cut_free_text_reply_is_recorded_as_length(endpoint_of, tmp_path):
     assert [(r["status"], r["finish_reason"]) for r in ledger(tmp_path)] == [("ok", "length")]
 
 
+@pytest.mark.parametrize("reason", ["error", "content_filter"])
+def test_a_reply_that_did_not_finish_is_billed_asked_again_and_never_cached(
+    endpoint_of, tmp_path, reason
+):
+    """Issue 42: a free-text reply the endpoint ended with an error or a content filter is no
+    answer: caching it would replay the broken text in every later run."""
+    rec = endpoint_of([{"content": "half an ans", "finish_reason": reason}, "whole"])
+    assert make_llm(rec.base_url, tmp_path, backoff_s=0.0).text(MSGS) == "whole"
+    assert [(r["status"], r["finish_reason"]) for r in ledger(tmp_path)] == [
+        ("unfinished", reason),
+        ("ok", "stop"),
+    ]
+    rec = endpoint_of([{"content": "half an ans", "finish_reason": reason}] * 2)
+    llm = make_llm(rec.base_url, tmp_path, max_attempts=2, backoff_s=0.0)
+    with pytest.raises(LLMError, match=f"finish_reason {reason}"):
+        llm.text([{"role": "user", "content": "another question"}])
+    cached = [p for p in (tmp_path / "cache").rglob("*.json")]
+    assert len(cached) == 1  # the first question's whole reply only
+
+
 def test_a_cut_structured_reply_is_asked_again_with_a_higher_limit(endpoint_of, tmp_path):
     rec = endpoint_of([{"content": '{"verdict": "a", "sc', "finish_reason": "length"}, GOOD])
     llm = make_llm(rec.base_url, tmp_path, max_tokens=50)

@@ -91,3 +91,28 @@ def test_calibration_from_the_release_is_configured_in_one_place():
         load_config(tiny_config("http://x/v1")), ROOT / "config" / "judge_calibration.yaml"
     )
     assert all(a.kind != "recorded" for a in anchors.items)
+
+
+def test_calibration_pairs_are_read_only_inside_the_release(tmp_path):
+    """Issue 42: the release's verdicts are read with the importer's check, at read time: a
+    judged file, or a whole run folder, linked out of the release is refused in one line."""
+    import shutil
+
+    from memprobe.spec.records import RecordError
+
+    rel = tmp_path / "release"
+    shutil.copytree(RELEASE, rel, symlinks=True)
+    judged = sorted((rel / "output").glob("*/recon_judge/user_001.json"))[0]
+    (tmp_path / "secret.json").write_bytes(judged.read_bytes())
+    judged.unlink()
+    judged.symlink_to(tmp_path / "secret.json")
+    with pytest.raises(RecordError, match="user_001.json points outside") as err:
+        judge_verdicts.verdicts(rel, {1})
+    assert "\n" not in str(err.value)
+    judged.unlink()
+    judged.write_bytes((tmp_path / "secret.json").read_bytes())
+    run = judged.parent.parent
+    shutil.move(run, tmp_path / "run")
+    run.symlink_to(tmp_path / "run")
+    with pytest.raises(RecordError, match="points outside"):
+        judge_verdicts.verdicts(rel, {1})

@@ -131,3 +131,19 @@ def test_the_estimate_stands_beside_a_run_only_when_it_goes_to_the_tables(tmp_pa
     assert whole is not None and whole.calls > 0 and whole.seconds > 0
     # The users' tasks.json alone: the whole run's hours and calls would be read as this run's.
     assert progress.predict(cfg, 2, rules={"persona", "bank", "tasks"}) is None
+
+
+def test_a_malformed_ledger_row_is_skipped_not_raised(tmp_path):
+    """Issue 42: one row a spreadsheet or a torn write left broken (a count that is not a
+    number, too few columns) must not stop the progress line, nor the run's end with it."""
+    write_rows(tmp_path, "a", [("mini", 1200, 80, False, "ok")])
+    ledger_file = tmp_path / "usage" / "a.csv"
+    with ledger_file.open("a", encoding="utf-8") as fh:
+        fh.write("2026-01-01T00:00:00,a,assistant,mini,lots,80,0.1,false,0,k,ok,stop\n")  # no count
+        fh.write("a,assistant\n")  # cut short
+        fh.write("\0\0\0\n")  # a torn write's zeros
+    with ledger_file.open("ab") as fh:
+        fh.write(b"\xff\xfe,not utf-8\n")
+    write_rows(tmp_path, "a", [("mini", 10, 5, False, "ok")])
+    t = progress.LedgerTally(tmp_path, PRICES).poll()
+    assert (t.calls, t.prompt_tokens, t.completion_tokens) == (2, 1210, 85)

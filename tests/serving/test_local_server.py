@@ -298,6 +298,7 @@ local_server.run_foreground(cfg, log_path=local_server.model_cache_dir() / "log"
     "case,signals",
     [
         ("sighup", [signal.SIGHUP]),  # the terminal closed
+        ("sigquit", [signal.SIGQUIT]),  # Ctrl-\ in the terminal
         ("second-signal", [signal.SIGTERM, signal.SIGTERM, signal.SIGINT]),  # while stopping
         ("planted", [signal.SIGTERM]),  # a link waits where the key's file goes
     ],

@@ -187,3 +187,25 @@ def test_a_full_listen_queue_is_waited_out_not_taken_for_a_dead_server(tmp_path)
 
 def test_the_servers_listen_queue_takes_a_runs_jobs_at_once():
     assert served_process.UnixHTTPServer.request_queue_size >= 128
+
+
+def test_a_key_under_an_allowed_family_of_names_reaches_no_child(monkeypatch):
+    """Issue 42: the allowlist let whole families through by prefix, so a key kept in
+    MEMPROBE_OPENAI (a configured api_key_env) or HF_PAT reached llama.cpp and the embedding
+    server. The project's and the hub's variables are named one by one; any other variable
+    that holds the value of one left out (a copy of the key) is left out too."""
+    leaks = {
+        "MEMPROBE_OPENAI": "sk-live-0123456789",
+        "HF_PAT": "hf_live_0123456789",
+        "VLLM_UPSTREAM": "sk-live-0123456789",  # an allowed family, the dropped key's value
+    }
+    for name, value in leaks.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MEMPROBE_EMBED_LANES", "2")  # read by the embedding server itself
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "1")  # short values are no key: kept
+    monkeypatch.setenv("OLDPWD", os.environ["HOME"])  # left out, and HOME stays
+    env = served_process.child_env()
+    assert not set(leaks) & set(env), sorted(set(leaks) & set(env))
+    assert env["MEMPROBE_EMBED_LANES"] == "2" and env["HF_HUB_OFFLINE"] == "1"
+    assert env["VLLM_LOGGING_LEVEL"] == "1" and env["HOME"] == os.environ["HOME"]

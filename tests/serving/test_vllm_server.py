@@ -120,3 +120,12 @@ def test_memt_cache_identity_follows_the_weights_not_the_port(tmp_path, monkeypa
     before = vllm_server.cache_identity(fixed, fixed.endpoint)
     (ckpt / "model.safetensors").write_bytes(b"weights-v3")
     assert vllm_server.cache_identity(fixed, fixed.endpoint) != before
+
+
+def test_a_served_mem_t_url_with_a_credential_is_refused_without_echoing_it(monkeypatch):
+    """Issue 42: MEMPROBE_MEMT_BASE_URL is checked as a configured endpoint is (the job's log
+    names the URL of every request)."""
+    monkeypatch.setenv(vllm_server.ENDPOINT_ENV, "http://me:hunter2@127.0.0.1:8000/v1")
+    with pytest.raises(vllm_server.VllmError) as err:
+        vllm_server.ensure(vllm_server.VllmServing())
+    assert str(err.value).startswith(vllm_server.ENDPOINT_ENV) and "hunter2" not in str(err.value)

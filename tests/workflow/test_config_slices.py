@@ -16,6 +16,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from memprobe.config.base import ConfigError
 from memprobe.config.loading import load_config, set_dotted
 from memprobe.config.schema import Config, block_model
 from memprobe.registry import systems as registry
@@ -82,9 +83,13 @@ def full_config(**llm) -> dict:
     return raw
 
 
-def evaluated(raw: dict) -> dict:
-    """Every rule's params as its jobs see them, for each system and mode."""
-    slicer = cs.Slicer(load_config(raw))
+def evaluated(raw: dict, **llm_in_memory) -> dict:
+    """Every rule's params as its jobs see them, for each system and mode (``llm_in_memory``:
+    ``llm`` keys set on the validated config, past its checks)."""
+    cfg = load_config(raw)
+    for key, value in llm_in_memory.items():
+        setattr(cfg.llm, key, value)
+    slicer = cs.Slicer(cfg)
     out = {}
     for rule, system, mode in product(cs.SLICES, SYSTEMS, ("dump_all", "retrieve")):
         wc = SimpleNamespace(system=system, mode=mode)
@@ -135,8 +140,10 @@ def test_runtime_only_keys_are_in_no_slice():
 
 def test_a_role_identity_holds_no_secret(monkeypatch):
     monkeypatch.setenv("MEMPROBE_TEST_KEY", "sk-SENTINEL-0123456789")
-    raw = full_config(base_url="https://user:hunter2@api.example:8443/v1?api-key=sk-query")
-    text = repr(evaluated(raw))
+    url = "https://user:hunter2@api.example:8443/v1?api-key=sk-query"
+    with pytest.raises(ConfigError):  # refused where it is given (tests/config/test_base.py)
+        load_config(full_config(base_url=url))
+    text = repr(evaluated(full_config(), base_url=url))  # set past the config's checks
     for secret in ("sk-SENTINEL", "hunter2", "sk-query", "user:", "MEMPROBE_TEST_KEY"):
         assert secret not in text
     assert "https://api.example:8443/v1" in text

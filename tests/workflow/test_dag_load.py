@@ -109,3 +109,31 @@ def test_retrieve_needs_a_searchable_system_or_nothing_is_scored():
     only = load_config(tiny_config("http://127.0.0.1:9/v1", systems=["nomem"], modes=["retrieve"]))
     with pytest.raises(SystemExit, match=r"nothing would be scored .*longctx_full"):
         dag_load.scored_pairs(only)
+
+
+def test_the_release_pool_is_read_only_inside_the_release(tmp_path):
+    """Issue 42: bank.pool: release read the release's pool through a link out of the release
+    (the importer's check did not apply); it stops the DAG load in one line, and a job that
+    reads it after a link was swapped in refuses it too."""
+    import shutil
+
+    from memprobe.spec import taxonomy
+
+    fixture = ROOT / "tests" / "fixtures" / "release"
+    rel = tmp_path / "release"
+    shutil.copytree(fixture, rel, symlinks=True)
+    raw = tiny_config("http://127.0.0.1:9/v1")
+    raw["users"] = {"release_dir": str(rel)}
+    raw["bank"] = {"pool": "release"}
+    cfg = load_config(raw)
+    pool = rel / cfg.release.pool_file
+    assert dag_load.pool(cfg) == str(pool)  # inside: as the config names it
+    (tmp_path / "outside.json").write_bytes(pool.read_bytes())
+    pool.unlink()
+    pool.symlink_to(tmp_path / "outside.json")
+    with pytest.raises(SystemExit) as stop:
+        dag_load.pool(cfg)
+    assert "points outside users.release_dir" in str(stop.value)
+    assert "\n" not in str(stop.value)
+    with pytest.raises(taxonomy.TaxonomyError, match="points outside users.release_dir"):
+        taxonomy.run_pool(cfg, str(pool))  # what the jobs read it with

@@ -78,3 +78,29 @@ def test_the_last_lines_name_the_stand_ins_of_the_run_s_jobs(tmp_path, capsys):
     assert lines and "judge" in lines[0]
     run_of(tmp_path).end(no_dag, [str(ledger)])
     assert capsys.readouterr().err.strip().splitlines() == lines
+
+
+def test_the_end_stops_the_servers_even_when_the_progress_summary_fails(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 42: the servers' stop calls came after the progress line's summary, so a summary
+    that raised left the run's servers (and their keys) running."""
+    stopped = []
+
+    class Backend:
+        def stop(self, cfg):
+            stopped.append("backend")
+
+    class Summary:
+        def stop(self):
+            stopped.append("progress")
+            raise ValueError("a ledger row the summary could not read")
+
+    monkeypatch.setattr(lifecycle, "backend", lambda name: Backend())
+    monkeypatch.setattr(lifecycle.embed_service, "stop_for_run", lambda: stopped.append("embed"))
+    run = run_of(tmp_path)
+    run.embed_server = True
+    run.progress.append(Summary())
+    run.end(SimpleNamespace(), ledgers=[])
+    assert stopped == ["backend", "embed", "progress"]
+    assert "memprobe: no progress summary (ValueError: a ledger row" in capsys.readouterr().err

@@ -1,8 +1,11 @@
 """The fake llama.cpp child: binds a port, reports it on the ready pipe, and serves the fake
 endpoint's replies to callers with the run's key only (``/health`` is open, as llama.cpp's).
 
-Logs ``start <pid>`` and one ``call <pid>`` line per completion with the right key to
-``$MEMPROBE_FAKE_LLAMA``; ``MEMPROBE_FAKE_LLAMA_FAIL=1`` answers every completion with a 500.
+Logs ``start <pid>`` and one ``call <pid>`` line per completion with the right key to the log
+file its command line names; ``fail`` there answers every completion with a 500. (Its settings
+come on the command line: a server's environment holds no variable of a test's.)
+
+    server.py READY_FD LOG_FILE [fail]
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import sys
 from memprobe.serving.local_server import KEY_CHILD_ENV
 from memprobe.testing.fake_endpoint import Faults, make_server
 
-LOG = os.environ["MEMPROBE_FAKE_LLAMA"]
+LOG = sys.argv[2]
 KEY = os.environ[KEY_CHILD_ENV]
 
 
@@ -23,7 +26,7 @@ def note(line: str) -> None:
 
 
 def main() -> None:
-    fail = os.environ.get("MEMPROBE_FAKE_LLAMA_FAIL") == "1"
+    fail = sys.argv[3:] == ["fail"]
     server = make_server("127.0.0.1", 0, faults=Faults({"server_error": 1.0}) if fail else None)
     base = server.RequestHandlerClass
 

@@ -16,6 +16,8 @@ if os.environ.get("MEMPROBE_FAKE_LLAMA"):
     from memprobe.serving import local_server
 
     def command(self, ready_fd: int) -> list[str]:
-        return [sys.executable, str(Path(__file__).with_name("server.py")), str(ready_fd)]
+        server = str(Path(__file__).with_name("server.py"))
+        fail = ["fail"] if os.environ.get("MEMPROBE_FAKE_LLAMA_FAIL") == "1" else []
+        return [sys.executable, server, str(ready_fd), os.environ["MEMPROBE_FAKE_LLAMA"], *fail]
 
     local_server.Server.command = command  # type: ignore[method-assign]
