@@ -75,6 +75,11 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "system_settings.memt.embed_source": True,
     "system_settings.memt.stop_at_tool_call": True,
     "system_settings.memt.observation_sources": True,
+    "system_settings.memt.single_profile_hit": True,
+    "system_settings.memt.turns_top_k": True,
+    "system_settings.memt.dedupe_turns": True,
+    "system_settings.memt.observation_times": True,
+    "system_settings.memt.update_times": True,
 }
 # config/release-compat.yaml: the paper's protocol with the release's own choices where we
 # fixed something (every compat switch on, one unchecked edit).
