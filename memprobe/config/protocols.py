@@ -22,6 +22,7 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "bank.pool_sample": None,
     "bank.show_examples": True,
     "bank.show_axes": True,
+    "bank.persona": "release",
     "tasks.max_edits": 3,
     "simulator.max_reply_chars": None,
     "slotfill.context_tokens": 245_000,
