@@ -19,6 +19,12 @@ we parse them and execute the operations on a small on-disk vector store with fi
   step without a tool call gets ``memt_nudge``; ``stop_at_tool_call`` ends each request at the
   closing tag (the release's stop sequence), and ``observation_sources`` shows with each item
   the source turns this search has not shown yet (as the release's tool results did).
+  A search_* call finds ``search_topk`` items in its collection; the release's counts are
+  switches: one summary or persona per search (a persona also by ``name``:
+  ``single_profile_hit``), the model's ``top_k`` of turns (``turns_top_k``), turns already
+  shown left out (``dedupe_turns``); ``observation_times`` adds a fact's or experience's
+  times to its tool result and ``update_times`` those of the candidate and its similar items
+  to an update call, as the release's did.
   ``search(query, k)`` returns the top-k distinct surfaced items ranked by cosine similarity
   to the query; the release's discovery order (scores None) is ``compat.memt_discovery_order``.
   Raw turns are never returned by search (as in the release).
@@ -79,6 +85,12 @@ from memprobe.spec.prompts import render
 from memprobe.spec.records import write_atomic
 
 SUMMARY_ID = "hmb_session"
+PROFILES = ("summary", "personas")  # one item per search in the release
+TIMED = ("facts", "experiences")  # their tool results carry times in the release
+TURNS_DEFAULT_K, TURNS_MAX_K = 5, 50  # search_turns' top_k argument in the release
+# The optional arguments the retrieve prompt names where the release's tools take them.
+PERSONA_NAME_ARGUMENT = ', "name": string (optional: one person\'s profile, by name)'
+TURNS_TOP_K_ARGUMENT = f', "top_k": integer (optional, default {TURNS_DEFAULT_K})'
 MAX_REPLY_MEMORIES = 20
 FALLBACK_CHARS = 400
 STORE_FILE = "memt_store.json"
@@ -123,6 +135,23 @@ class MemTSettings(VllmServing, GpuPlacement):
     # release's did); false: id and content only.
     observation_sources: bool = False
     """a ReAct tool result shows each item's source turns not shown before (the release)"""
+    # The release's search tools (Mem-T's memory_retrieval.py), switch by switch; false: ours.
+    single_profile_hit: bool = False
+    """search_summary and search_personas return the one closest item, and search_personas
+    with a `name` looks that person's profile up by name (the release); false: `search_topk`
+    items as from the other collections"""
+    turns_top_k: bool = False
+    """search_turns returns the model's `top_k` argument of turns (default 5, at most 50; the
+    release); false: `search_topk`, the argument ignored"""
+    dedupe_turns: bool = False
+    """search_turns leaves out the turns this search has already shown, as turns or as
+    sources (the release)"""
+    observation_times: bool = False
+    """fact and experience tool results show each item's valid time and the turn it was
+    extracted at (the release)"""
+    update_times: bool = False
+    """an update call shows the turn, start and end times of the candidate and of each similar
+    item (the release); false: their id and content"""
 
 
 def settings_of(cfg: Config) -> MemTSettings:
@@ -280,14 +309,17 @@ class MemT(MemorySystem):
 
     def _update(self, col: str, candidate: str, tid: str, turn: str) -> None:
         similar = self.store.query(col, candidate, self.settings.update_topk)
-        shown = [
-            {"id": h.id, "content": self.store.items[col][h.id]["metadata"]["memory_content"]}
-            for h in similar
-        ]
+        times = self.settings.update_times
+        shown = []
+        for h in similar:
+            meta = self.store.items[col][h.id]["metadata"]
+            entry = {"id": h.id, "content": meta["memory_content"]}
+            shown.append(entry | item_times(meta["turn_time"]) if times else entry)
+        proposed = {"content": candidate} | item_times(tid)
         messages = render(
             self._prompt("memt_update"),
             collection=col,
-            candidate=candidate,
+            candidate=json.dumps(proposed, ensure_ascii=False) if times else candidate,
             similar=json.dumps(shown, ensure_ascii=False) if shown else "(no similar items)",
         )
         _, calls = self._ask("update", messages, UPDATE_TOOLS)
@@ -332,11 +364,17 @@ class MemT(MemorySystem):
     # -- reads ----------------------------------------------------------------------------
     def _react(self, question: str) -> list[Hit]:
         """Surfaced items (never raw turns) in discovery order, deduplicated by id."""
-        messages = render(self._prompt("memt_retrieve"), question=question)
-        stop = [TOOL_CLOSE] if self.settings.stop_at_tool_call else None
+        s = self.settings
+        messages = render(
+            self._prompt("memt_retrieve"),
+            question=question,
+            persona_name=PERSONA_NAME_ARGUMENT if s.single_profile_hit else "",
+            turns_top_k=TURNS_TOP_K_ARGUMENT if s.turns_top_k else "",
+        )
+        stop = [TOOL_CLOSE] if s.stop_at_tool_call else None
         found: dict[tuple[str, str], Hit] = {}
-        sources_shown: set[str] = set()
-        for _ in range(self.settings.max_tool_steps):
+        seen: set[str] = set()  # the turns this search has shown, as turns or as sources
+        for _ in range(s.max_tool_steps):
             raw, calls = self._ask("retrieve", messages, RETRIEVE_TOOLS, stop)
             messages = [*messages, {"role": "assistant", "content": raw}]
             if not calls:
@@ -346,27 +384,52 @@ class MemT(MemorySystem):
             if call.name == "finish":
                 break
             col = call.name.removeprefix("search_")
-            query = str(call.arguments.get("query") or question)
-            hits = self.store.query(col, query, self.settings.search_topk)
-            shown = []
-            for h in hits:
-                item = self.store.items[col][h.id]
-                entry = {
-                    "id": h.id,
-                    "content": item["metadata"].get("memory_content") or item["document"],
-                }
-                if col != "turns":
+            hits = self._tool_hits(col, call.arguments, question)
+            if col != "turns":
+                for h in hits:
                     found.setdefault((col, h.id), h)
-                    if self.settings.observation_sources:  # turns this search has not shown
-                        turns = dict.fromkeys(item["metadata"].get("original_turns", []))
-                        new = [t for t in turns if t not in sources_shown]
-                        sources_shown.update(new)
-                        if new:
-                            entry["sources"] = new
-                shown.append(entry)
-            response = json.dumps(shown, ensure_ascii=False)
+            response = json.dumps(self._observation(col, hits, seen), ensure_ascii=False)
             messages += render(self._prompt("memt_tool_result"), response=response)
         return list(found.values())
+
+    def _tool_hits(self, col: str, args: dict[str, Any], question: str) -> list[Hit]:
+        """What one search_* call finds: the release's counts per collection, or ours."""
+        s = self.settings
+        k = s.search_topk
+        if col in PROFILES and s.single_profile_hit:
+            name = args.get("name")
+            if col == "personas" and isinstance(name, str) and name.strip():
+                found = name.strip() in self.store.items[col]  # a lookup by id, not a search
+                return [Hit(col, name.strip(), 1.0)] if found else []
+            k = 1
+        elif col == "turns" and s.turns_top_k:
+            k = turns_k(args.get("top_k"))
+        return self.store.query(col, str(args.get("query") or question), k)
+
+    def _observation(self, col: str, hits: list[Hit], seen: set[str]) -> list[dict[str, Any]]:
+        """A tool result's items; ``seen`` collects the turns it shows."""
+        s = self.settings
+        shown = []
+        for h in hits:
+            item = self.store.items[col][h.id]
+            meta = item["metadata"]
+            entry = {"id": h.id, "content": meta.get("memory_content") or item["document"]}
+            if col == "turns":
+                if s.dedupe_turns:  # the release's: one seen set for turns and sources
+                    if item["document"] in seen:
+                        continue
+                    seen.add(item["document"])
+            else:
+                if s.observation_times and col in TIMED:
+                    entry |= item_times(meta["turn_time"])
+                if s.observation_sources:  # turns this search has not shown
+                    turns = dict.fromkeys(meta.get("original_turns", []))
+                    new = [t for t in turns if t not in seen]
+                    seen.update(new)
+                    if new:
+                        entry["sources"] = new
+            shown.append(entry)
+        return shown
 
     def recall(self, task: str, history: list[HistoryTurn]) -> list[str]:
         # Retrieve for the incoming message; it is written after the reply (end_turn).
@@ -449,9 +512,31 @@ class MemT(MemorySystem):
             "embed_source": s.embed_source,
             "stop_at_tool_call": s.stop_at_tool_call,
             "observation_sources": s.observation_sources,
+            "single_profile_hit": s.single_profile_hit,
+            "turns_top_k": s.turns_top_k,
+            "dedupe_turns": s.dedupe_turns,
+            "observation_times": s.observation_times,
+            "update_times": s.update_times,
             "stats": dict(sorted(self.stats.items())),
             "counts": {c: len(self.store.items[c]) for c in COLLECTIONS},
         }
+
+
+def turns_k(value: Any) -> int:
+    """search_turns' ``top_k`` argument as the release read it: default 5, at most 50 (and at
+    least 1; a value that is not a whole number counts as unset)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return TURNS_DEFAULT_K
+    return min(max(value, 1), TURNS_MAX_K)
+
+
+def item_times(turn_time: str) -> dict[str, str]:
+    """An item's times as the release showed them: its valid time, empty (the release's client
+    cleared the model's start and end times), and the turn it was extracted at (ours: the
+    turn's id, where the release had the wall-clock time)."""
+    return {"start_time": "", "end_time": "", "turn_time": turn_time}
 
 
 # -- the policy's endpoint and client -----------------------------------------------------------

@@ -15,6 +15,7 @@ def main(job: step.Job) -> None:
         show_examples=job.cfg.bank.show_examples,
         show_axes=job.cfg.bank.show_axes,
         shorten_prompt=job.input.shorten,
+        persona_fields=job.cfg.bank.persona,
     )
     records.write_atomic(job.output[0], made)
 

@@ -31,7 +31,7 @@ from memprobe.config.llm import (
     llm_settings_model,
     with_backend_settings,
 )
-from memprobe.config.protocols import PROTOCOLS
+from memprobe.config.protocols import PROTOCOLS, ROLE_FIXED
 from memprobe.config.stages import (
     DEFAULT_CONTEXT_TOKENS,
     BankGen,
@@ -382,12 +382,18 @@ class Config(Strict):
                     "(the protocol's config file sets it; another layer or --config changed it)",
                 )
         # Role overrides merge in from any layer below and cannot be removed by the paper
-        # config: sampling settings of a role are protocol, so none may be overridden.
+        # config: a role's model and sampling settings are protocol, so none may be changed.
         for role, over in self.llm.roles.items():
-            if over.temperature is not None or over.max_tokens is not None:
-                raise ValueError(
-                    f"llm.roles.{role}: protocol: paper fixes each role's temperature and "
-                    "max_tokens (a per-system writer setting goes under system_settings)"
+            for name in ROLE_FIXED:
+                got = getattr(over, name)
+                if got is None or (name == "model" and got == self.llm.model):
+                    continue
+                key = f"llm.roles.{role}.{name}"
+                raise KeyedError(
+                    key,
+                    f"{key}: is {got!r} but protocol: {self.protocol} fixes each role's model "
+                    "(the run's llm.model), temperature and max_tokens: unset it (a "
+                    "per-system writer setting goes under system_settings)",
                 )
         return self
 

@@ -168,6 +168,11 @@ class BankGen(Strict):
     """show the pool's sample values to the bank generator"""
     show_axes: bool = True
     """show each pool dimension's axis question to the bank generator"""
+    persona: Literal["release", "ours"] = "ours"
+    """the persona the bank generator sees: `release` (what the release's bank call saw: age,
+    gender, place, occupation, the values sentence, the attitude without its details,
+    interests, stories) or `ours` (the whole persona: also name, age group, values type, the
+    attitude's details and coping)"""
 
 
 class SimulatorSettings(Strict):

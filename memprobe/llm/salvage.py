@@ -91,6 +91,13 @@ def cut_at_sentence(text: str, limit: int) -> str:
     return head.rstrip(" ,;:-") + ELLIPSIS
 
 
+def first_sentence(text: str) -> str:
+    """``text`` up to its first sentence end (all of it when it has none)."""
+    text = text.strip()
+    end = _SENTENCE_END.search(text)
+    return text[: end.end()] if end else text
+
+
 def cut_words(text: str, max_words: int) -> str:
     """At most ``max_words`` words: up to the last clause boundary among them (past the first
     third), else the first ``max_words``, without a dangling article or preposition."""

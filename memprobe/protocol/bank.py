@@ -11,14 +11,14 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from types import GenericAlias
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, WithJsonSchema, create_model
 
 from memprobe.llm.client import LLM
 from memprobe.llm.salvage import Exhausted, cut_at_sentence, cut_words, objects
 from memprobe.protocol.leaks import content_words
-from memprobe.protocol.persona import persona_block
+from memprobe.protocol.persona import persona_block, release_persona_block
 from memprobe.spec.prompts import prompt_path, render
 from memprobe.spec.records import Bank, BankEntry, Persona, StandIn
 from memprobe.spec.taxonomy import Dimension, Pool, check_counts
@@ -222,7 +222,13 @@ def make_bank(
     show_examples: bool = True,
     show_axes: bool = True,
     shorten_prompt: str | None = None,
+    persona_fields: Literal["release", "ours"] = "ours",
 ) -> Bank:
+    """The bank, one call per category; ``persona_fields`` picks the persona it is shown (the
+    release's fields, or our whole persona block)."""
+    shown_persona = (
+        release_persona_block(persona) if persona_fields == "release" else persona_block(persona)
+    )
     entries: list[BankEntry] = []
     stand_ins: list[StandIn] = []
     shorten_prompt = shorten_prompt or str(prompt_path("bank_shorten"))
@@ -246,7 +252,7 @@ def make_bank(
             n=n,
             category=cat,
             guide=guides[cat],
-            persona=persona_block(persona),
+            persona=shown_persona,
             earlier=earlier or "(none yet)",
             earlier_full=bank_block(Bank(user_id=persona.user_id, entries=entries)) or "(none yet)",
             pool=pool_text,

@@ -1,7 +1,8 @@
 """Simulated users, first stage: a seeded persona (paper §3.2; rule ``persona``).
 
 Attributes (age, occupation, place, values) are drawn from the run's seed and the user id; the
-generator writes the narrative around them. ``persona_block`` is how later stages show it.
+generator writes the narrative around them. ``persona_block`` is how later stages show it;
+``release_persona_block`` shows only the fields the release's bank call saw.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, create_model
 
 from memprobe.llm.client import LLM
-from memprobe.llm.salvage import Exhausted, cut_at_sentence, last_lenient, objects
+from memprobe.llm.salvage import Exhausted, cut_at_sentence, first_sentence, last_lenient, objects
 from memprobe.spec.prompts import render
 from memprobe.spec.records import Location, Persona, StandIn
 
@@ -219,3 +220,19 @@ def persona_block(p: Persona, stories: bool = True) -> str:
     if stories:
         lines += [f"story {i}: {s}" for i, s in enumerate(p.stories, 1)]
     return "\n".join(lines)
+
+
+def release_persona_block(p: Persona) -> str:
+    """The persona as the release's bank call saw it: age, gender, place, occupation, the
+    values sentence, the life attitude without its details, interests and stories; no name,
+    age group, values type, attitude details or coping. Our narrative writes the outlook and
+    how it shows in one ``attitude`` text, so its first sentence stands for the release's
+    one-sentence attitude."""
+    lines = [
+        f"{p.age}, {p.gender}, {p.location.city}, {p.location.country}",
+        f"occupation: {p.occupation}",
+        *([f"what they value: {p.values}"] if p.values else []),
+        f"attitude: {first_sentence(p.attitude)}",
+        f"interests: {', '.join(p.interests)}",
+    ]
+    return "\n".join(lines + [f"story {i}: {s}" for i, s in enumerate(p.stories, 1)])

@@ -72,6 +72,10 @@ def formation_reply(user: str) -> str:
 
 def update_reply(user: str) -> str:
     candidate = _after(user, "Candidate:").split("Most similar stored items:")[0].strip()
+    try:  # with its times, the candidate is a JSON object (system_settings.memt.update_times)
+        candidate = str(json.loads(candidate)["content"])
+    except (json.JSONDecodeError, KeyError, TypeError):
+        pass
     similar_text = _after(user, "Most similar stored items:")
     try:
         similar = json.loads(similar_text)

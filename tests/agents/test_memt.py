@@ -339,6 +339,10 @@ def test_paper_memt_embeds_documents_with_their_source_and_stops_react_at_the_to
         m["content"] for b in react for m in b["messages"] if "<tool_response>" in m["content"]
     ]
     assert results and any('"sources": ["user said: I keep bees' in r for r in results)
+    # ... and, as the release's, each fact with its times; update calls see them too.
+    assert any('"turn_time": "t000' in r for r in results)
+    updates = [b for b in seen[""] if "add_item" in b["messages"][0]["content"]]
+    assert updates and all('"turn_time": "t000' in b["messages"][-1]["content"] for b in updates)
 
 
 def test_its_preflight_wants_its_files_where_its_jobs_run(tmp_path, monkeypatch):
@@ -390,3 +394,124 @@ def test_the_policy_client_is_built_like_every_role_s(standin, tmp_path):
     assert policy.text([{"role": "user", "content": "hello"}])  # the stand-in answers
     rows = (tmp_path / "usage.csv").read_text().splitlines()
     assert len(rows) == 2 and ",writer,Mem-T-4B," in rows[1]
+
+
+# -- issue 43 item 2: the release's search, tool results and update calls, switch by switch ----
+RELEASE_SEARCH = {
+    "single_profile_hit": True,
+    "turns_top_k": True,
+    "dedupe_turns": True,
+    "observation_times": True,
+    "update_times": True,
+}
+
+
+def call(tool: str, **arguments) -> str:
+    return f"<tool_call>{json.dumps({'name': tool, 'arguments': arguments})}</tool_call>"
+
+
+def seeded_agent(tmp_path, monkeypatch, **memt) -> MemT:
+    """A memt agent (no server, text_vectors for the embedder) whose store holds 8 turns, three
+    personas, the summary and 6 facts, each fact made from one turn."""
+    from memprobe.serving import embeddings
+
+    monkeypatch.setattr(embeddings, "encode", text_vectors)
+    agent = make_agent(memt_config("http://127.0.0.1:9/v1", **memt), tmp_path)
+    store = agent.store
+    for i in range(1, 9):
+        tid, turn = f"t{i:04d}", f"user said: about bees, note {i}"
+        store.upsert("turns", tid, turn, {"col_name": "turns", "turn_time": tid})
+        if i <= 6:
+            agent._put("facts", f"f{i:04d}", f"Keeps bees, fact {i}", [tid], [turn], "add")
+    for name in ("User", "Ana", "Bob"):
+        agent._upsert_profile("personas", name, f"{name} keeps bees", "t0001", "user said: hi")
+    agent._upsert_profile("summary", "hmb_session", "Talked about bees", "t0001", "user said: hi")
+    return agent
+
+
+def tool_results(agent: MemT) -> list[list[dict]]:
+    """The items of every tool result the last ReAct request carried, in order."""
+    last = agent._policy.calls[-1]
+    wrapped = [m["content"] for m in last[1:] if "<tool_response>" in m["content"]]
+    return [json.loads(w.split("<tool_response>")[1].split("</tool_response>")[0]) for w in wrapped]
+
+
+REACT = [
+    call("search_personas", query="who keeps bees"),
+    call("search_personas", name="Ana", query="ignored when a name is given"),
+    call("search_summary", query="bees"),
+    call("search_turns", query="bees", top_k=2),
+    call("search_turns", query="bees", top_k="3"),
+    call("search_facts", query="bees"),
+    call("finish", answer="done"),
+]
+
+
+def test_release_search_one_profile_the_model_s_top_k_and_no_turn_twice(tmp_path, monkeypatch):
+    agent = seeded_agent(tmp_path, monkeypatch, max_tool_steps=7, **RELEASE_SEARCH)
+    agent._policy = Scripted(REACT)
+    items = agent.search("bees", 20)
+    personas, by_name, summary, turns2, turns3, facts = tool_results(agent)
+    assert len(personas) == 1 and [p["id"] for p in by_name] == ["Ana"]
+    assert [s["id"] for s in summary] == ["hmb_session"]
+    assert len(turns2) == 2 and len(turns3) == 1  # top_k 3, the two already shown left out
+    assert not {t["id"] for t in turns2} & {t["id"] for t in turns3}
+    assert len(facts) == 5 and all(
+        {f["start_time"], f["end_time"]} == {""} and f["turn_time"].startswith("t") for f in facts
+    )
+    assert "start_time" not in personas[0] and "start_time" not in summary[0]
+    # A fact whose source turn a turns result showed does not show it again.
+    shown = {t["content"] for t in turns2 + turns3}
+    assert all(not set(f.get("sources", [])) & shown for f in facts)
+    cats = [i["category"] for i in items]
+    assert cats.count("personas") == 2 and cats.count("summary") == 1 and "turns" not in cats
+    # The retrieve prompt names the release's optional arguments.
+    system = agent._policy.calls[0][0]["content"]
+    assert '"name": string' in system and '"top_k": integer' in system
+    # A name the store does not have finds nothing.
+    assert agent._tool_hits("personas", {"name": "Zoe", "query": "bees"}, "q") == []
+
+
+def test_our_search_takes_search_topk_everywhere_and_ignores_top_k(tmp_path, monkeypatch):
+    agent = seeded_agent(tmp_path, monkeypatch, max_tool_steps=7, observation_sources=True)
+    agent._policy = Scripted(REACT)
+    agent.search("bees", 20)
+    personas, by_name, summary, turns2, turns3, facts = tool_results(agent)
+    assert len(personas) == len(by_name) == 3 and len(summary) == 1
+    assert len(turns2) == len(turns3) == 5 and turns2 == turns3  # shown again
+    assert "turn_time" not in facts[0]
+    system = agent._policy.calls[0][0]["content"]
+    assert '"name": string' not in system and "top_k" not in system
+
+
+@pytest.mark.parametrize(
+    ("value", "k"), [(None, 5), (2, 2), ("7", 7), (0, 1), (500, 50), ("many", 5), (True, 5)]
+)
+def test_turns_top_k_as_the_release_read_it(value, k):
+    from memprobe.agents.memt import turns_k
+
+    assert turns_k(value) == k
+
+
+def test_update_calls_show_the_items_times(tmp_path, monkeypatch):
+    formation = call("create_fact", content="Keeps bees on the roof")
+    for switches, shows_times in (({}, False), ({"update_times": True}, True)):
+        agent = seeded_agent(tmp_path, monkeypatch, **switches)
+        agent._policy = Scripted([formation, call("ignore_item")])
+        agent._write_turn("I keep bees on my roof")
+        update = agent._policy.calls[1][-1]["content"]
+        candidate = update.split("Candidate:")[1].split("Most similar")[0].strip()
+        similar = json.loads(update.split("Most similar stored items:")[1])
+        assert len(similar) == 3 and all(s["id"].startswith("f") for s in similar)
+        if shows_times:
+            assert json.loads(candidate) == {
+                "content": "Keeps bees on the roof",
+                "start_time": "",
+                "end_time": "",
+                "turn_time": "t0001",
+            }
+            assert all(set(s) == {"id", "content", "start_time", "end_time", "turn_time"}
+                       for s in similar)  # fmt: skip
+        else:
+            assert candidate == "Keeps bees on the roof"
+            assert all(set(s) == {"id", "content"} for s in similar)

@@ -11,7 +11,13 @@ from memprobe.config.loading import (
     load_config,
     load_layers,
 )
-from memprobe.config.protocols import PAPER_PROTOCOL, RELEASE_COMPAT_PROTOCOL
+from memprobe.config.protocols import (
+    FREE,
+    PAPER_PROTOCOL,
+    RELEASE_COMPAT_PROTOCOL,
+    ROLE_FIXED,
+)
+from memprobe.config_reference import sections
 from tests.helpers.paper import merged
 from tests.helpers.workflow import ROOT
 
@@ -80,8 +86,34 @@ def test_a_protocol_key_changed_after_paper_is_one_line():
     assert "\n" not in str(err.value)
     raw["bank"]["pool_sample"] = None
     raw["llm"]["roles"] = {"generator": {"max_tokens": 400}}  # merged in from a layer below
-    with pytest.raises(ConfigError, match=r"llm\.roles\.generator: protocol: paper fixes"):
+    with pytest.raises(
+        ConfigError, match=r"llm\.roles\.generator\.max_tokens: is 400 but protocol: paper fixes"
+    ):
         load_config(raw)
+    raw["llm"]["roles"] = {"judge": {"model": "gpt-5.4-mini"}}  # the run's model, by name
+    load_config(raw)
+
+
+ROLE_KEYS = {f"llm.roles.<role>.{name}" for name in ROLE_FIXED}
+
+
+def config_keys() -> list[str]:
+    """Every key of the config model, as docs/configuration.md lists them: each built-in
+    system's settings and each built-in backend's block included (plugins aside)."""
+    return [key for section in sections() for key, _, _ in section.rows]
+
+
+def test_every_config_key_is_guarded_or_free():
+    keys = config_keys()
+    assert {"llm.local.threads", "system_settings.memt.search_topk", "seed"} <= set(keys)
+    neither = [k for k in keys if k not in PAPER_PROTOCOL and k not in ROLE_KEYS | FREE.keys()]
+    assert not neither, (
+        f"{neither}: add each to PAPER_PROTOCOL (config/paper.yaml sets it) or to FREE with "
+        "the reason the protocol leaves it to the run (memprobe/config/protocols.py)"
+    )
+    assert not FREE.keys() & PAPER_PROTOCOL.keys()
+    assert not FREE.keys() - set(keys), "FREE names keys the config does not have"
+    assert all(reason.strip() for reason in FREE.values())
 
 
 # -- issue 26 item 8: the guard covers every protocol key, --config included -----------------
@@ -103,6 +135,42 @@ GUARDED = {  # key: a --config that changes it (Snakemake merges --config over t
     "compat.amem_stale_index": {"compat": {"amem_stale_index": True}},
     "judge.degenerate_as_unknown": {"judge": {"degenerate_as_unknown": True}},
 }
+# issue 43 item 1: the keys the guard missed.
+ITEM_1 = {
+    **{
+        f"prompts.{stage}": {"prompts": {stage: f"{stage}_v2"}}
+        for stage in (
+            "recovery_judge",
+            "persona_narrative",
+            "assistant_system",
+            "attribution_oracle",
+            "attribution_disclosure",
+            "attribution_subclass",
+        )
+    },
+    "llm.roles.judge.model": {"llm": {"roles": {"judge": {"model": "gpt-4o"}}}},
+    "llm.roles.slotfill.model": {"llm": {"roles": {"slotfill": {"model": "gpt-4o"}}}},
+    **{
+        f"system_settings.memt.{key}": {"system_settings": {"memt": {key: value}}}
+        for key, value in (
+            ("max_tokens", 512),
+            ("update_topk", 5),
+            ("search_topk", 10),
+            ("model", "Mem-T-8B"),
+        )
+    },
+    "system_settings.amem.writer.model": {
+        "system_settings": {"amem": {"writer": {"model": "gpt-4o"}}}
+    },
+    "system_settings.amem.writer.max_tokens": {
+        "system_settings": {"amem": {"writer": {"max_tokens": 1000}}}
+    },
+    "system_settings.mem0.embedder_model": {
+        "system_settings": {"mem0": {"embedder_model": "text-embedding-3-large"}}
+    },
+    "system_settings.mem0.embedder_dims": {"system_settings": {"mem0": {"embedder_dims": 3072}}},
+}
+GUARDED |= ITEM_1
 
 
 def paper_layers(*files: str) -> list[tuple[str, dict]]:
@@ -116,7 +184,9 @@ def test_each_protocol_key_changed_by_config_is_one_line(key):
         load_layers([*layers, ("--config", GUARDED[key])])
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith(f"--config: {key}: is "), msg
-    assert "but protocol: paper needs" in msg and key in PAPER_PROTOCOL
+    role_key = key.startswith("llm.roles.")
+    assert f"but protocol: paper {'fixes' if role_key else 'needs'}" in msg
+    assert role_key or key in PAPER_PROTOCOL
 
 
 def test_release_compat_guards_its_own_values():

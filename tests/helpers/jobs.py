@@ -21,12 +21,22 @@ from tests.helpers.workflow import ROOT, tiny_config
 
 
 class ScriptJob:
-    """One job of ``rule`` against the endpoint at ``base_url``; ``llm``: llm settings."""
+    """One job of ``rule`` against the endpoint at ``base_url``; ``llm``: llm settings,
+    ``config``: other keys of the run's config."""
 
-    def __init__(self, tmp_path: Path, monkeypatch, rule: str, base_url: str, **llm: Any):
+    def __init__(
+        self,
+        tmp_path: Path,
+        monkeypatch,
+        rule: str,
+        base_url: str,
+        *,
+        config: dict[str, Any] | None = None,
+        **llm: Any,
+    ):
         self.tmp = tmp_path
         self.rule = rule
-        raw = tiny_config(base_url)
+        raw = tiny_config(base_url) | (config or {})
         raw["results_dir"] = str(tmp_path / "results")
         raw["llm"].update(cache_dir=str(tmp_path / "cache"), **llm)
         self.config = raw

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from memprobe.llm.salvage import (
     cut_at_sentence,
     cut_words,
+    first_sentence,
     last_lenient,
     lenient,
     longest_text,
@@ -70,3 +71,14 @@ def test_longest_text_finds_a_nested_answer():
         "Plan my week, please."
     )
     assert longest_text(42) == ""
+
+
+def test_first_sentence():
+    assert first_sentence(" Calm and steady (mostly). Then details. More.") == (
+        "Calm and steady (mostly)."
+    )
+    assert (
+        first_sentence('He lives by "less is more." Then details.') == 'He lives by "less is more."'
+    )
+    assert first_sentence("No end at all") == "No end at all"
+    assert first_sentence("v2.5 of the plan. Next.") == "v2.5 of the plan."

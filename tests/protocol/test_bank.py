@@ -302,3 +302,52 @@ def test_paper_bank_prompt_asks_for_a_non_generic_stance_and_shows_earlier_expla
     assert "is as worth recording as what they do well" in first
     assert "EXPL-1." in second  # the earlier category with its explanation
     assert pool.categories["knowledge_memory"].dimensions[0].axis in second
+
+
+# -- issue 43 item 3: the bank call's persona, the release's or ours ---------------------------
+def rich_persona():
+    return persona().model_copy(
+        update={
+            "values": "Cares about VALUES-SENTENCE.",
+            "attitude": "Takes life one step at a time. DETAILS-SENTENCE follow here.",
+            "coping": "COPING-SENTENCE.",
+            "stories": ["STORY-ONE."],
+            "interests": ["chess", "rowing"],
+        }
+    )
+
+
+def test_the_release_persona_is_the_fields_its_bank_call_saw():
+    from memprobe.protocol.persona import persona_block, release_persona_block
+
+    p = rich_persona()
+    ours, release = persona_block(p), release_persona_block(p)
+    for text in (str(p.age), p.gender, p.location.city, p.occupation, "VALUES-SENTENCE",
+                 "Takes life one step at a time.", "chess, rowing", "STORY-ONE."):  # fmt: skip
+        assert text in release and text in ours, text
+    for text in (p.name, p.age_group, f"values: {p.values_orientation}", "DETAILS-SENTENCE",
+                 "COPING-SENTENCE"):  # fmt: skip
+        assert text not in release and text in ours, text
+
+
+@pytest.mark.parametrize(("fields", "release"), [(None, False), ("ours", False), ("release", True)])
+def test_the_bank_job_shows_the_persona_its_config_picks(
+    scripted, tmp_path, monkeypatch, fields, release
+):
+    firsts = {c: POOL.names(c)[:1] for c in CATEGORIES}
+    rules = [[[f"POOL FOR {c}"], {"dims": [dim(n) for n in names]}] for c, names in firsts.items()]
+    ep, seen = scripted({"generator": {"when": rules}})
+    config = {"bank": {"persona": fields}} if fields else None
+    job = ScriptJob(tmp_path, monkeypatch, "bank", ep.base_url, config=config, **SPENT)
+    p = rich_persona()
+    inputs = {
+        "persona": p,
+        "pool": str(ROOT / "config" / "dimension_pool.yaml"),
+        "guides": str(ROOT / "prompts" / "category_guides.yaml"),
+        "prompt": str(prompt_path("bank_select")),
+        "shorten": str(prompt_path("bank_shorten")),
+    }
+    assert job.run(inputs, {"bank": "bank.json"}, USER) == 0
+    asked = [user_text(b) for b in seen["generator"]]
+    assert len(asked) == len(CATEGORIES) and all("STORY-ONE." in t for t in asked)
+    assert all((p.name not in t and "COPING-SENTENCE" not in t) is release for t in asked)
