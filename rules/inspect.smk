@@ -25,6 +25,7 @@ rule inspector:
         attribution=ATTRIBUTIONS,
         assets=inspect_site.asset_files(),
         lib=library("inspector"),
+        compared=[f for c in COMPARED for f in c.judge_files],  # compare.runs
     output:
         site=directory(f"{R}/inspect"),
         entry=report(
@@ -43,6 +44,7 @@ rule inspector:
         systems=SYSTEMS,
         pairs=PAIRS,
         k=K,
+        compared=[c.param() for c in COMPARED],
     script:
         "../scripts/inspector.py"
 

@@ -6,7 +6,18 @@
 # ONE job writes them all: they read the same per-user files, take a second each, and none
 # reads another. One job instead of ten means each per-user file is one DAG edge, not ten (the
 # paper DAG builds faster) and the run's tail after the last LLM job is one start-up, not ten.
+from memprobe.report import compare
 from memprobe.spec import stand_in_log
+from memprobe.workflow import compared_runs
+
+# compare.runs: the other runs set beside this one, found by name (their scored.json, which
+# their tables job writes); their judge records of the users both score are inputs of the
+# tables and the inspector, so a rerun of another run reruns the comparison. A run that is
+# not there or shares no user stops the DAG load in one line.
+COMPARED = compared_runs.at_dag_load(CFG, USERS, PAIRS)
+COMPARED_FILES = [f for c in COMPARED for f in (c.scored_file, *c.judge_files)]
+# Who judges this run, written to its scored.json for the runs that compare with it.
+JUDGED_BY = compare.judge_identity(CFG, prompt("recovery_judge"))
 
 JUDGES = [f"{R}/{s}/{u}/{m}/judge.json" for s, m in PAIRS for u in USERS]
 ATTRIBUTIONS = [f"{R}/{s}/{u}/{m}/attribution.json" for s, m in PAIRS for u in USERS]
@@ -123,9 +134,28 @@ rule tables:
         # Imported runs were scored by the authors' judge: there is no judge of ours to check.
         calibration=[] if CFG.release.import_runs else CALIBRATION,
         pool=POOL,
+        compared=COMPARED_FILES,
     output:
+        **(
+            {
+                "compare": report(
+                    f"{R}/compare.csv",
+                    caption="captions/compare.rst",
+                    category="Compared runs",
+                ),
+                "compare_fig": report(
+                    f"{R}/figures/compare.png",
+                    caption="captions/figure_compare.rst",
+                    category="Compared runs",
+                ),
+            }
+            if COMPARED
+            else {}
+        ),
         # judge.cross_check: the run's judge and the offline judge per B cell.
         **({"cross_check": CROSS_CHECK} if CFG.judge.cross_check else {}),
+        # What this run scored and who judged it: the runs that compare with it read it.
+        scored=f"{R}/{paths.SCORED}",
         table2=report(
             f"{R}/table2.csv",
             caption="captions/table2.rst",
@@ -222,5 +252,9 @@ rule tables:
         sweep=SWEEP_JUDGES,
         ledgers=LEDGERS,
         recoveries=[str(stand_in_log.path_for(p)) for p in LEDGERS],
+        users=USERS,
+        judged_by=JUDGED_BY.model_dump(),
+        calibration_source=CFG.judge.calibration.source,
+        compared=[c.param() for c in COMPARED],
     script:
         "../scripts/tables.py"

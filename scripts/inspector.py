@@ -8,7 +8,14 @@ from memprobe.workflow import step
 def main(job: step.Job) -> None:
     p = job.smk.params
     summary = inspect_site.build(
-        job.cfg.run_dir, job.output.site, list(p.users), list(p.systems), p.pairs, p.k
+        job.cfg.run_dir,
+        job.output.site,
+        list(p.users),
+        list(p.systems),
+        p.pairs,
+        p.k,
+        run=job.cfg.run.name,
+        compared=list(p.compared),
     )
     inspect_site.write_entry(job.output.entry, summary)
 

@@ -2,8 +2,9 @@
 
 from memprobe.llm import ledger
 from memprobe.protocol import calibration
-from memprobe.report import figures, table_notes, tables
+from memprobe.report import compare, figures, table_notes, tables
 from memprobe.spec import records, sheets, stand_in_log, taxonomy
+from memprobe.spec.records import Judge, JudgeIdentity, Scored
 from memprobe.workflow import step
 
 
@@ -146,6 +147,34 @@ def main(job: step.Job) -> None:
     header += "\n\n" + stand_in_header(stand_ins)
     if replayed:
         header += "\n\n" + tables.replay_header(replayed)
+
+    # What this run scored and who judged it (the runs that compare with it read it), and
+    # compare.runs: this run's B next to theirs on the users both scored.
+    scored = compare.scored(
+        cfg.run.name,
+        list(params.users),
+        pairs,
+        JudgeIdentity.model_validate(params.judged_by),
+        calibration.read_summary(i.calibration) if i.calibration else None,
+        params.calibration_source,
+        params.min_kappa,
+        params.max_bias,
+    )
+    records.write_atomic(o.scored, scored)
+    if params.compared:
+        mine = compare.side(scored, js)
+        others = [
+            compare.side(
+                records.load(c["scored"], Scored), [records.load(p, Judge) for p in c["judges"]]
+            )
+            for c in params.compared
+        ]
+        compare.check_shared(mine, others)
+        write(o.compare, compare.compare(mine, others, seed=cfg.seed))
+        modes_run = [m for m in modes if any(pm == m for _, pm in pairs)]
+        panels = [(m, *compare.figure_bars(mine, others, m, cfg.seed)) for m in modes_run]
+        figures.compare_b(panels, o.compare_fig, note)
+        header += "\n\n" + compare.header(mine, others)
     records.write_atomic(o.report_header, f"MemProbe run\n============\n\n{header}\n")
 
     # Last: the bill of the LLM jobs behind this run's artifacts.

@@ -185,6 +185,29 @@ class RolloutSettings(Strict):
     "Replay")"""
 
 
+class CompareSettings(Strict):
+    """``compare``: other runs whose B this run's is set beside, user by user.
+
+    The tables job writes ``compare.csv`` (paired differences over the users both runs
+    scored, with bootstrap CIs) and ``figures/compare.png``; the inspector shows the other
+    runs' labels and scores on each case page. Each run is found by its name under
+    ``results_dir`` (its ``scored.json``), never by its config (docs/results.md).
+    """
+
+    runs: list[str] = Field(default_factory=list)
+    """other runs (their `run.name`) to compare with, e.g. `[release]`; each must have built its
+    tables (`results/<name>/scored.json`) and share a user with this run"""
+
+    @field_validator("runs")
+    @classmethod
+    def _run_names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            RunSettings._one_folder(name)
+        if len(set(v)) != len(v):
+            raise ValueError(f"a run is listed twice ({v})")
+        return v
+
+
 def _default_dims() -> dict[Any, int]:  # keys: the categories (the field's Literal)
     return dict(zip(CATEGORIES, (7, 7, 7, 5, 5), strict=True))
 
@@ -223,6 +246,8 @@ class Config(Strict):
     """turn cap per episode"""
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     """where the conversations come from: `replay: <release run>` replays its recorded episodes"""
+    compare: CompareSettings = Field(default_factory=CompareSettings)
+    """other runs whose B is set beside this run's on the same users (`compare.csv`)"""
     compat: Compat = Field(default_factory=Compat)
     tasks: TaskGen = Field(default_factory=TaskGen)
     bank: BankGen = Field(default_factory=BankGen)
@@ -310,6 +335,14 @@ class Config(Strict):
                 "bank.pool",
                 "bank.pool: 'release' reads the release's dimension pool: set "
                 "users.release_dir (or pass --config release_dir=PATH)",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _compare_others(self) -> Config:
+        if self.run.name in self.compare.runs:
+            raise KeyedError(
+                "compare.runs", f"compare.runs: {self.run.name!r} is this run; name other runs"
             )
         return self
 

@@ -2,7 +2,8 @@
 
 - per-category B by system and mode (grouped bars, sample std as error bars),
 - dump_all vs retrieve B per user (one point per user, the diagonal is "no gap"),
-- attribution label shares per system and mode (stacked bars, Table 4's columns).
+- attribution label shares per system and mode (stacked bars, Table 4's columns),
+- this run's B per category next to the compared runs' (``compare.runs``; bootstrap CIs).
 
 Overflow-flagged (system, mode) bars carry the paper's dagger in their label. A run whose judge
 failed calibration gets the flag its tables carry (``note``) across the top of every figure,
@@ -19,6 +20,7 @@ matplotlib.use("Agg")  # files only, never a display
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from memprobe.report.compare import FIGURE_COLUMNS, Bar, column_label  # noqa: E402
 from memprobe.report.tables import (  # noqa: E402
     COUNT_COLUMNS,
     DAGGER,
@@ -127,4 +129,48 @@ def attribution_bars(
     ax.set_ylabel("targets")
     ax.set_title("Failure attribution (Table 4 columns)")
     ax.legend(fontsize=7)
+    _save(fig, path, note)
+
+
+def _ci_errors(cells) -> list[list[float]]:
+    """Error bars from (B, CI low, CI high) cells; none where the CI is undefined (one user)."""
+    lows, highs = [], []
+    for mean, low, high in cells:
+        m = mean or 0.0
+        lows.append(m - low if low is not None else 0.0)
+        highs.append(high - m if high is not None else 0.0)
+    return [lows, highs]
+
+
+def compare_b(panels: list[tuple[str, list[Bar], int]], path, note: str | None = None) -> None:
+    """One panel per mode: B per category (and B itself), this run's systems in solid bars
+    and the compared runs' hatched, each with its bootstrap 95% CI over the panel's users; a
+    dagger on a bar resting on an overflowed store."""
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 3.6 * len(panels)), squeeze=False)
+    # One colour per run and system, the same in every panel.
+    series = list(dict.fromkeys((b.run, b.system) for _, bars, _ in panels for b in bars))
+    for ax, (mode, bars, n_users) in zip(axes[:, 0], panels, strict=True):
+        columns = len(FIGURE_COLUMNS)
+        width = 0.8 / max(len(bars), 1)
+        for n, bar in enumerate(bars):
+            xs = [i + n * width for i in range(columns)]
+            means = [c[0] or 0.0 for c in bar.cells]
+            ax.bar(
+                xs,
+                means,
+                width,
+                yerr=_ci_errors(bar.cells),
+                capsize=2,
+                color=f"C{series.index((bar.run, bar.system)) % 10}",
+                hatch="//" if bar.other else None,
+                edgecolor="white" if bar.other else None,
+                label=f"{bar.run}: {bar.system}{DAGGER if bar.flagged else ''}",
+            )
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(columns)])
+        ax.set_xticklabels([column_label(c) for c in FIGURE_COLUMNS])
+        ax.set_ylim(*RUBRIC.score_range)
+        ax.set_ylabel("B (mean over users)")
+        ax.set_title(f"{mode}: {n_users} users scored by every run (95% bootstrap CIs)")
+        if bars:
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _save(fig, path, note)

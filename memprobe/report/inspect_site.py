@@ -5,6 +5,8 @@ and attribution label; each case has its own page under ``cases/`` carrying only
 the index stays small at paper scale and a case opens without reading the others. The pages open
 from disk (no server, no network): the data sits in the page as JSON, and the shared scripts in
 ``assets/`` render it with ``textContent`` only, because every string came from a model.
+With ``compare.runs``, a case page also sets each compared run's label and score for the
+target beside this run's (memprobe/report/compare.py).
 """
 
 from __future__ import annotations
@@ -129,6 +131,45 @@ def _by_query(retrieved: Retrieved) -> dict[str, Any]:
     return {q.dimension: q for q in retrieved.queries}
 
 
+# Another run's judge records: (system, mode, user) -> its record (compare.runs).
+OtherScores = tuple[str, dict[tuple[str, str, str], Judge]]
+
+
+def load_compared(compared: list[dict]) -> list[OtherScores]:
+    """The compared runs' judge records (the tables rule's ``compared`` params)."""
+    out = []
+    for c in compared:
+        js = [records.load(p, Judge) for p in c["judges"]]
+        out.append((c["name"], {(j.system, j.mode, j.user_id): j for j in js}))
+    return out
+
+
+def side_by_side(
+    run: str, user: str, dimension: str, files: UserFiles, pairs, others: list[OtherScores]
+) -> dict:
+    """This run's and each compared run's label and score for one target, per mode; a
+    compared run's only where its record holds the same target (dimension and truth)."""
+    modes = list(dict.fromkeys(m for _, m in pairs))
+
+    def detail(judge: Judge) -> Any:
+        return next((d for d in judge.details if d.dimension == dimension), None)
+
+    rows: dict[tuple[str, str], dict] = {}
+    truths = set()
+    for s, m in pairs:
+        if d := detail(files.judge[s, m]):
+            truths.add(d.ground_truth)
+            row = rows.setdefault((run, s), {"run": run, "system": s, "this": True, "cells": {}})
+            row["cells"][m] = {"label": d.predicted, "score": d.score}
+    for name, judges in others:
+        for (s, m, u), judge in judges.items():
+            d = detail(judge) if u == user and m in modes else None
+            if d and d.ground_truth in truths:
+                row = rows.setdefault((name, s), {"run": name, "system": s, "this": False})
+                row.setdefault("cells", {})[m] = {"label": d.predicted, "score": d.score}
+    return {"modes": modes, "rows": list(rows.values())}
+
+
 def case_data(user: str, index: int, files: UserFiles, systems: list[str], pairs) -> dict:
     entry = files.bank.entries[index]
     dim = entry.dimension
@@ -223,8 +264,11 @@ def build(
     systems: list[str],
     pairs: list[tuple[str, str]],
     k: int,
+    run: str = "",
+    compared: list[dict] | None = None,
 ) -> list[dict]:
-    """Write the whole site into ``out_dir`` (replaced); returns B per system and mode."""
+    """Write the whole site into ``out_dir`` (replaced); returns B per system and mode.
+    ``compared``: the compared runs' judge records beside this run's (``compare.runs``)."""
     root, out = Path(results_dir), Path(out_dir)
     pairs = [(s, m) for s, m in pairs]  # lists, from a job's JSON params
     if out.exists():
@@ -232,6 +276,7 @@ def build(
     (out / "cases").mkdir(parents=True)
     shutil.copytree(ASSETS, out / "assets", ignore=shutil.ignore_patterns("audit.*"))
     rows, labels = [], [""]
+    others = load_compared(compared or [])
     judges: dict[tuple[str, str], list[Judge]] = {p: [] for p in pairs}
     for user in users:
         files = UserFiles(root, user, systems, pairs, k)
@@ -239,6 +284,8 @@ def build(
             judges[p].append(files.judge[p])
         for i, entry in enumerate(files.bank.entries):
             data = case_data(user, i, files, systems, pairs)
+            if others:
+                data["compared"] = side_by_side(run, user, entry.dimension, files, pairs, others)
             title = f"{user} · {entry.dimension}"
             (out / case_file(user, i)).write_text(
                 html_page(title, data, "case.js", "../"), encoding="utf-8"

@@ -367,6 +367,39 @@ class Oracle(HasStandIns):
     verdicts: dict[str, OracleVerdict]
 
 
+# -- what a run scored, and who judged it (results/<run>/scored.json) ---------------------
+class JudgeIdentity(Record):
+    """Who gave a run's scores: another run compared with it names where the judges differ."""
+
+    form: Literal["llm", "scorer"]
+    model: str  # the judge role's model; the offline judge's: "offline judge"
+    prompt: str  # the prompt file (llm), the figures file (scorer), or the release's own
+    digest: str | None = None  # sha256 (12 hex) of that file; None: not a file of ours
+    paper: bool = False  # the paper's judge itself (the release's records, imported)
+
+
+class CalibrationVerdict(Record):
+    """A run's judge against its calibration pairs (``judge_calibration.csv``)."""
+
+    source: Literal["anchors", "release"]  # release: the pairs the paper's judge scored
+    n: int
+    kappa: float
+    bias: float
+    passed: bool
+
+
+class Scored(Record):
+    """What a run's tables rest on: its users, its (system, mode) pairs and its judge. The
+    tables job writes it; a run that compares with this one (``compare.runs``) finds this
+    run's scored files and its judge from it, without this run's config."""
+
+    run: str
+    users: list[str]
+    pairs: list[tuple[str, str]]
+    judge: JudgeIdentity
+    calibration: CalibrationVerdict | None = None  # None: imported, never calibrated here
+
+
 # -- I/O ---------------------------------------------------------------------------------
 def write_atomic(path: str | os.PathLike[str], data: BaseModel | dict | list | str) -> None:
     """Write JSON (or text) so that readers see either the old file or the whole new one."""

@@ -130,6 +130,7 @@ SHAPE: tuple[str, ...] = (
     "release",
     "protocol",
     "prompts",  # which prompt file a stage reads: a rule input, so a change reruns its jobs
+    "compare",  # the other runs' files are the tables' and inspector's inputs
 )
 
 # Folded into each role's identity (``role_identity``), never a slice entry of their own.

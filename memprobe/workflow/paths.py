@@ -142,6 +142,29 @@ class RunPaths:
         return self.users_logs[part] if part else self.logs
 
 
+# What a run's tables job leaves for the runs that compare with it (records.Scored).
+SCORED = "scored.json"
+
+
+def run_folder(cfg: Config, name: str) -> str:
+    """The folder of the run named ``name``, where a config with ``run.name: <name>`` and
+    this ``results_dir`` keeps its files (as ``Config.run_dir``): ``compare.runs`` finds the
+    other runs here, by name, without their configs."""
+    return f"{cfg.results_dir}/{name}"
+
+
+def runs_with_tables(cfg: Config) -> list[str]:
+    """The runs under ``results_dir`` that built their tables (a ``scored.json``)."""
+    root = cfg.results_dir
+    if not os.path.isdir(root):
+        return []
+    return sorted(
+        name
+        for name in os.listdir(root)
+        if name != SHARED_USERS_DIR and os.path.isfile(f"{run_folder(cfg, name)}/{SCORED}")
+    )
+
+
 def of(cfg: Config, slicer: Slicer | None = None, files: Files | None = None) -> RunPaths:
     folders = users_folders(cfg, slicer, files)
     return RunPaths(

@@ -125,3 +125,23 @@ def test_budget_defaults_to_the_served_context_and_cannot_exceed_it():
     with pytest.raises(ConfigError, match=r"slotfill\.context_tokens: 8000 is more than") as err:
         load_config(local_raw(context_tokens=8000))
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("runs", "expected"),
+    [
+        (["x/y"], r"compare\.runs: .*'x/y': expected one folder name"),
+        (["users"], r"compare\.runs: .*'users' is the folder of the shared users"),
+        (["a", "a"], r"compare\.runs: .*a run is listed twice"),
+        (["release", "smoke"], r"compare\.runs: 'smoke' is this run; name other runs"),
+    ],
+)
+def test_compare_runs_name_other_runs_once(runs, expected):
+    with pytest.raises(ConfigError, match=expected) as err:
+        load_config(base() | {"compare": {"runs": runs}})
+    assert "\n" not in str(err.value)
+
+
+def test_compare_runs_default_to_none():
+    assert load_config(base()).compare.runs == []
+    assert load_config(base() | {"compare": {"runs": ["release"]}}).compare.runs == ["release"]

@@ -8,6 +8,7 @@ from matplotlib.container import BarContainer
 
 from memprobe import CATEGORIES
 from memprobe.report import figures
+from memprobe.report.compare import FIGURE_COLUMNS, Bar
 from memprobe.report.tables import COUNT_COLUMNS, DAGGER
 from memprobe.spec.records import Attribution, AttributionEntry
 from tests.helpers.figures import flag_band
@@ -101,6 +102,50 @@ def test_attribution_bars_stack_table4_counts(drawn):
     assert tops == [3, 2]
 
 
+def cells(b: float, low: float | None, high: float | None) -> list:
+    return [(b, low, high)] * len(FIGURE_COLUMNS)
+
+
+PANELS = [
+    (
+        "dump_all",
+        [
+            Bar("replay", "longctx_full", False, cells(0.6, 0.5, 0.7)),
+            Bar("release", "amem", True, cells(0.4, None, None)),  # one user: no CI
+            Bar("release", "memt", True, cells(0.2, 0.1, 0.25), flagged=True),
+        ],
+        2,
+    ),
+    ("retrieve", [Bar("release", "memt", True, cells(0.3, 0.2, 0.4))], 2),
+]
+
+
+def test_compare_b_sets_this_runs_bars_beside_the_others_with_their_cis(drawn):
+    figures.compare_b(PANELS, "unused.png")
+    dump, retrieve = drawn[0].axes
+    assert dump.get_title() == "dump_all: 2 users scored by every run (95% bootstrap CIs)"
+    assert [t.get_text() for t in dump.get_xticklabels()] == [
+        "skill",
+        "knowledge",
+        "episodic",
+        "self",
+        "preference",
+        "B",
+    ]
+    labels = [t.get_text() for t in dump.get_legend().get_texts()]
+    assert labels == ["replay: longctx_full", "release: amem", f"release: memt{DAGGER}"]
+    bars = [c for c in dump.containers if isinstance(c, BarContainer)]
+    assert [c.patches[0].get_height() for c in bars] == [0.6, 0.4, 0.2]
+    # this run's bars are solid, the compared runs' hatched
+    assert [c.patches[0].get_hatch() for c in bars] == [None, "//", "//"]
+    # error bars span the CI: .5-.7, none without a CI, .1-.25
+    spans = [[s[1][1] - s[0][1] for s in c.errorbar.lines[2][0].get_segments()][0] for c in bars]
+    assert spans == pytest.approx([0.2, 0.0, 0.15])
+    # one colour per run and system in every panel
+    (memt,) = [c for c in retrieve.containers if isinstance(c, BarContainer)]
+    assert memt.patches[0].get_facecolor() == bars[2].patches[0].get_facecolor()
+
+
 NOTE = "judge failed calibration: κ 0.03, bias +0.57"
 DRAW = {
     "category_b": lambda path, note: figures.category_b(JUDGES, ["nomem", "memt"], path, note),
@@ -108,6 +153,7 @@ DRAW = {
         JUDGES, ["nomem", "memt"], path, note
     ),
     "attribution": lambda path, note: figures.attribution_bars([], ["memt"], path, note),
+    "compare": lambda path, note: figures.compare_b(PANELS, path, note),
 }
 
 

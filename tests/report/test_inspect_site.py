@@ -183,6 +183,64 @@ def test_model_text_is_shown_as_text_never_run(release_wf, page, tmp_path):
         assert evil in page.inner_text("#app")
 
 
+def other_run_of(results: Path, root: Path, label: str, truth: str = "") -> list[dict]:
+    """Another run's judge records (compare.runs): the fixture's memt dump_all records, with
+    user_001's legal_or_administrative_event relabelled (and ``truth`` for its truth)."""
+    judges = []
+    for user in USERS:
+        raw = json.loads((results / "memt" / user / "dump_all" / "judge.json").read_text())
+        for d in raw["details"]:
+            if user == "user_001" and d["dimension"] == "legal_or_administrative_event":
+                d.update(predicted=label, score=0.75, ground_truth=truth or d["ground_truth"])
+        path = root / "other" / "memt" / user / "dump_all" / "judge.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(raw))
+        judges.append(str(path))
+    return [{"name": "other", "scored": "", "judges": judges}]
+
+
+@needs_browser
+def test_case_page_sets_a_compared_runs_label_and_score_beside_this_runs(
+    release_wf, page, tmp_path
+):
+    results = release_wf.results
+    evil = '<img src=x onerror="window.pwned=1">a label'
+    compared = other_run_of(results, tmp_path, evil)
+    pairs = [("longctx_full", "dump_all"), ("longctx_full", "retrieve")]
+    site = tmp_path / "site"
+    inspect_site.build(
+        results, site, list(USERS), ["longctx_full"], pairs, 5, run="mine", compared=compared
+    )
+    open_page(page, site / "cases/user_001_04.html")
+    heads = page.eval_on_selector_all("#compared th", "hs => hs.map(h => h.innerText)")
+    assert heads == ["run", "system", "dump_all", "retrieve"]
+    rows = page.eval_on_selector_all(
+        "#compared tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.innerText))"
+    )
+    judge = json.loads((results / "longctx_full/user_001/dump_all/judge.json").read_text())
+    mine = next(d for d in judge["details"] if d["dimension"] == "legal_or_administrative_event")
+    assert rows[0][:3] == [
+        "mine (this run)",
+        "longctx_full",
+        f"{mine['score']:.2f} {mine['predicted']}",
+    ]
+    assert rows[1] == ["other", "memt", f"0.75 {evil}", "–"]  # the text as text; no retrieve
+    assert page.evaluate("window.pwned") is None and page.locator("img").count() == 0
+
+    # Another person under the same name (another truth): no cell of theirs is shown.
+    other_site = tmp_path / "other_truth"
+    shutil.rmtree(tmp_path / "other")
+    compared = other_run_of(results, tmp_path, "x", truth="someone else's")
+    inspect_site.build(
+        results, other_site, list(USERS), ["longctx_full"], pairs, 5, run="mine", compared=compared
+    )
+    open_page(page, other_site / "cases/user_001_04.html")
+    assert page.locator("#compared tbody tr").count() == 1  # this run's row alone
+    # without compare.runs the page has no such box
+    open_page(page, results / "inspect/cases/user_001_04.html")
+    assert page.locator("#compared").count() == 0
+
+
 @needs_browser
 def test_the_report_links_the_inspector(release_wf, page):
     release_wf.run("tables")

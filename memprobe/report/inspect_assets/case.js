@@ -90,6 +90,27 @@ function modeBox(m) {
   }
   return box;
 }
+// compare.runs: this run's label and score for the target next to each compared run's.
+function comparedBox(c) {
+  if (!c) return null;
+  const head = el("tr", {}, el("th", { text: "run" }), el("th", { text: "system" }));
+  c.modes.forEach((m) => head.append(el("th", { text: m })));
+  const body = el("tbody");
+  for (const r of c.rows) {
+    const tr = el("tr", { class: r.this ? "this-run" : "", "data-run": r.run, "data-system": r.system },
+      el("td", { text: r.run + (r.this ? " (this run)" : "") }), el("td", { text: r.system }));
+    for (const m of c.modes) {
+      const cell = r.cells[m];
+      tr.append(cell
+        ? el("td", { "data-mode": m }, el("span", { class: "score " + scoreClass(cell.score), text: fmt(cell.score) }),
+          " ", el("span", { class: "text", text: cell.label }))
+        : el("td", { class: "muted", "data-mode": m, text: "–" }));
+    }
+    body.append(tr);
+  }
+  return el("div", { class: "box", id: "compared" }, el("h2", { text: "Runs side by side (label, score)" }),
+    el("table", {}, el("thead", {}, head), body));
+}
 function main() {
   const t = C.target;
   const grid = el("div", { class: "grid" });
@@ -99,12 +120,13 @@ function main() {
     s.modes.forEach((m) => col.append(modeBox(m)));
     grid.append(col);
   }
-  document.getElementById("app").replaceChildren(
+  const parts = [
     el("p", {}, el("a", { href: "../index.html", text: "← all cases" })),
     el("h1", { text: C.user + " · " + t.dimension }),
     el("div", { class: "box", id: "target" }, el("h2", { text: "Target (" + t.category + ")" }),
       field("short", t.short), field("explanation", t.explanation)),
-    taskBox(C.task), grid);
+    taskBox(C.task), comparedBox(C.compared), grid];
+  document.getElementById("app").replaceChildren(...parts.filter((p) => p));
   document.body.dataset.ready = "1";
 }
 main();
