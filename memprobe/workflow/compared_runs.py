@@ -56,7 +56,7 @@ def find(cfg: Config, users: list[str], pairs: list[tuple[str, str]]) -> list[Co
         folder = paths.run_folder(cfg, name)
         scored_file = f"{folder}/{paths.SCORED}"
         if not os.path.isdir(folder):
-            here = ", ".join(paths.runs_with_tables(cfg)) or "none"
+            here = ", ".join(map(repr, paths.runs_with_tables(cfg))) or "none"
             raise CompareError(
                 f"compare.runs: no run {name!r} here ({folder}/ not found; runs with tables: "
                 f"{here}): build its tables first, or remove it from compare.runs"

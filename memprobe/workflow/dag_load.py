@@ -3,10 +3,11 @@
 The config Snakemake merged is the one validated (and the one the jobs read); the layers only
 say which file set a bad key. Then the backend's cheap checks (the local model's path), the
 pool every bank job reads (the release's only inside the release), the prompt file each
-protocol stage reads, and the (system, mode) pairs the run scores; once every rule is known, that a named run's folders hold none of the
-default run's files (memprobe/workflow/run_names.py); that the jobs run this checkout's
-code (memprobe/workflow/code_inputs.py); once Snakemake names the executor
-(before it builds the DAG, a dry run's too), that the jobs can reach the backend's server.
+protocol stage reads, and the (system, mode) pairs the run scores; once every rule is known,
+that a named run's folders hold none of the default run's files (memprobe/workflow/run_names.py);
+that the jobs run this checkout's code (memprobe/workflow/code_inputs.py); once Snakemake names
+the executor (before it builds the DAG, a dry run's too), that the jobs can reach the backend's
+server.
 """
 
 from __future__ import annotations

@@ -149,20 +149,18 @@ SCORED = "scored.json"
 def run_folder(cfg: Config, name: str) -> str:
     """The folder of the run named ``name``, where a config with ``run.name: <name>`` and
     this ``results_dir`` keeps its files (as ``Config.run_dir``): ``compare.runs`` finds the
-    other runs here, by name, without their configs."""
-    return f"{cfg.results_dir}/{name}"
+    other runs here, by name, without their configs; the default run's name is empty."""
+    return f"{cfg.results_dir}/{name}" if name else cfg.results_dir
 
 
 def runs_with_tables(cfg: Config) -> list[str]:
-    """The runs under ``results_dir`` that built their tables (a ``scored.json``)."""
+    """The runs under ``results_dir`` that built their tables (a ``scored.json``); the
+    default run, if it did, first, as its empty name."""
     root = cfg.results_dir
     if not os.path.isdir(root):
         return []
-    return sorted(
-        name
-        for name in os.listdir(root)
-        if name != SHARED_USERS_DIR and os.path.isfile(f"{run_folder(cfg, name)}/{SCORED}")
-    )
+    names = ["", *sorted(n for n in os.listdir(root) if n != SHARED_USERS_DIR)]
+    return [n for n in names if os.path.isfile(f"{run_folder(cfg, n)}/{SCORED}")]
 
 
 def of(cfg: Config, slicer: Slicer | None = None, files: Files | None = None) -> RunPaths:

@@ -70,7 +70,7 @@ def test_a_run_that_is_not_there_is_one_line_naming_it(tmp_path):
     line = one_line(tmp_path, ["release", "nosuch"])
     assert line == (
         f"compare.runs: no run 'nosuch' here ({tmp_path}/nosuch/ not found; runs with tables: "
-        "release): build its tables first, or remove it from compare.runs"
+        "'release'): build its tables first, or remove it from compare.runs"
     )
 
 

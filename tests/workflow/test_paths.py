@@ -95,3 +95,14 @@ def test_another_run_is_found_by_its_name_beside_this_one(tmp_path):
     (tmp_path / "release" / paths.SCORED).write_text("{}")
     (tmp_path / "users" / paths.SCORED).write_text("{}")  # the shared users, never a run
     assert paths.runs_with_tables(cfg) == ["release"]
+
+
+def test_the_default_run_is_found_by_its_empty_name(tmp_path):
+    raw = tiny_config("http://127.0.0.1:9/v1", results_dir=str(tmp_path))
+    named = load_config({**raw, "run": {"name": "mine"}})
+    default = load_config({**raw, "run": {"name": ""}})
+    assert paths.run_folder(named, "") == str(tmp_path) == default.run_dir
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / paths.SCORED).write_text("{}")
+    (tmp_path / paths.SCORED).write_text("{}")
+    assert paths.runs_with_tables(named) == ["", "mine"]
