@@ -173,6 +173,7 @@ FREE: dict[str, str] = {
         "the context are set by memprobe"
     ),
     "progress.interval_s": _REPORT,
+    "compare.runs": _REPORT + " (other runs' scores set beside this run's)",
     "progress.prices.<price>.input": _REPORT,
     "progress.prices.<price>.output": _REPORT,
     "tasks.leak_threshold": _REPORT + " (the leak check is a diagnostic)",
