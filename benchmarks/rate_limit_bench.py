@@ -24,6 +24,22 @@ Retry-After past its limits and sends x-ratelimit-* headers), two passes on a fr
 
 ``--no-limited`` / ``--no-unlimited`` skip a pass.
 
+**The steady window** (``--window-min N``): every ``--sample-s`` (60) the bench reads the
+endpoint's counters and the CPU of the run's processes; the window starts at the first sample
+after ``--ramp-min`` (the users' generation, the first jobs' start-up) and lasts N minutes. Its
+figures (requests admitted a minute, the share answered 429, CPU per paid call) are written as
+soon as it ends, and ``--stop-after-window`` then stops the run (Ctrl-C to Snakemake, which
+stops its jobs): a run longer than a session is measured on the way.
+
+**Through SLURM** (``--executor slurm``): the same passes through ``--executor slurm
+--workflow-profile profiles/slurm`` (``--jobs``, ``--slurm-init-s``: the plugin's first status
+check after a submission), on the one-machine SLURM of ``.ci/local-slurm`` (docs/cluster.md).
+The jobs run under slurmd, outside this bench's process tree: their CPU is not measured.
+
+Each pass is also a record, ``benchmarks/results/<--name>.json`` (benchmarks/bench_record.py;
+``--name`` unset: no record), from which ``python benchmarks/results_md.py`` makes
+RESULTS.md's generated section.
+
 For each: wall time against the bound max(critical path, paid requests / RPM, their tokens /
 TPM) (critical path: run_bench's, from the same run's DAG and ledger; requests and tokens: those
 sent to the limited provider, not memt's writer calls to its stand-in), the share of requests
@@ -49,35 +65,103 @@ import tempfile
 import threading
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_record  # noqa: E402
 import run_bench as rb  # noqa: E402
 
-from memprobe.config.loading import set_dotted, snakemake_merge
+from memprobe.config.loading import set_dotted, snakemake_merge  # noqa: E402
 from memprobe.config.protocols import PAPER_PROTOCOL  # noqa: E402
+from memprobe.llm import cpu_cost  # noqa: E402
 from memprobe.report import estimate, estimate_calls, estimate_rates, estimate_time  # noqa: E402
 from memprobe.report.jobdag import Dag, critical_path  # noqa: E402
 from memprobe.testing.memt_standin import StandIn  # noqa: E402
 
 LOST = re.compile(r"no reply from .* after \d+ attempt\(s\)")
+CONFIG = ("--configfile", "bench.yaml")
+EMBED = "embed_service"  # the run's embedding server's command line
 
 
-class Sampler(threading.Thread):
-    """Peak summed RSS (bytes) of a process tree, and its root's CPU, every 0.5 s."""
+def tree_cpu(root: int) -> tuple[float, dict[str, float]]:
+    """CPU seconds of a process tree so far: every live process's own and its reaped
+    children's (/proc/PID/stat utime, stime, cutime, cstime), so a job that has ended counts
+    in its parent's; and the live processes' own CPU by kind (snakemake, embedding server)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, kinds = 0.0, {"snakemake": 0.0, "embedding server": 0.0}
+    for pid in [root, *rb._descendants(root)]:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        own = (int(fields[11]) + int(fields[12])) / tick
+        total += own + (int(fields[13]) + int(fields[14])) / tick
+        if pid == root:
+            kinds["snakemake"] = own
+        elif EMBED.encode() in cmd:
+            kinds["embedding server"] += own
+    return total, kinds
 
-    def __init__(self, root: int) -> None:
+
+@dataclass
+class Sample:
+    t: float  # seconds after the run started
+    admitted: int  # the endpoint's counters so far
+    rejected: int
+    cpu_s: float  # the run's process tree so far (the endpoint not)
+    endpoint_cpu_s: float
+
+
+class Monitor(threading.Thread):
+    """Every 0.5 s the peak summed RSS of the run's process tree and the CPU of its live
+    processes by kind; every ``sample_s`` a :class:`Sample`."""
+
+    def __init__(self, root: int, endpoint: int, base_url: str, sample_s: float) -> None:
         super().__init__(daemon=True)
-        self.root, self.peak, self.root_cpu = root, 0, 0.0
+        self.root, self.endpoint, self.base_url, self.sample_s = root, endpoint, base_url, sample_s
+        self.peak = 0
+        self.kinds: dict[str, float] = {}
+        self.samples: list[Sample] = []
+        self.t0 = time.monotonic()
         self.done = threading.Event()
 
+    def sample(self) -> None:
+        counts = stats(self.base_url)
+        cpu, _ = tree_cpu(self.root)
+        self.samples.append(
+            Sample(
+                round(time.monotonic() - self.t0, 1),
+                counts["admitted"],
+                counts["rejected"],
+                round(cpu, 2),
+                round(rb.proc_cpu(self.endpoint), 2),
+            )
+        )
+
     def run(self) -> None:
+        self.sample()
+        next_at = self.t0 + self.sample_s
         while not self.done.wait(0.5):
             pids = [self.root, *rb._descendants(self.root)]
             self.peak = max(self.peak, sum(rss(p) for p in pids))
-            self.root_cpu = max(self.root_cpu, rb.proc_cpu(self.root) or 0.0)
+            _, kinds = tree_cpu(self.root)
+            for kind, cpu in kinds.items():  # the largest seen: they are stopped before the end
+                self.kinds[kind] = max(self.kinds.get(kind, 0.0), cpu)
+            if time.monotonic() >= next_at:
+                self.sample()
+                next_at += self.sample_s
+
+    def window(self, ramp_s: float, window_s: float) -> tuple[Sample, Sample] | None:
+        """The window's first and last samples, once it has ended (None before)."""
+        start = next((s for s in self.samples if s.t >= ramp_s), None)
+        if start is None:
+            return None
+        end = next((s for s in self.samples if s.t >= start.t + window_s - 1.0), None)
+        return (start, end) if end is not None else None
 
 
 def rss(pid: int) -> int:
@@ -100,14 +184,45 @@ def stats(base_url: str) -> dict[str, int]:
         return json.loads(resp.read())
 
 
+def run_args(args: argparse.Namespace) -> list[str]:
+    """Snakemake's command line of a pass: the local executor, or SLURM's profile."""
+    out = [rb.TARGET, "--resources", f"llm_slots={args.llm_slots}"]
+    if args.executor == "slurm":
+        out += ["--executor", "slurm", "--workflow-profile", "profiles/slurm"]
+        out += ["--jobs", str(args.jobs or args.llm_slots)]
+        out += ["--slurm-init-seconds-before-status-checks", str(args.slurm_init_s)]
+    else:
+        out += ["--cores", str(args.cores)]
+    return [*out, *CONFIG, "--keep-going"]
+
+
+def job_cpu(stats_dir: Path) -> dict[str, float]:
+    """The jobs' own CPU (memprobe/llm/cpu_cost.py's records): start-up (interpreter, imports,
+    config, inputs, until the first LLM client), the openai client's build, the LLM calls
+    (paid, replayed: the client, cache, rate limiter, ledger, HTTP), the rest (the stage's and
+    the memory system's own work, embedding requests included)."""
+    out = {"jobs": 0.0, "start-up": 0.0, "client build": 0.0, "calls": 0.0, "other": 0.0}
+    for f in stats_dir.glob("*.json"):
+        j = json.loads(f.read_text())
+        calls = sum(j.get(f"{k}_cpu_s", 0.0) for k in ("paid", "replayed", "failed"))
+        client = j.get("client_cpu_s", 0.0)  # inside the first paid call
+        out["jobs"] += 1
+        out["start-up"] += j["startup_cpu_s"]
+        out["client build"] += client
+        out["calls"] += calls - client
+        out["other"] += j["cpu_s"] - j["startup_cpu_s"] - calls
+    return {k: round(v, 2) for k, v in out.items()}
+
+
 def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
-    wd = Path(tempfile.mkdtemp(prefix=f"memprobe-ratelimit-{name}-"))
+    wd = Path(tempfile.mkdtemp(prefix=f"memprobe-ratelimit-{name.split()[0]}-"))
     rb.copy_workflow(wd)
     limits = f"rpm={args.rpm},tpm={args.tpm}"
     endpoint, base_url = rb.start_endpoint(
         args.latency, "--limits", limits, "--outcomes", args.outcomes
     )
     standin = StandIn() if "memt" in args.systems else None  # Mem-T-4B's stand-in: no limit
+    stats_dir = wd / "job-stats"
     try:
         raw = snakemake_merge([paper_protocol(), rb.bench_config(args, base_url)])
         if standin is not None:
@@ -118,35 +233,44 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
             if limited
             else {"provider_signals": False}
         )
+        if args.share is not None and limited:
+            raw["llm"]["rate_limit"]["share"] = args.share
         raw["progress"] = {"interval_s": args.progress_s}
         (wd / "bench.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
         cfg = estimate.load_configs([str(wd / "bench.yaml")])  # layered as the run's
-        run_args = [rb.TARGET, "--cores", str(args.cores), "--resources"]
-        run_args += [f"llm_slots={args.llm_slots}", "--configfile", "bench.yaml", "--keep-going"]
         ch0, t0 = rb.children_cpu(), time.monotonic()
         ep0 = rb.proc_cpu(endpoint.pid)
+        errlog = (wd / "snakemake.err").open("w")
+        env = {**os.environ, "MEMPROBE_BENCH_KEY": "bench-key", cpu_cost.ENV: str(stats_dir)}
         proc = subprocess.Popen(
-            [rb.SNAKEMAKE, *run_args],
+            [rb.SNAKEMAKE, *run_args(args)],
             cwd=wd,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=errlog,
             text=True,
-            env={**os.environ, "MEMPROBE_BENCH_KEY": "bench-key"},
+            env=env,
         )
-        sampler = Sampler(proc.pid)
-        sampler.start()
-        try:
-            cap = None if limited else args.stop_unlimited_after
-            err, stopped = proc.communicate(timeout=cap)[1], False
-        except subprocess.TimeoutExpired:  # Ctrl-C: Snakemake stops its jobs and exits
-            proc.send_signal(signal.SIGINT)
-            err, stopped = proc.communicate()[1], True
+        monitor = Monitor(proc.pid, endpoint.pid, base_url, args.sample_s)
+        monitor.start()
+        ramp_s, window_s = args.ramp_min * 60, (args.window_min or 0) * 60
+        cap = None if limited else args.stop_unlimited_after
+        stopped = False
+        while proc.poll() is None:
+            time.sleep(1.0)
+            over = cap is not None and time.monotonic() - t0 > cap
+            ended = args.stop_after_window and monitor.window(ramp_s, window_s)
+            if (over or ended) and not stopped:  # Ctrl-C: Snakemake stops its jobs and exits
+                proc.send_signal(signal.SIGINT)
+                stopped = True
+        wall = time.monotonic() - t0
+        monitor.sample()  # the run's end
+        monitor.done.set()
+        monitor.join()
+        errlog.close()
+        err = (wd / "snakemake.err").read_text(errors="replace")
         if proc.returncode != 0 and not stopped:
             print(f"rate_limit_bench: the {name} pass failed:\n{err[-3000:]}", file=sys.stderr)
-        sampler.done.set()
-        sampler.join()
-        wall = time.monotonic() - t0
-        cpu = rb.children_cpu() - ch0
+        cpu = rb.children_cpu() - ch0  # Snakemake and every process it started, reaped
         endpoint_cpu = rb.proc_cpu(endpoint.pid) - ep0
         counts = stats(base_url)
         results = wd / "results" / cfg.run.name  # docs/runs.md; its users in results/users/
@@ -161,8 +285,13 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
         logs = err + "".join(
             p.read_text(errors="replace") for p in (wd / "logs").rglob("*.log") if p.is_file()
         )
-        summary = rb.snakemake(wd, "--detailed-summary", rb.TARGET, "--configfile", "bench.yaml")
-        critical, _ = critical_path(Dag(summary.stdout), ledger)
+        critical = 0.0
+        if not stopped:
+            summary = rb.snakemake(
+                wd, "--detailed-summary", rb.TARGET, "--configfile", "bench.yaml"
+            )
+            critical, _ = critical_path(Dag(summary.stdout), ledger)
+        jobs = job_cpu(stats_dir)
         out = {
             "name": name,
             "ok": proc.returncode == 0,
@@ -175,20 +304,37 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
             "paid": len(paid),
             "tokens": tokens,
             "http_requests": counts["admitted"] + counts["rejected"],
+            "admitted": counts["admitted"],
             "rejected": counts["rejected"],
             "lost": len(LOST.findall(logs)),
             "failed_jobs": err.count("Error in rule"),
-            "peak_rss": sampler.peak,
+            "peak_rss": monitor.peak,
             "disk": du(wd / "results", wd / ".cache"),
-            "cpu_s": cpu + endpoint_cpu,
+            "cpu_s": cpu,
             "endpoint_cpu_s": endpoint_cpu,
-            "snakemake_cpu_s": sampler.root_cpu,
+            "snakemake_cpu_s": monitor.kinds.get("snakemake", 0.0),
+            "cpu_by_kind_s": {
+                "snakemake": round(monitor.kinds.get("snakemake", 0.0), 2),
+                "embedding server": round(monitor.kinds.get("embedding server", 0.0), 2),
+                **{f"jobs: {k}": v for k, v in jobs.items() if k != "jobs"},
+                "job shells and the rest": round(
+                    cpu
+                    - monitor.kinds.get("snakemake", 0.0)
+                    - monitor.kinds.get("embedding server", 0.0)
+                    - sum(v for k, v in jobs.items() if k != "jobs"),
+                    2,
+                ),
+                "fake endpoint (apart)": round(endpoint_cpu, 2),
+            },
+            "jobs_measured": int(jobs["jobs"]),
+            "samples": [s.__dict__ for s in monitor.samples],
+            "window": window_figures(monitor, ramp_s, window_s) if args.window_min else None,
             "summary": next(
                 (x for x in err.splitlines()[::-1] if x.startswith("memprobe summary")), ""
             ),
         }
         out["bound_s"] = max(out["critical_s"], out["requests_s"], out["tokens_s"])
-        if limited:
+        if limited and not stopped:
             slots = args.llm_slots
             prior = estimate_rates.priors(cfg)
             seen = estimate_rates.observed(results, cfg, users) or prior
@@ -205,6 +351,34 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
             standin.close()
         if not args.keep:
             shutil.rmtree(wd, ignore_errors=True)
+
+
+def window_figures(monitor: Monitor, ramp_s: float, window_s: float) -> dict | None:
+    """The steady window's figures: from the first sample after the ramp to the first one
+    ``window_s`` later, or to the run's end where it ended first (``complete`` false)."""
+    span = monitor.window(ramp_s, window_s)
+    complete = span is not None
+    if span is None:
+        later = [s for s in monitor.samples if s.t >= ramp_s]
+        if len(later) < 2:
+            return None
+        span = (later[0], later[-1])
+    a, b = span
+    minutes = (b.t - a.t) / 60
+    admitted, rejected = b.admitted - a.admitted, b.rejected - a.rejected
+    return {
+        "start_s": a.t,
+        "window_s": round(b.t - a.t, 1),
+        "complete": complete,
+        "admitted_per_min": round(admitted / minutes, 1) if minutes else None,
+        "share_429": round(rejected / max(1, admitted + rejected), 4),
+        "admitted": admitted,
+        "rejected": rejected,
+        "cpu_ms_per_paid_call": round(1000 * (b.cpu_s - a.cpu_s) / max(1, admitted), 1),
+        "endpoint_cpu_ms_per_paid_call": round(
+            1000 * (b.endpoint_cpu_s - a.endpoint_cpu_s) / max(1, admitted), 1
+        ),
+    }
 
 
 def dag_build(args: argparse.Namespace) -> float:
@@ -284,14 +458,50 @@ def main() -> None:
         help="the fake's rigged replies (memprobe fake-endpoint --outcomes; default: the "
         "release's: episodes as long as its turn priors, the critic passing every task)",
     )
+    ap.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="slurm: through --executor slurm --workflow-profile profiles/slurm",
+    )
+    ap.add_argument("--jobs", type=int, help="SLURM jobs in flight (default: --llm-slots)")
+    ap.add_argument(
+        "--slurm-init-s",
+        type=int,
+        default=5,
+        help="--slurm-init-seconds-before-status-checks (the plugin's default: 40)",
+    )
+    ap.add_argument(
+        "--share",
+        type=float,
+        help="llm.rate_limit.share (unset: the run's; under a cluster executor 1/llm_slots "
+        "per node: give 1 on a one-node cluster, docs/cluster.md)",
+    )
+    ap.add_argument("--window-min", type=float, help="the steady window, in minutes")
+    ap.add_argument("--ramp-min", type=float, default=3.0, help="minutes before the window")
+    ap.add_argument(
+        "--stop-after-window",
+        action="store_true",
+        help="stop the run once its window has ended (its figures are the window's)",
+    )
+    ap.add_argument("--sample-s", type=float, default=60.0, help="seconds between samples")
+    ap.add_argument("--name", help="write the limited pass to benchmarks/results/NAME.json")
+    ap.add_argument("--no-dag-build", action="store_true", help="skip the paper DAG timing")
     args = ap.parse_args()
     if args.outcomes is None:
         args.outcomes = release_outcomes(args.systems)
+    if args.stop_after_window and not args.window_min:
+        ap.error("--stop-after-window needs --window-min")
 
     runs = [] if args.no_limited else [one_pass(args, "limited", True)]
     if not args.no_unlimited:
         runs.append(one_pass(args, "unlimited (llm_slots only)", False))
-    dag_s = dag_build(args)
+    if args.name:
+        for r in runs:
+            suffix = "" if r["name"] == "limited" else "-unlimited"
+            path = bench_record.write(record(args, r, f"{args.name}{suffix}"))
+            print(f"rate_limit_bench: {path.relative_to(rb.ROOT)}", file=sys.stderr)
+    dag_s = None if args.no_dag_build else dag_build(args)
     cmd = "python benchmarks/rate_limit_bench.py " + " ".join(sys.argv[1:])
     lines = [
         "# A run inside an API's rate limit",
@@ -317,20 +527,70 @@ def main() -> None:
         *[row(r) for r in runs],
         "",
         "CPU per paid call: every process of the run (Snakemake, job shells, jobs, the embedding "
-        "server) and the fake endpoint, over the paid calls. Calls lost: calls that got no reply "
-        "after `llm.max_attempts` tries (each fails its job). A pass `stopped` ran past "
-        "`--stop-unlimited-after`: its row counts what it did until then.",
+        "server), the fake endpoint apart, over the paid calls. Calls lost: calls that got no "
+        "reply after `llm.max_attempts` tries (each fails its job). A pass `stopped` ran past "
+        "`--stop-unlimited-after` or its window: its row counts what it did until then.",
         "",
     ]
     if not args.no_limited:
         lines += estimate_table(runs[0])
-    lines += [
-        f"DAG build of config/paper.yaml (`snakemake -n --quiet`): {dag_s:.1f} s.",
-        "",
-    ]
+    if dag_s is not None:
+        lines += [f"DAG build of config/paper.yaml (`snakemake -n --quiet`): {dag_s:.1f} s.", ""]
     Path(args.out).write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))
     print(json.dumps(runs, indent=1, default=str), file=sys.stderr)
+
+
+def record(args: argparse.Namespace, r: dict, name: str) -> dict:
+    """A pass as a benchmark record (benchmarks/bench_record.py): the window's figures where
+    one was measured, else the whole run's."""
+    w = r["window"]
+    local = args.executor == "local"
+    whole_cpu = 1000 * r["cpu_s"] / max(1, r["paid"]) if local else None
+    return {
+        "name": name,
+        "executor": args.executor,
+        "users": args.users,
+        "systems": args.systems,
+        "rpm": args.rpm if r["name"] == "limited" else None,
+        "wall_s": round(r["wall_s"], 1),
+        "bound_s": None if r["stopped"] else round(r["bound_s"], 1),
+        "window_s": w["window_s"] if w else None,
+        "admitted_per_min": w["admitted_per_min"]
+        if w
+        else round(r["admitted"] / (r["wall_s"] / 60), 1),
+        "share_429": w["share_429"] if w else round(r["rejected"] / max(1, r["http_requests"]), 4),
+        "calls_lost": r["lost"],
+        "cpu_ms_per_paid_call": (
+            (w["cpu_ms_per_paid_call"] if w else round(whole_cpu, 1)) if local else None
+        ),
+        "peak_rss_mib": round(r["peak_rss"] / 2**20),
+        "commit": bench_record.commit(),
+        "command": bench_record.command("rate_limit_bench.py"),
+        "finished": r["ok"] and not r["stopped"],
+        "stopped_after_window": r["stopped"] and r["name"] == "limited",
+        "window": w,
+        "tpm": args.tpm,
+        "latency_s": args.latency,
+        "llm_slots": args.llm_slots,
+        "dims": args.dims,
+        "paid_calls": r["paid"],
+        "paid_calls_to_the_limited_provider": r["limited"],
+        "requests": r["http_requests"],
+        "answered_429": r["rejected"],
+        "failed_jobs": r["failed_jobs"],
+        "bound_parts_s": {
+            "critical_path": round(r["critical_s"], 1),
+            "requests_per_rpm": round(r["requests_s"], 1),
+            "tokens_per_tpm": round(r["tokens_s"], 1),
+        },
+        "cpu_s": round(r["cpu_s"], 1),
+        "cpu_ms_per_paid_call_whole_run": round(whole_cpu, 1) if whole_cpu else None,
+        "cpu_by_kind_s": r["cpu_by_kind_s"],
+        "jobs_measured": r["jobs_measured"],
+        "machine": bench_record.machine(),
+        "samples": r["samples"],
+    }
 
 
 def estimate_table(lim: dict) -> list[str]:
