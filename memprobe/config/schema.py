@@ -432,7 +432,13 @@ class Config(Strict):
     @property
     def run_dir(self) -> str:
         """Where this run's results, ledgers and report go (docs/runs.md)."""
-        return f"{self.results_dir}/{self.run.name}"
+        return self.run_folder(self.run.name)
+
+    def run_folder(self, name: str) -> str:
+        """The results folder of the run named ``name`` under this ``results_dir``: this run's
+        own (``run_dir``) and the runs ``compare.runs`` names, found without their configs.
+        The one place a run's name becomes its folder."""
+        return f"{self.results_dir}/{name}"
 
     @property
     def logs_dir(self) -> str:

@@ -142,13 +142,6 @@ class RunPaths:
 SCORED = "scored.json"
 
 
-def run_folder(cfg: Config, name: str) -> str:
-    """The folder of the run named ``name``, where a config with ``run.name: <name>`` and
-    this ``results_dir`` keeps its files (as ``Config.run_dir``): ``compare.runs`` finds the
-    other runs here, by name, without their configs."""
-    return f"{cfg.results_dir}/{name}"
-
-
 def runs_with_tables(cfg: Config) -> list[str]:
     """The runs under ``results_dir`` that built their tables (a ``scored.json``)."""
     root = cfg.results_dir
@@ -157,7 +150,7 @@ def runs_with_tables(cfg: Config) -> list[str]:
     return sorted(
         name
         for name in os.listdir(root)
-        if name != SHARED_USERS_DIR and os.path.isfile(f"{run_folder(cfg, name)}/{SCORED}")
+        if name != SHARED_USERS_DIR and os.path.isfile(f"{cfg.run_folder(name)}/{SCORED}")
     )
 
 
