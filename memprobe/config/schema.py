@@ -443,9 +443,15 @@ class Config(Strict):
     # -- derived values used by the rules -------------------------------------------------
     @property
     def run_dir(self) -> str:
-        """Where this run's results, ledgers and report go: results_dir itself for the default
-        run, else its folder there (docs/runs.md)."""
-        return f"{self.results_dir}/{self.run.name}" if self.run.name else self.results_dir
+        """Where this run's results, ledgers and report go (docs/runs.md)."""
+        return self.run_folder(self.run.name)
+
+    def run_folder(self, name: str) -> str:
+        """The results folder of the run named ``name`` under this ``results_dir``: this run's
+        own (``run_dir``) and the runs ``compare.runs`` names, found without their configs.
+        The one place a run's name becomes its folder; the default run's, empty, is
+        results_dir itself."""
+        return f"{self.results_dir}/{name}" if name else self.results_dir
 
     @property
     def logs_dir(self) -> str:

@@ -1,6 +1,6 @@
 """``compare.runs``: the other runs this run is set beside, found when the DAG loads.
 
-An other run is found by its name (``paths.run_folder``), never by its config: its tables job
+An other run is found by its name (``Config.run_folder``), never by its config: its tables job
 left ``scored.json`` (``records.Scored``: its users, its (system, mode) pairs, its judge), and
 its per-user judge records of the users both runs score are inputs of this run's tables and
 inspector, so a rerun of the other run reruns the comparison. A run that is not there, has not
@@ -53,7 +53,7 @@ def find(cfg: Config, users: list[str], pairs: list[tuple[str, str]]) -> list[Co
     modes = {m for _, m in pairs}
     out = []
     for name in cfg.compare.runs:
-        folder = paths.run_folder(cfg, name)
+        folder = cfg.run_folder(name)
         scored_file = f"{folder}/{paths.SCORED}"
         if not os.path.isdir(folder):
             here = ", ".join(map(repr, paths.runs_with_tables(cfg))) or "none"

@@ -146,13 +146,6 @@ class RunPaths:
 SCORED = "scored.json"
 
 
-def run_folder(cfg: Config, name: str) -> str:
-    """The folder of the run named ``name``, where a config with ``run.name: <name>`` and
-    this ``results_dir`` keeps its files (as ``Config.run_dir``): ``compare.runs`` finds the
-    other runs here, by name, without their configs; the default run's name is empty."""
-    return f"{cfg.results_dir}/{name}" if name else cfg.results_dir
-
-
 def runs_with_tables(cfg: Config) -> list[str]:
     """The runs under ``results_dir`` that built their tables (a ``scored.json``); the
     default run, if it did, first, as its empty name."""
@@ -160,7 +153,7 @@ def runs_with_tables(cfg: Config) -> list[str]:
     if not os.path.isdir(root):
         return []
     names = ["", *sorted(n for n in os.listdir(root) if n != SHARED_USERS_DIR)]
-    return [n for n in names if os.path.isfile(f"{run_folder(cfg, n)}/{SCORED}")]
+    return [n for n in names if os.path.isfile(f"{cfg.run_folder(n)}/{SCORED}")]
 
 
 def of(cfg: Config, slicer: Slicer | None = None, files: Files | None = None) -> RunPaths:

@@ -211,3 +211,14 @@ def test_each_protocol_key_changed_by_config_stops_the_dag_load(workflow_factory
         assert proc.returncode != 0 and len(lines) == 1, (key, proc.stderr[-1500:])
         assert lines[0].startswith(f"memprobe: --config: {key}: is "), lines[0]
     assert not (wf.root / "results").exists()
+
+
+def test_the_replay_compares_with_the_release_import_under_the_paper_protocol():
+    """config/replay.yaml sets the replay beside the release's five (issue 41): `compare` is
+    free under `protocol: paper` (it reads another run, it changes no B), and one override
+    leaves it out."""
+    raw = merged("config/config.yaml", "config/paper.yaml", "config/replay.yaml")
+    raw["release_dir"] = "/path/to/release"
+    cfg = load_config(raw)
+    assert cfg.compare.runs == ["release"] and cfg.run.name == "replay"
+    assert load_config({**raw, "compare": {"runs": []}}).compare.runs == []

@@ -87,8 +87,8 @@ def test_a_runs_users_folders_come_from_its_config_alone():
 
 def test_another_run_is_found_by_its_name_beside_this_one(tmp_path):
     cfg = load_config(tiny_config("http://127.0.0.1:9/v1", results_dir=str(tmp_path)))
-    assert paths.run_folder(cfg, "release") == f"{tmp_path}/release"
-    assert paths.run_folder(cfg, cfg.run.name) == cfg.run_dir  # as this run's own
+    assert cfg.run_folder("release") == f"{tmp_path}/release"
+    assert cfg.run_folder(cfg.run.name) == cfg.run_dir  # as this run's own
     assert paths.runs_with_tables(cfg) == []
     for name in ("release", "half_done", "users"):
         (tmp_path / name).mkdir()
@@ -101,7 +101,7 @@ def test_the_default_run_is_found_by_its_empty_name(tmp_path):
     raw = tiny_config("http://127.0.0.1:9/v1", results_dir=str(tmp_path))
     named = load_config({**raw, "run": {"name": "mine"}})
     default = load_config({**raw, "run": {"name": ""}})
-    assert paths.run_folder(named, "") == str(tmp_path) == default.run_dir
+    assert named.run_folder("") == str(tmp_path) == default.run_dir
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / paths.SCORED).write_text("{}")
     (tmp_path / paths.SCORED).write_text("{}")
