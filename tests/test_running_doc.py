@@ -20,8 +20,8 @@ import yaml
 from memprobe import cli, config_reference
 from memprobe.config.loading import WORKFLOW_CONFIG, ConfigError, load_layers, read_config_file
 from memprobe.config.schema import Config
+from tests.helpers.docs import configfiles_named, documented_commands
 from tests.helpers.workflow import ROOT, SNAKEMAKE
-from tests.test_readme import configfiles_named, documented_commands
 
 RUNNING = ROOT / "docs" / "running.md"
 
