@@ -11,15 +11,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.helpers.docs import DOCS, README, configfiles_named, documented_commands
 from tests.helpers.workflow import ROOT
 
-README = ROOT / "README.md"
 MEMPROBE = str(Path(sys.executable).with_name("memprobe"))
 
 
@@ -40,8 +39,6 @@ def test_every_path_the_readme_names_exists():
 
 
 # -- every documented command is run somewhere, or says what it needs -------------------------
-DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
-COMMAND = re.compile(r"^(?:memprobe|snakemake|python3?|pip|vllm|conda) ")
 # What runs each documented command (a test, .ci/run or benchmarks/); first match wins.
 # Commands that need what this project's machines lack carry a "# needs ..." note instead.
 RUN_BY = [
@@ -144,17 +141,6 @@ RUN_BY = [
     (r"^python -X importtime", "benchmarks/run_bench.py"),
     (r"^vllm serve", "needs a GPU"),  # wherever it is named: it serves a model on a GPU
 ]
-
-
-def documented_commands() -> Iterator[tuple[str, str, str]]:
-    """(file, command, its line) for code-block lines and inline `commands` of the docs."""
-    for doc in DOCS:
-        for line in doc.read_text(encoding="utf-8").splitlines():
-            if line.startswith("    ") and COMMAND.match(line.strip()):
-                yield doc.name, line.strip().split("  #")[0].strip(), line
-            for inline in re.findall(r"`([^`]+)`", line):
-                if COMMAND.match(inline) and " " in inline:
-                    yield doc.name, inline, line
 
 
 def _exists(where: str) -> bool:
@@ -260,14 +246,6 @@ def test_the_progress_line_s_interval_is_the_one_the_docs_give():
     stated = re.findall(r"every `progress.interval_s` \((\d+) s by default\)", text)
     assert stated == [f"{Progress().interval_s:g}"], stated
     assert "every few seconds" not in text
-
-
-def configfiles_named(text: str) -> list[str]:
-    """Every file a ``--configfile`` of ``text``'s commands names."""
-    found = []
-    for args in re.findall(r"--configfile((?:[ \t]+[^\s#-][^\s#]*)+)", text):
-        found += args.split()
-    return found
 
 
 def test_every_configfile_the_readme_names_is_in_the_repository():
