@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from memprobe.llm import rate_limit
 from memprobe.registry import systems as registry
 from memprobe.testing.memt_standin import StandIn
 from memprobe.workflow import shell_job
@@ -199,7 +200,8 @@ def test_slurm_submits_gpu_flags_for_memt_only_and_caps_llm_jobs(
     # (A --config value arrives as text: the config model reads "0.5" as the number.) The
     # head's own export, written at DAG load before the executor is known, keeps the whole
     # limit: it serves only the localrules (tables, inspector), which call no LLM.
-    steps = [x for x in limits if x is not None and x["state_dir"] == "/tmp/memprobe-rate-limit"]
+    node = rate_limit.node_state_dir()  # this user's own folder on each node
+    steps = [x for x in limits if x is not None and x["state_dir"] == node]
     assert steps and all(float(x["share"]) == 1 / cap for x in steps), limits
     assert all(float(x["share"]) == 1.0 for x in limits if x is not None and x not in steps)
 
