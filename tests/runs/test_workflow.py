@@ -201,8 +201,20 @@ def test_stand_ins_end_the_run_listed_and_flag_the_cells_they_touch(scripted, wo
     cfg = tiny_config(ep.base_url)
     cfg["llm"].update(max_reasks=0, resample_invalid=0)
     wf = workflow_factory(cfg)
-    proc = wf.run("tables")
+    # Issue 42: a stage whose every reply was a stand-in stops the run before its tables, in
+    # one line naming the stage and its share (llm.max_stand_in_share, default 0.5)...
+    stopped = wf.run("tables", check=False)
     results = wf.results
+    assert stopped.returncode != 0 and not (results / "table2.csv").exists()
+    (line,) = [x for x in stopped.stderr.splitlines() if "llm.max_stand_in_share" in x]
+    assert "memprobe: tables: llm.max_stand_in_share: more than 0.5 of " in line, line
+    n = len(seen["slotfill"])
+    assert f"(slotfill {n} of {n} calls, 100%)" in line
+    assert "recoveries.csv" in line and "/recoveries/" in line
+    # ... and one that accepts them all (1) gets its tables, from the cache: no call again.
+    asked = len(seen["slotfill"])
+    proc = wf.run("tables", "--config", "llm={max_stand_in_share: 1.0}")
+    assert len(seen["slotfill"]) == asked
     listed = list(csv.DictReader(open(results / "recoveries.csv")))
     assert listed and {r["stage"] for r in listed} == {"slotfill"}
     assert len(listed) == len(seen["slotfill"])  # one per call: no re-ask
