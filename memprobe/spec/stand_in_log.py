@@ -11,7 +11,8 @@ A stage whose share of stand-ins passes ``llm.max_stand_in_share`` stops the run
 tables (``check_share``, inspect_ai's ``fail_on_error`` as a share): an endpoint whose every
 reply is invalid would otherwise yield a full set of tables made of stand-ins. The share is
 counted over the calls of the stage's role (``vocabulary.STAGE_ROLE``) in the run's usage
-ledgers: one ``ok`` row with ``reask`` 0 per call, paid or replayed.
+ledgers of the rules it stood in for: one ``ok`` row with ``reask`` 0 per call, paid or
+replayed.
 """
 
 from __future__ import annotations
@@ -90,13 +91,26 @@ class TooManyStandIns(ConfigError):
 def shares(
     jobs: Iterable[JobStandIns], rows: Iterable[dict[str, str]]
 ) -> dict[Stage, tuple[int, int]]:
-    """Each stage with stand-ins: (its stand-ins, its role's calls in the ledger ``rows``);
-    the calls are never fewer than the stand-ins (a call whose row is missing still counts)."""
+    """Each stage with stand-ins: (its stand-ins, its calls). Its calls are those of its role
+    (``vocabulary.STAGE_ROLE``) in the ledger ``rows`` of the rules it stood in for (so the
+    persona's and the bank's calls, both the generator's, are told apart by their jobs); never
+    fewer than its stand-ins (a call whose row is missing still counts)."""
     calls = Counter(
-        r.get("role", "") for r in rows if r.get("status") == "ok" and r.get("reask") == "0"
+        (r.get("job", "").split("/", 1)[0], r.get("role", ""))
+        for r in rows
+        if r.get("status") == "ok" and r.get("reask") == "0"
     )
-    counts = per_stage(jobs)
-    return {s: (counts[s], max(calls[STAGE_ROLE[s]], counts[s])) for s in STAGES if counts[s]}
+    counts: Counter[Stage] = Counter()
+    rules: dict[Stage, set[str]] = {}
+    for job in jobs:
+        for r in job.recoveries:
+            counts[r.stage] += 1
+            rules.setdefault(r.stage, set()).add(job.rule)
+    return {
+        s: (counts[s], max(sum(calls[rule, STAGE_ROLE[s]] for rule in rules[s]), counts[s]))
+        for s in STAGES
+        if counts[s]
+    }
 
 
 def check_share(

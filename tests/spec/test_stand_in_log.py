@@ -78,12 +78,13 @@ def test_an_artifact_lists_its_recoveries_last_and_only_when_it_has_some():
     assert Bank.model_validate_json(bank.model_dump_json()) == bank
 
 
-def calls(role: str, n: int) -> list[dict[str, str]]:
-    """Ledger rows of ``n`` calls of ``role``: each a handed reply (ok, reask 0), some with a
-    resampled invalid reply and a re-ask before it, which are not calls of their own."""
-    rows = [{"role": role, "status": "ok", "reask": "0"} for _ in range(n)]
-    return [*rows, {"role": role, "status": "invalid", "reask": "0"},
-            {"role": role, "status": "ok", "reask": "1"}]  # fmt: skip
+def calls(rule: str, role: str, n: int) -> list[dict[str, str]]:
+    """Ledger rows of ``n`` calls of ``role`` in a job of ``rule``: each a handed reply (ok,
+    reask 0), and a resampled invalid reply and a re-ask, which are not calls of their own."""
+    row = {"job": f"{rule}/user_001", "role": role}
+    rows = [{**row, "status": "ok", "reask": "0"} for _ in range(n)]
+    return [*rows, {**row, "status": "invalid", "reask": "0"},
+            {**row, "status": "ok", "reask": "1"}]  # fmt: skip
 
 
 def test_a_stage_past_its_share_of_stand_ins_stops_in_one_line_naming_it():
@@ -94,9 +95,10 @@ def test_a_stage_past_its_share_of_stand_ins_stops_in_one_line_naming_it():
         JobStandIns(job="bank/u", rule="bank", recoveries=[rec("bank")]),
         JobStandIns(job="attribution/u", rule="attribution", recoveries=[rec("subclass")]),
     ]
-    rows = [*calls("slotfill", 4), *calls("generator", 10), *calls("disclosure", 2)]
+    rows = [*calls("slotfill", "slotfill", 4), *calls("bank", "generator", 10)]
+    rows += [*calls("persona", "generator", 1), *calls("attribution", "disclosure", 2)]
     assert stand_in_log.shares(jobs, rows) == {
-        "bank": (1, 10),  # persona and bank both call the generator
+        "bank": (1, 10),  # the generator's calls in the bank's jobs, not the persona's
         "slotfill": (4, 4),
         "subclass": (1, 2),  # the disclosure role's second question
     }
@@ -112,5 +114,5 @@ def test_a_stage_past_its_share_of_stand_ins_stops_in_one_line_naming_it():
     stand_in_log.check_share(jobs[1:], rows, 0.5, "")
     assert stand_in_log.shares(jobs[:1], []) == {"slotfill": (4, 4)}
     # A few stand-ins, as a small model's run has, run on; 1 never stops.
-    stand_in_log.check_share(jobs[:1], calls("slotfill", 40), 0.5, "")
+    stand_in_log.check_share(jobs[:1], calls("slotfill", "slotfill", 40), 0.5, "")
     stand_in_log.check_share(jobs, rows, 1.0, "")
