@@ -71,3 +71,19 @@ Stage = Literal[
     "subclass",
 ]
 STAGES: tuple[Stage, ...] = get_args(Stage)
+# The role each stage's structured calls go to: a stage's share of stand-ins is counted over its
+# role's calls (memprobe/spec/stand_in_log.py, llm.max_stand_in_share).
+STAGE_ROLE: dict[Stage, Role] = {
+    "persona": "generator",
+    "bank": "generator",
+    "task_writer": "task_writer",
+    "critic": "critic",
+    "editor": "editor",
+    "simulator": "simulator",
+    "preference": "preference",
+    "slotfill": "slotfill",
+    "judge": "judge",
+    "oracle": "oracle",
+    "disclosure": "disclosure",
+    "subclass": "disclosure",
+}

@@ -57,6 +57,10 @@ def main(job: step.Job) -> None:
     judges |= {p: records.load(p, records.Judge) for p in i.sweep}
     note, header = judge_note(i.calibration, params)
     stand_ins = stand_in_log.read(params.recoveries)
+    # An endpoint that answered garbage stops here, before any table (llm.max_stand_in_share).
+    listed = stand_in_log.listed_in(params.recoveries)
+    rows = ledger.read_rows(params.ledgers)
+    stand_in_log.check_share(stand_ins, rows, cfg.llm.max_stand_in_share, listed)
 
     def flagged(flags, df, metrics, columns=None, mode=None):
         """A failed judge's note on the B cells, and on every cell the stand-ins that
@@ -178,7 +182,7 @@ def main(job: step.Job) -> None:
     records.write_atomic(o.report_header, f"MemProbe run\n============\n\n{header}\n")
 
     # Last: the bill of the LLM jobs behind this run's artifacts.
-    write(o.table5, tables.table5(ledger.read_rows(params.ledgers), systems))
+    write(o.table5, tables.table5(rows, systems))
 
     # Built on B as the tables are: a failed judge's flag goes on every figure too.
     figures.category_b(js, systems, o.category_b, note)

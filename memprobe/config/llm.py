@@ -94,6 +94,9 @@ class LLMSettings(Strict):
     resample_invalid: int = Field(
         default=2, ge=0, description="identical re-sends of an empty/non-JSON/off-schema reply"
     )
+    max_stand_in_share: float = Field(default=0.5, ge=0, le=1)
+    """the share of a stage's calls that may end in a stand-in (re-asks spent): past it the
+    run stops before its tables (an endpoint that answers garbage); 1 never stops"""
     backoff_s: float = Field(default=1.0, ge=0)
     """the first retry's wait (doubling; a Retry-After wins)"""
     concurrency: int = Field(default=4, ge=1, description="parallel calls inside one job")

@@ -165,6 +165,10 @@ FREE: dict[str, str] = {
     "llm.rate_limit.provider_signals": _PACE,
     "llm.max_reasks": _REASKS,
     "llm.resample_invalid": _REASKS,
+    "llm.max_stand_in_share": (
+        "when a run with too many stand-ins stops before its tables; changes no number of a "
+        "run that finishes"
+    ),
     "system_settings.memt.gpu_model": _PLACEMENT,
     "system_settings.memt.cpus_per_gpu": _PLACEMENT,
     "system_settings.memt.startup_timeout_s": _PLACEMENT,

@@ -17,12 +17,14 @@ Parallel jobs can send the identical request at the same moment (every system's 
 simulator turn is the same prompt). ``inflight(key)`` is an advisory ``flock`` that the first
 sender holds until its reply is cached, so the others wait and replay it instead of paying
 again. The kernel drops the lock when its holder dies, so a killed job never blocks a resume.
+The locks are this user's alone (``.locks-<uid>/``, 0700, files 0600: memprobe/llm/owner_only.py;
+another user could otherwise hold every call of the run), and a wait for one ends at the call's
+deadline: the call is then sent anyway (paid twice at worst, never held).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -31,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memprobe.llm.owner_only import NotPrivate, OwnerLock, private_dir
 from memprobe.spec.records import write_all
 
 
@@ -47,6 +50,7 @@ def request_key(request: dict[str, Any]) -> str:
 class ResponseCache:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
+        self._locks: Path | None = None  # this user's lock folder, made private on first use
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
@@ -92,28 +96,28 @@ class ResponseCache:
         self._path(key).unlink(missing_ok=True)
 
     @contextlib.contextmanager
-    def inflight(self, key: str) -> Iterator[None]:
-        """Hold the lock of ``key`` while asking for it (see the module docstring).
+    def inflight(self, key: str, wait_s: float) -> Iterator[None]:
+        """Hold the lock of ``key`` while asking for it (see the module docstring), waiting at
+        most ``wait_s`` (the call's deadline) for another sender to let go.
 
-        Locks are striped over 4096 files (``.locks/<key[:3]>``) so they don't double the
+        Locks are striped over 4096 files (``.locks-<uid>/<key[:3]>``) so they don't double the
         cache's file count; two different requests share a stripe with probability 1/4096.
-        A filesystem without ``flock`` (some network mounts) degrades to no de-duplication.
+        A cache that cannot hold a lock file (read-only, a filesystem without ``flock``)
+        degrades to no de-duplication; a lock folder another user owns stops the call
+        (:class:`~memprobe.llm.owner_only.NotPrivate`, one line).
         """
-        path = self.root / ".locks" / key[:3]
         try:
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask applies: a
-            except FileNotFoundError:  # group-shared cache keeps one lock for the group
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            if self._locks is None:
+                self._locks = private_dir(self.root / f".locks-{os.getuid()}", "llm.cache_dir")
+            lock = OwnerLock(self._locks / key[:3], wait_s, "llm.cache_dir")
+            held = lock.acquire()
+        except NotPrivate:
+            raise
         except OSError:
             yield
             return
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError:
-                pass
-            yield
+            yield  # held or not: past the deadline the call goes ahead (module docstring)
         finally:
-            os.close(fd)  # closing drops the lock
+            if held:
+                lock.release()

@@ -339,7 +339,7 @@ class LLM:
         # A parallel job sending the same request holds its lock until the reply is cached:
         # wait for it and replay, don't pay twice.
         asked = time.monotonic()
-        with self.cache.inflight(key):
+        with self.cache.inflight(key, self.endpoint.timeout_s):
             # A replay after a wait records the wait as its latency: this job's time on the
             # call, which the benchmark's critical path counts like a paid call's.
             replayed = self._replay(key, reask, waited=time.monotonic() - asked)

@@ -13,12 +13,19 @@ shared pacing file beside the buckets: a 429's Retry-After holds every sender un
 way) paces every sender at the rate the provider refills (``x-ratelimit-reset-*`` is when it is
 full again) until the reset, and too little left for one call holds them for one refill step:
 the run slows down before the 429s come.
+
+The state folder is this user's alone (0700, its files 0600, checked for owner:
+memprobe/llm/owner_only.py): another local user can neither plant a pace that holds every
+call nor hold its locks. A wait for a lock ends at the call's deadline (``llm.timeout_s``): the
+request is then sent unpaced (the provider's own 429s still pace it), never held; and no pace
+read from the file holds a request for longer than ``MAX_HOLD_S``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -29,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memprobe.llm.owner_only import LockTimeout, OwnerLock, open_private, private_dir
 from memprobe.registry import backends
 
 if TYPE_CHECKING:
@@ -44,10 +52,18 @@ LOW_WATER = 0.1  # below this share of the limit left, pace what is left until t
 # exactly its rate would find the bucket a hair short.
 PACE_MARGIN = 1.1
 MAX_HOLD_S = 120.0  # never trust a signal to stop the run for longer than this at once
-# A cluster node's buckets, on its own disk: file locks do not hold over NFS
-# (memprobe/workflow/cluster.py).
-NODE_STATE_DIR = "/tmp/memprobe-rate-limit"
+STATE_KEY = "llm.rate_limit.state_dir"
+
+
+def node_state_dir() -> str:
+    """A cluster node's buckets, on its own disk (file locks do not hold over NFS:
+    memprobe/workflow/cluster.py), in a folder of this user's: one fixed name in /tmp would be
+    every user's, and the first to make it could stall the others' calls."""
+    return f"/tmp/memprobe-rate-limit-{os.getuid()}"
+
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+log = logging.getLogger("memprobe")
 
 
 @dataclass(frozen=True)
@@ -113,19 +129,21 @@ class RateLimiter:
     """The limit of one endpoint, shared through files under ``state_dir``."""
 
     def __init__(
-        self, limits: Limits, state_dir: str | Path, identity: str, signals: bool = True
+        self,
+        limits: Limits,
+        state_dir: str | Path,
+        identity: str,
+        signals: bool = True,
+        timeout_s: float = 120.0,
     ) -> None:
-        from filelock import FileLock
-
         self.limits = limits
         self.signals = signals
-        root = Path(state_dir)
-        root.mkdir(parents=True, exist_ok=True)
+        root = private_dir(state_dir, STATE_KEY)
         name = hashlib.sha256(identity.encode()).hexdigest()[:16]  # no URL or secret in a name
         self._pace_path = root / f"{name}.pace.json"
-        # Thread-local (filelock's default): each thread takes the OS lock itself, so the job's
-        # threads exclude each other as its processes do.
-        self._pace_lock = FileLock(f"{self._pace_path}.lock")
+        # Each thread takes the OS lock itself (OwnerLock), so the job's threads exclude each
+        # other as its processes do; no wait for it outlasts the call's deadline.
+        self._pace_lock = OwnerLock(f"{self._pace_path}.lock", timeout_s, STATE_KEY)
         self._lock = threading.Lock()
         self._completion_mean = 0.0
         self._call_mean = 0.0  # prompt + completion tokens of a call, on average
@@ -133,11 +151,17 @@ class RateLimiter:
         self._inflight = 0  # this process's requests sent and not yet answered
         self._owed = 0.0  # tokens used and not yet charged to the bucket (under a unit)
         self.waited_s = 0.0  # all waits of this process, for the benchmark
-        db = str(root / f"{name}.sqlite")
+        db = root / f"{name}.sqlite"
+        os.close(open_private(db, STATE_KEY))  # 0600 before SQLite opens it (its WAL follows)
+        self._bucket_lock = OwnerLock(f"{db}.lock", timeout_s, STATE_KEY)
         self.unit = max(1, math.ceil((limits.tokens or 1) / TOKEN_ROWS))
-        self._requests = _bucket(limits.requests, limits.window_s, db, "requests")
+        self._requests = _bucket(
+            limits.requests, limits.window_s, db, "requests", self._bucket_lock
+        )
         self._tokens = (
-            _bucket(limits.tokens // self.unit or 1, limits.window_s, db, "tokens")
+            _bucket(
+                limits.tokens // self.unit or 1, limits.window_s, db, "tokens", self._bucket_lock
+            )
             if limits.tokens
             else None
         )
@@ -152,7 +176,7 @@ class RateLimiter:
         start = time.monotonic()
         self._wait_pace()
         if self._requests is not None:
-            self._requests.try_acquire("requests", 1)
+            self._take(self._requests, "requests", 1)
         tokens = self.estimate(req)
         self._take_tokens(tokens)
         waited = time.monotonic() - start
@@ -198,8 +222,28 @@ class RateLimiter:
         cap = self._tokens_rate_limit
         while units > 0:  # a call bigger than the window's budget takes it whole, then more
             step = min(units, cap)
-            self._tokens.try_acquire("tokens", step)
+            self._take(self._tokens, "tokens", step)
             units -= step
+
+    def _take(self, limiter: Any, name: str, weight: int) -> None:
+        """Wait until the bucket ``name`` admits ``weight``. The lock is held only to look, never
+        while waiting (pyrate-limiter's blocking wait sleeps holding it, which made every
+        other process's wait for the budget a wait for the lock); a lock held past the call's
+        deadline sends the request unpaced."""
+        from pyrate_limiter import RateItem
+
+        while True:
+            if not self._bucket_lock.acquire():
+                log.warning("llm.rate_limit: %s", _HELD)
+                return
+            try:
+                if limiter.try_acquire(name, weight, blocking=False):
+                    return
+                bucket = limiter.bucket_factory.get(RateItem(name, 0, weight))
+                wait_ms = bucket.waiting(RateItem(name, bucket.now(), weight))
+            finally:
+                self._bucket_lock.release()
+            time.sleep(max(wait_ms, 10) / 1000 + BUFFER_S)
 
     @property
     def _tokens_rate_limit(self) -> int:
@@ -243,62 +287,99 @@ class RateLimiter:
             self._update_pace(hold, gap, gap_until)
 
     def _update_pace(self, hold: float, gap: float, gap_until: float) -> None:
-        with self._pace_lock:
-            state = self._read_pace()
-            state["next"] = max(state.get("next", 0.0), min(hold, time.time() + MAX_HOLD_S))
-            if gap and gap_until > state.get("gap_until", 0.0):
-                state["gap"], state["gap_until"] = gap, gap_until
-            _write_atomic(self._pace_path, json.dumps(state))
+        try:
+            with self._pace_lock:
+                state = self._read_pace()
+                state["next"] = max(state.get("next", 0.0), min(hold, time.time() + MAX_HOLD_S))
+                if gap and gap_until > state.get("gap_until", 0.0):
+                    state["gap"], state["gap_until"] = gap, gap_until
+                _write_atomic(self._pace_path, json.dumps(state))
+        except LockTimeout:
+            log.warning("llm.rate_limit: %s", _HELD)  # this signal is lost; the next one counts
 
     def _wait_pace(self) -> None:
         """Take this request's slot in the shared pacing (no file: no signal yet, no wait)."""
         if not self._pace_path.exists():
             return
-        with self._pace_lock:
-            state = self._read_pace()
-            now = time.time()
-            start = max(now, state.get("next", 0.0))
-            if start < state.get("gap_until", 0.0):
-                state["next"] = start + state["gap"]
-                _write_atomic(self._pace_path, json.dumps(state))
+        now = time.time()
+        try:
+            with self._pace_lock:
+                state = self._read_pace()
+                now = time.time()
+                start = min(max(now, state.get("next", 0.0)), now + MAX_HOLD_S)
+                if start < state.get("gap_until", 0.0):
+                    state["next"] = start + min(state["gap"], MAX_HOLD_S)
+                    _write_atomic(self._pace_path, json.dumps(state))
+        except LockTimeout:
+            log.warning("llm.rate_limit: %s", _HELD)
+            return
         if start > now:
             time.sleep(start - now)
 
     def _read_pace(self) -> dict[str, float]:
         try:
-            return json.loads(self._pace_path.read_text())
-        except (FileNotFoundError, ValueError):
+            fd = open_private(self._pace_path, STATE_KEY, os.O_RDONLY)
+        except FileNotFoundError:
             return {}
+        try:
+            with os.fdopen(fd, encoding="utf-8") as fh:
+                state = json.load(fh)
+        except ValueError:
+            return {}
+        if not isinstance(state, dict):
+            return {}
+        return {k: float(v) for k, v in state.items() if isinstance(v, int | float)}
 
 
-def _bucket(limit: int | None, window_s: float, db: str, table: str) -> Any:
-    """A blocking pyrate-limiter Limiter on a file-locked SQLite bucket (None: no limit)."""
+_HELD = "the state folder's lock was held past the call's deadline (llm.timeout_s): sent unpaced"
+BUFFER_S = 0.02  # past the moment the bucket frees up: its clock and ours differ by a hair
+
+
+def _bucket(limit: int | None, window_s: float, db: Path, table: str, lock: OwnerLock) -> Any:
+    """A pyrate-limiter Limiter on a SQLite bucket behind ``lock`` (None: no limit), asked
+    without blocking (``RateLimiter._take``): pyrate-limiter's own file lock
+    (``init_from_file``) makes its file 0644 and waits for it forever."""
     if not limit:
         return None
-    from pyrate_limiter import Limiter, Rate, SQLiteBucket
+    import sqlite3
 
-    bucket = SQLiteBucket.init_from_file(
-        [Rate(limit, int(window_s * 1000))], table=table, db_path=db, use_file_lock=True
-    )
-    return Limiter(bucket, buffer_ms=20)
+    from pyrate_limiter import Limiter, Rate, SQLiteBucket
+    from pyrate_limiter.buckets.sqlite_bucket import Queries
+
+    with lock:
+        conn = sqlite3.connect(str(db), isolation_level="DEFERRED", check_same_thread=False)
+        cur = conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL;")  # as init_from_file with its file lock
+        cur.execute("PRAGMA synchronous=NORMAL;")
+        cur.execute(Queries.CREATE_BUCKET_TABLE.format(table=table))
+        index = f"idx_{table}_rate_item_timestamp"
+        cur.execute(Queries.CREATE_INDEX_ON_TIMESTAMP.format(index_name=index, table_name=table))
+        cur.close()
+        conn.commit()
+    bucket = SQLiteBucket([Rate(limit, int(window_s * 1000))], conn, table=table, lock=lock)
+    return Limiter(bucket)
 
 
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text)
+    fd = open_private(tmp, STATE_KEY, os.O_WRONLY | os.O_TRUNC)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
     tmp.replace(path)
 
 
-_SHARED: dict[tuple[str, Limits, str, bool], RateLimiter] = {}
+_SHARED: dict[tuple[str, Limits, str, bool, float], RateLimiter] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared(limits: Limits, state_dir: str | Path, identity: str, signals: bool) -> RateLimiter:
+def shared(
+    limits: Limits, state_dir: str | Path, identity: str, signals: bool, timeout_s: float = 120.0
+) -> RateLimiter:
     """This process's one limiter of an endpoint (its roles share it, like its provider)."""
-    key = (str(Path(state_dir).resolve()), limits, identity, signals)
+    key = (str(Path(state_dir).resolve()), limits, identity, signals, timeout_s)
     with _SHARED_LOCK:
         if key not in _SHARED:
-            _SHARED[key] = RateLimiter(limits, state_dir, identity, signals)
+            _SHARED[key] = RateLimiter(limits, state_dir, identity, signals, timeout_s)
         return _SHARED[key]
 
 
@@ -334,4 +415,4 @@ def for_endpoint(
     signals = cfg.llm.rate_limit.provider_signals
     if not (limits.requests or limits.tokens or signals):
         return None
-    return shared(limits, state_dir(cfg), endpoint.identity, signals)
+    return shared(limits, state_dir(cfg), endpoint.identity, signals, endpoint.timeout_s)

@@ -8,6 +8,9 @@
   reads it).
   ``onsuccess``/``onerror`` call :func:`stop_for_run`; the server also dies with Snakemake
   (PR_SET_PDEATHSIG plus a parent watchdog), so an interrupted run leaves nothing behind.
+- A server found by its URL (``memprobe local-server``'s env file, the run's state file) is
+  checked before each request to be the process that file names (:func:`check_found`): once
+  it stops, whoever binds its port next gets neither the key nor a prompt.
 - ``OMP_WAIT_POLICY=PASSIVE``: llama.cpp's OpenMP threads otherwise spin while waiting, and a
   busy neighbour process then drops generation to under one token per second
   (``llm.local.spin_count`` trades that for speed on a quiet machine: :func:`wait_env`).
@@ -28,7 +31,16 @@ from typing import Any, cast
 
 from memprobe.config.schema import Config
 from memprobe.llm.openai_backend import OpenAIBackend
-from memprobe.llm.providers import Capacity, Endpoint, ProviderError, Served
+from memprobe.llm.providers import (
+    Capacity,
+    Endpoint,
+    Observe,
+    OpenAICompatible,
+    Provider,
+    ProviderError,
+    Reply,
+    Served,
+)
 from memprobe.serving import served_process
 from memprobe.serving.local_model import (
     LocalModel,
@@ -47,7 +59,10 @@ MODEL_ID_ENV = "MEMPROBE_LOCAL_MODEL_ID"  # sha256 of the served GGUF: part of c
 # only (never argv, a log or the state file); the child reads it from KEY_CHILD_ENV.
 KEY_ENV = "MEMPROBE_LOCAL_API_KEY"
 KEY_CHILD_ENV = "_MEMPROBE_LOCAL_KEY_IN"
-STATE_FILE = "local_server.json"  # in the run's logs folder: {"base_url", "model_sha256"}
+# The server process's pid: a server found by URL (this variable's env file, a state file)
+# proves it is that process's before any key or prompt goes to it (served_process.found_is_ours).
+PID_ENV = "MEMPROBE_LOCAL_SERVER_PID"
+STATE_FILE = "local_server.json"  # in the run's logs folder: {"base_url", "model_sha256", "pid"}
 
 
 # -- the server process --------------------------------------------------------------------
@@ -175,6 +190,11 @@ class LocalBackend(OpenAIBackend):
         # The run's own key, never an API key.
         return Endpoint(self.name, base_url, identity, KEY_ENV, cfg.llm.timeout_s)
 
+    def provider(self, endpoint: Endpoint) -> Provider:
+        if endpoint.api_key_env != KEY_ENV:  # a role with an endpoint of its own
+            return super().provider(endpoint)
+        return FoundServer(endpoint)
+
     def identity(self, cfg: Config, base_url: str | None) -> str:
         if base_url:
             return super().identity(cfg, base_url)
@@ -225,7 +245,8 @@ BACKEND = LocalBackend()
 
 def _running(cfg: Config) -> tuple[str, str]:
     """The running server's URL and cache identity; a server given by URL alone has no
-    identity to key a cache on, so it is refused."""
+    identity to key a cache on, so it is refused. Where it was found, and the pid that file
+    names, are kept for the check before the first request (:func:`check_found`)."""
     env = os.environ.get(BASE_URL_ENV)
     if env:
         model_id = os.environ.get(MODEL_ID_ENV)
@@ -234,15 +255,58 @@ def _running(cfg: Config) -> tuple[str, str]:
                 f"{BASE_URL_ENV} is set without {MODEL_ID_ENV}: "
                 "set it to the sha256 of the served GGUF (the cache is keyed on the weights)"
             )
+        _FOUND[env] = (os.environ.get(PID_ENV, ""), BASE_URL_ENV)
         return env, f"local-gguf:{model_id}"
     try:
         data = json.loads(state_path(cfg).read_text())
-        return data["base_url"], f"local-gguf:{data['model_sha256']}"
+        base_url, identity = data["base_url"], f"local-gguf:{data['model_sha256']}"
     except (FileNotFoundError, KeyError, json.JSONDecodeError):
         raise ProviderError(
             "llm.backend 'local': no local model server is running "
             "(start the run with `snakemake`, which launches it, or `memprobe local-server`)"
         ) from None
+    _FOUND[base_url] = (str(data.get("pid", "")), str(state_path(cfg)))
+    return base_url, identity
+
+
+_FOUND: dict[str, tuple[str, str]] = {}  # a found server's URL: (its pid, the file naming it)
+
+
+def check_found(base_url: str) -> None:
+    """The server at ``base_url`` is the process its env or state file names
+    (served_process.found_is_ours), or :class:`ProviderError` in one line: the run's key and
+    prompts must not reach whoever holds its port now (it stopped, and another process, maybe
+    another user's, bound the port). Nothing is sent to find out."""
+    pid, where = _FOUND.get(base_url, ("", BASE_URL_ENV))
+    if not pid.isdigit():
+        raise ProviderError(
+            f"{where}: {base_url} comes without its server's pid ({PID_ENV}), so it cannot "
+            "show it is the server that was started: source the env file `memprobe "
+            "local-server` printed, or let the run start its own"
+        )
+    try:
+        served_process.found_is_ours(base_url, int(pid))
+    except served_process.NotOurs as err:
+        raise ProviderError(
+            f"llm.backend 'local': {err}; nothing was sent there (found in {where}: start "
+            "`memprobe local-server` again and source its new env file, or unset "
+            f"{BASE_URL_ENV} to let the run start its own server)"
+        ) from None
+
+
+class FoundServer(OpenAICompatible):
+    """The run's server, checked to be the process its file names before each request
+    carries the key there: a server that dies while a job runs may find its port taken
+    before the job's next call. The check reads /proc only (20 ms on a busy 2-core machine,
+    mostly the kernel writing /proc/net/tcp), next to a local model's seconds per call."""
+
+    def complete(self, req: dict[str, Any], observe: Observe | None = None) -> Reply:
+        check_found(self.endpoint.base_url)
+        return super().complete(req, observe)
+
+    def embed(self, req: dict[str, Any], observe: Observe | None = None) -> Reply:
+        check_found(self.endpoint.base_url)
+        return super().embed(req, observe)
 
 
 def start_for_run(cfg: Config, log_path: str | Path) -> str | None:
@@ -254,7 +318,9 @@ def start_for_run(cfg: Config, log_path: str | Path) -> str | None:
     if cfg.llm.backend != "local":
         return None
     if os.environ.get(BASE_URL_ENV):
-        return os.environ[BASE_URL_ENV]
+        base_url = _running(cfg)[0]
+        check_found(base_url)  # a server the user started: checked before any job runs
+        return base_url
     model = resolve_model(local_settings(cfg))
     server = Server(model, local_settings(cfg), log_path)
     t0 = time.monotonic()
@@ -265,10 +331,13 @@ def start_for_run(cfg: Config, log_path: str | Path) -> str | None:
     os.environ[BASE_URL_ENV] = base_url
     os.environ[KEY_ENV] = server.key  # jobs inherit it, as they inherit the URL
     os.environ[MODEL_ID_ENV] = model.sha256 or path_identity(model.path)
+    os.environ[PID_ENV] = str(server.pid)
     state = state_path(cfg)
     state.parent.mkdir(parents=True, exist_ok=True)
     state.write_text(
-        json.dumps({"base_url": base_url, "model_sha256": os.environ[MODEL_ID_ENV]}),
+        json.dumps(
+            {"base_url": base_url, "model_sha256": os.environ[MODEL_ID_ENV], "pid": server.pid}
+        ),
         encoding="utf-8",
     )
     print(
@@ -286,6 +355,7 @@ def stop_for_run(cfg: Config) -> None:
     server.stop()
     os.environ.pop(BASE_URL_ENV, None)
     os.environ.pop(MODEL_ID_ENV, None)
+    os.environ.pop(PID_ENV, None)
     os.environ.pop(KEY_ENV, None)
     state_path(cfg).unlink(missing_ok=True)
 
@@ -318,7 +388,10 @@ def run_foreground(cfg: Config, log_path: str | Path = "logs/local-server.log") 
     try:  # from the start: a Ctrl-C at any point stops the server and removes the key's file
         base_url = server.start()
         model_id = model.sha256 or path_identity(model.path)
-        text = f"export {BASE_URL_ENV}={base_url} {MODEL_ID_ENV}={model_id} {KEY_ENV}={server.key}"
+        text = (
+            f"export {BASE_URL_ENV}={base_url} {MODEL_ID_ENV}={model_id} "
+            f"{PID_ENV}={server.pid} {KEY_ENV}={server.key}"
+        )
         written = True  # from here on the file is ours to remove, even half-written
         write_private(env_file, text + "\n")
         print(f". {env_file}", flush=True)

@@ -186,10 +186,11 @@ def peer_pid(socket_path: str, timeout: float = 5.0) -> int:
     return struct.unpack("3i", creds)[0]
 
 
-def in_group(proc: subprocess.Popen, pid: int) -> bool:
-    """Whether ``pid`` is the child or one of its workers (its own process group: setsid)."""
+def in_group(leader: int, pid: int) -> bool:
+    """Whether ``pid`` is the child ``leader`` or one of its workers (its own process group:
+    setsid)."""
     try:
-        return pid == proc.pid or os.getpgid(pid) == proc.pid
+        return pid == leader or os.getpgid(pid) == leader
     except ProcessLookupError:
         return False
 
@@ -239,17 +240,24 @@ def listening_inodes(port: int, host: str) -> set[int] | None:
     return found
 
 
-def group_socket_inodes(proc: subprocess.Popen) -> set[int]:
-    """The socket inodes held by the child and its workers (read from /proc/<pid>/fd)."""
+def group_socket_inodes(leader: int) -> set[int]:
+    """The socket inodes held by the child ``leader`` and its workers (read from
+    /proc/<pid>/fd)."""
     found: set[int] = set()
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or not in_group(proc, int(entry.name)):
+        if not entry.name.isdigit() or not in_group(leader, int(entry.name)):
             continue
         try:
-            links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+            fds = list((entry / "fd").iterdir())
         except OSError:
             continue  # gone, or not ours to read
-        found |= {int(link[8:-1]) for link in links if link.startswith("socket:[")}
+        for fd in fds:
+            try:
+                link = os.readlink(fd)
+            except OSError:
+                continue  # closed since the listing (the listing's own, when it is this process)
+            if link.startswith("socket:["):
+                found.add(int(link[8:-1]))
     return found
 
 
@@ -265,7 +273,7 @@ def listener_is_ours(proc: subprocess.Popen, base_url: str, uds: str | None) -> 
             pid = peer_pid(uds, timeout=1.0)
         except OSError:  # no socket file yet, or bound but not listening yet
             return False
-        if not in_group(proc, pid):
+        if not in_group(proc.pid, pid):
             raise NotOurs(f"{uds} is held by process {pid}, not by the server we started")
         return True
     where = urlsplit(base_url)
@@ -273,13 +281,43 @@ def listener_is_ours(proc: subprocess.Popen, base_url: str, uds: str | None) -> 
     listening = listening_inodes(port, where.hostname or "") if port else None
     if listening is None:
         return True
-    strangers = listening - group_socket_inodes(proc)
+    strangers = listening - group_socket_inodes(proc.pid)
     if strangers:
         raise NotOurs(
             f"{base_url}: port {port} is held by a process we did not start; "
             "another server answers on this port"
         )
     return bool(listening)
+
+
+def found_is_ours(base_url: str, pid: int) -> None:
+    """A server found by its URL (an env file, a state file), not started by this process:
+    the socket listening at ``base_url`` must be held by process ``pid`` (or its workers),
+    running as this user, before a key or a prompt goes there; :class:`NotOurs` in one line
+    otherwise (it stopped; another process, maybe another user's, holds its port now).
+    Nothing is sent. Without /proc there is nothing to look in: unchecked, as
+    :func:`listener_is_ours`."""
+    where = urlsplit(base_url)
+    port = where.port
+    listening = listening_inodes(port, where.hostname or "") if port else None
+    if listening is None:
+        return
+    try:
+        owner = os.stat(f"/proc/{pid}").st_uid
+    except (FileNotFoundError, ValueError):
+        owner = None
+    if owner != os.getuid():
+        raise NotOurs(
+            f"{base_url}: the server it names (pid {pid}) is "
+            + ("no longer running" if owner is None else f"another user's (uid {owner})")
+        )
+    if not listening:
+        raise NotOurs(f"{base_url}: nothing listens there now (its server, pid {pid}, stopped)")
+    if listening - group_socket_inodes(pid):
+        raise NotOurs(
+            f"{base_url}: port {port} is held by a process other than its server (pid {pid}): "
+            "another server answers on this port"
+        )
 
 
 def die_with_parent() -> None:  # runs in the child before exec
@@ -403,6 +441,11 @@ class ServedProcess:
     key = ""
     uds: str | None = None  # the Unix socket it listens on (in ``socket_dir``), if any
     socket_dir: Path | None = None
+
+    @property
+    def pid(self) -> int:
+        """The server's process (its group's leader): what a found server's file names."""
+        return self.proc.pid if self.proc else 0
 
     def not_ours(self, err: NotOurs) -> str:
         return str(err)

@@ -401,8 +401,11 @@ class Scored(Record):
 
 
 # -- I/O ---------------------------------------------------------------------------------
-def write_atomic(path: str | os.PathLike[str], data: BaseModel | dict | list | str) -> None:
-    """Write JSON (or text) so that readers see either the old file or the whole new one."""
+def write_atomic(
+    path: str | os.PathLike[str], data: BaseModel | dict | list | str, private: bool = False
+) -> None:
+    """Write JSON (or text) so that readers see either the old file or the whole new one;
+    ``private``: a state file, readable by its owner alone (0600), else the umask's."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(data, BaseModel):
@@ -416,7 +419,8 @@ def write_atomic(path: str | os.PathLike[str], data: BaseModel | dict | list | s
         dir=path.parent, prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp"
     )
     try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; artifacts follow the umask
+        if not private:
+            os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; artifacts follow the umask
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()

@@ -6,6 +6,13 @@ artifact at the end of a run would parse every transcript again, so each job als
 few to ``<results>/recoveries/<rule>/<wildcards>.json`` (the path of its usage ledger with
 ``usage`` for ``recoveries``: the field and folder keep their first name), and the attempt it
 finished on. A job that needed none on its first attempt writes none.
+
+A stage whose share of stand-ins passes ``llm.max_stand_in_share`` stops the run before its
+tables (``check_share``, inspect_ai's ``fail_on_error`` as a share): an endpoint whose every
+reply is invalid would otherwise yield a full set of tables made of stand-ins. The share is
+counted over the calls of the stage's role (``vocabulary.STAGE_ROLE``) in the run's usage
+ledgers of the rules it stood in for: one ``ok`` row with ``reask`` 0 per call, paid or
+replayed.
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
+from memprobe.config.base import ConfigError
 from memprobe.spec.records import Record, RecordError, StandIn, first_error, write_atomic
-from memprobe.vocabulary import STAGES
+from memprobe.vocabulary import STAGE_ROLE, STAGES, Stage
 
 
 class JobStandIns(Record):
@@ -74,6 +82,51 @@ def listed_in(paths: Iterable[str | os.PathLike[str]]) -> str:
     (a shared users' folder keeps its own, outside the run's)."""
     folders = sorted({f"{Path(p).parent.parent}/" for p in paths if Path(p).exists()})
     return f"listed in {', '.join(folders)}" if folders else ""
+
+
+class TooManyStandIns(ConfigError):
+    """A stage whose share of stand-ins is past ``llm.max_stand_in_share``: one line."""
+
+
+def shares(
+    jobs: Iterable[JobStandIns], rows: Iterable[dict[str, str]]
+) -> dict[Stage, tuple[int, int]]:
+    """Each stage with stand-ins: (its stand-ins, its calls). Its calls are those of its role
+    (``vocabulary.STAGE_ROLE``) in the ledger ``rows`` of the rules it stood in for (so the
+    persona's and the bank's calls, both the generator's, are told apart by their jobs); never
+    fewer than its stand-ins (a call whose row is missing still counts)."""
+    calls = Counter(
+        (r.get("job", "").split("/", 1)[0], r.get("role", ""))
+        for r in rows
+        if r.get("status") == "ok" and r.get("reask") == "0"
+    )
+    counts: Counter[Stage] = Counter()
+    rules: dict[Stage, set[str]] = {}
+    for job in jobs:
+        for r in job.recoveries:
+            counts[r.stage] += 1
+            rules.setdefault(r.stage, set()).add(job.rule)
+    return {
+        s: (counts[s], max(sum(calls[rule, STAGE_ROLE[s]] for rule in rules[s]), counts[s]))
+        for s in STAGES
+        if counts[s]
+    }
+
+
+def check_share(
+    jobs: list[JobStandIns], rows: Iterable[dict[str, str]], limit: float, listed: str
+) -> None:
+    """Stop (:class:`TooManyStandIns`) when a stage's share of stand-ins is past ``limit``;
+    ``listed``: where the jobs' stand-in files lie (``listed_in``)."""
+    over = [(s, n, calls) for s, (n, calls) in shares(jobs, rows).items() if n > limit * calls]
+    if not over:
+        return
+    stages = "; ".join(f"{s} {n} of {calls} calls, {n / calls:.0%}" for s, n, calls in over)
+    raise TooManyStandIns(
+        f"llm.max_stand_in_share: more than {limit:g} of a stage's calls ended in a stand-in "
+        f"({stages}): the endpoint's replies are mostly invalid, so no table is written "
+        f"(nor recoveries.csv); each stand-in is {listed or 'listed in its artifact'}"
+    )
 
 
 def summary_lines(jobs: list[JobStandIns], where: str = "") -> list[str]:

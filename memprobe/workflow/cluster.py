@@ -10,7 +10,8 @@ Snakefile changes for them (rules/common.smk).
   declaration is undone again, whose executor would put ``export KEY=...`` in each job's
   command line.
 - Nodes share no lock (SQLite file locks do not hold over NFS): each node keeps its rate-limit
-  buckets on local disk and takes 1/llm_slots of every limit.
+  buckets on local disk, in a folder of this user's (``/tmp/memprobe-rate-limit-<uid>``, 0700,
+  checked for owner), and takes 1/llm_slots of every limit.
 - Under the SLURM executor, a status command that sees jobs finish, also on a cluster without
   accounting (memprobe/workflow/slurm_status.py), or one line saying why none can.
 """
@@ -84,7 +85,7 @@ def share_rate_limit_across_nodes(workflow: Any, config: dict[str, Any]) -> None
     given = config.setdefault("llm", {}).setdefault("rate_limit", {})
     node = {
         "share": given.get("share", 1 / int(slots)),
-        "state_dir": given.get("state_dir", rate_limit.NODE_STATE_DIR),
+        "state_dir": given.get("state_dir", rate_limit.node_state_dir()),
     }
     workflow.config_settings.config_args = [
         *(workflow.config_settings.config_args or []),

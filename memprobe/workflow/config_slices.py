@@ -88,7 +88,10 @@ SLICES: dict[str, Slice] = {
     "judge_sweep": _JUDGE,
     "judge_calibration": Slice(keys=("judge",), roles=("judge",)),
     # seed: bootstrap CIs; judge.cross_check: the offline judge beside the run's, per B cell
-    "tables": Slice(keys=("seed", "judge.cross_check", "judge.cross_check_margin")),
+    # llm.max_stand_in_share: too many stand-ins in a stage stop it before any table
+    "tables": Slice(
+        keys=("seed", "judge.cross_check", "judge.cross_check_margin", "llm.max_stand_in_share")
+    ),
     "import_users": Slice(keys=("dims_per_category",)),
     "import_runs": Slice(keys=("slotfill",)),
     "import_retrieved": Slice(),

@@ -50,12 +50,15 @@ def test_a_short_write_is_finished_and_a_failed_one_never_renamed_into_place(tmp
     assert not [p for p in (tmp_path / "cache").rglob("*") if "cd" * 32 in p.name]
 
 
-def test_lock_files_follow_the_umask(tmp_path):
-    # A group-shared cache (umask 002) needs group-writable locks, or de-duplication is lost.
+def test_lock_files_are_this_user_s_alone_whatever_the_umask(tmp_path):
+    """Issue 42: flock needs only read access, so a 0644 lock in a 0755 folder (umask 022; 0664
+    with a group's 002) let another user hold every call of the run."""
     old = os.umask(0o002)
     try:
-        with ResponseCache(tmp_path).inflight("abc" + "0" * 61):
+        with ResponseCache(tmp_path).inflight("abc" + "0" * 61, wait_s=5):
             pass
     finally:
         os.umask(old)
-    assert (tmp_path / ".locks" / "abc").stat().st_mode & 0o777 == 0o664
+    folder = tmp_path / f".locks-{os.getuid()}"
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert (folder / "abc").stat().st_mode & 0o777 == 0o600

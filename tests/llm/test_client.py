@@ -158,7 +158,7 @@ def test_a_killed_sender_does_not_block_the_resume(recorder_factory, tmp_path):
             "-c",
             "import sys, time\n"
             "from memprobe.llm.cache import ResponseCache\n"
-            "with ResponseCache(sys.argv[1]).inflight('ab' * 32):\n"
+            "with ResponseCache(sys.argv[1]).inflight('ab' * 32, wait_s=60):\n"
             "    print('held', flush=True); time.sleep(60)\n",
             str(tmp_path / "cache"),
         ],
@@ -170,7 +170,7 @@ def test_a_killed_sender_does_not_block_the_resume(recorder_factory, tmp_path):
     holder.wait()
 
     start = time.monotonic()
-    with ResponseCache(tmp_path / "cache").inflight("ab" * 32):
+    with ResponseCache(tmp_path / "cache").inflight("ab" * 32, wait_s=60):
         pass
     assert time.monotonic() - start < 1.0
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from memprobe.llm import rate_limit
 from memprobe.testing.background import Background
 from memprobe.testing.memt_standin import StandIn
 from memprobe.workflow import shell_job
@@ -340,7 +341,7 @@ def test_llm_jobs_never_exceed_llm_slots(disrupted):
         json.loads(p.read_text())["llm"].get("rate_limit")
         for p in (disrupted.wf.root / shell_job.CONFIG_DIR).glob("config-*.json")
     ]
-    steps = [x for x in limits if x and x["state_dir"] == "/tmp/memprobe-rate-limit"]
+    steps = [x for x in limits if x and x["state_dir"] == rate_limit.node_state_dir()]
     assert steps and all(float(x["share"]) == 1 / CAP for x in steps), limits
 
 

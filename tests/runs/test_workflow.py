@@ -201,8 +201,20 @@ def test_stand_ins_end_the_run_listed_and_flag_the_cells_they_touch(scripted, wo
     cfg = tiny_config(ep.base_url)
     cfg["llm"].update(max_reasks=0, resample_invalid=0)
     wf = workflow_factory(cfg)
-    proc = wf.run("tables")
+    # Issue 42: a stage whose every reply was a stand-in stops the run before its tables, in
+    # one line naming the stage and its share (llm.max_stand_in_share, default 0.5)...
+    stopped = wf.run("tables", check=False)
     results = wf.results
+    assert stopped.returncode != 0 and not (results / "table2.csv").exists()
+    (line,) = [x for x in stopped.stderr.splitlines() if "llm.max_stand_in_share" in x]
+    assert "memprobe: tables: llm.max_stand_in_share: more than 0.5 of " in line, line
+    n = len(seen["slotfill"])
+    assert f"(slotfill {n} of {n} calls, 100%)" in line
+    assert "recoveries.csv" in line and "/recoveries/" in line
+    # ... and one that accepts them all (1) gets its tables, from the cache: no call again.
+    asked = len(seen["slotfill"])
+    proc = wf.run("tables", "--config", "llm={max_stand_in_share: 1.0}")
+    assert len(seen["slotfill"]) == asked
     listed = list(csv.DictReader(open(results / "recoveries.csv")))
     assert listed and {r["stage"] for r in listed} == {"slotfill"}
     assert len(listed) == len(seen["slotfill"])  # one per call: no re-ask
@@ -218,6 +230,27 @@ def test_stand_ins_end_the_run_listed_and_flag_the_cells_they_touch(scripted, wo
     assert "stand-ins" not in flags["nomem"]["B_dump_all_mean"]
     assert "stand-ins" not in flags["longctx_full"]["A"]
     assert "replies were stand-ins" in (results / "report_header.rst").read_text()
+
+
+def test_an_endpoint_whose_every_structured_reply_is_invalid_stops_the_run_in_one_line(
+    scripted, workflow_factory
+):
+    """Issue 42 item 4, must show: every structured reply breaks its schema (an empty object),
+    so every stage runs on stand-ins; the run used to end with a full set of tables."""
+    roles = ["generator", "task_writer", "critic", "editor", "simulator", "preference"]
+    roles += ["slotfill", "judge", "oracle", "disclosure"]
+    ep, seen = scripted({role: {"else": {}} for role in roles})
+    cfg = tiny_config(ep.base_url)
+    cfg["llm"].update(max_reasks=0, resample_invalid=0)
+    wf = workflow_factory(cfg)
+    proc = wf.run("tables", check=False)
+    assert proc.returncode != 0
+    assert not list(wf.results.glob("table*.csv")) and not (wf.results / "recoveries.csv").exists()
+    (line,) = [x for x in proc.stderr.splitlines() if "llm.max_stand_in_share" in x]
+    assert "memprobe: tables: llm.max_stand_in_share: more than 0.5 of " in line, line
+    for stage in ("persona", "bank", "task_writer", "simulator", "slotfill", "oracle"):
+        assert f" {stage} " in line or f"({stage} " in line, line
+    assert "%" in line and " 100%" in line, line
 
 
 def test_a_failed_job_draws_new_samples_when_the_command_is_run_again(endpoint, workflow_factory):

@@ -76,3 +76,43 @@ def test_an_artifact_lists_its_recoveries_last_and_only_when_it_has_some():
     bank.recoveries.append(rec("bank"))
     assert list(bank.model_dump()) == ["user_id", "entries", "recoveries"]
     assert Bank.model_validate_json(bank.model_dump_json()) == bank
+
+
+def calls(rule: str, role: str, n: int) -> list[dict[str, str]]:
+    """Ledger rows of ``n`` calls of ``role`` in a job of ``rule``: each a handed reply (ok,
+    reask 0), and a resampled invalid reply and a re-ask, which are not calls of their own."""
+    row = {"job": f"{rule}/user_001", "role": role}
+    rows = [{**row, "status": "ok", "reask": "0"} for _ in range(n)]
+    return [*rows, {**row, "status": "invalid", "reask": "0"},
+            {**row, "status": "ok", "reask": "1"}]  # fmt: skip
+
+
+def test_a_stage_past_its_share_of_stand_ins_stops_in_one_line_naming_it():
+    """Issue 42 item 4: an endpoint whose every reply was invalid yielded a full set of tables
+    made of stand-ins; past llm.max_stand_in_share of a stage's calls the run stops."""
+    jobs = [
+        JobStandIns(job="slotfill/a", rule="slotfill", recoveries=[rec("slotfill", "B")] * 4),
+        JobStandIns(job="bank/u", rule="bank", recoveries=[rec("bank")]),
+        JobStandIns(job="attribution/u", rule="attribution", recoveries=[rec("subclass")]),
+    ]
+    rows = [*calls("slotfill", "slotfill", 4), *calls("bank", "generator", 10)]
+    rows += [*calls("persona", "generator", 1), *calls("attribution", "disclosure", 2)]
+    assert stand_in_log.shares(jobs, rows) == {
+        "bank": (1, 10),  # the generator's calls in the bank's jobs, not the persona's
+        "slotfill": (4, 4),
+        "subclass": (1, 2),  # the disclosure role's second question
+    }
+    with pytest.raises(stand_in_log.TooManyStandIns) as err:
+        stand_in_log.check_share(jobs, rows, 0.5, "listed in results/recoveries/")
+    line = str(err.value)
+    assert line == (
+        "llm.max_stand_in_share: more than 0.5 of a stage's calls ended in a stand-in "
+        "(slotfill 4 of 4 calls, 100%): the endpoint's replies are mostly invalid, so no "
+        "table is written (nor recoveries.csv); each stand-in is listed in results/recoveries/"
+    )
+    # A share at the limit runs on; a stage with more stand-ins than rows counts them all.
+    stand_in_log.check_share(jobs[1:], rows, 0.5, "")
+    assert stand_in_log.shares(jobs[:1], []) == {"slotfill": (4, 4)}
+    # A few stand-ins, as a small model's run has, run on; 1 never stops.
+    stand_in_log.check_share(jobs[:1], calls("slotfill", "slotfill", 40), 0.5, "")
+    stand_in_log.check_share(jobs, rows, 1.0, "")

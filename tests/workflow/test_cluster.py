@@ -4,10 +4,10 @@ on the shared volume, the keys as the pods' envvars, each node's share of the ra
 from __future__ import annotations
 
 import json
+import os
 from types import SimpleNamespace
 
 from memprobe.config.loading import load_config
-from memprobe.llm import rate_limit
 from memprobe.workflow import cluster
 from tests.helpers.workflow import tiny_config
 
@@ -70,7 +70,7 @@ def test_each_node_takes_its_share_of_the_rate_limit_on_local_disk():
     (arg,) = nodes.config_settings.config_args
     key, value = arg.split("=", 1)
     assert key == "llm" and json.loads(value) == {
-        "rate_limit": {"share": 0.25, "state_dir": rate_limit.NODE_STATE_DIR}
+        "rate_limit": {"share": 0.25, "state_dir": f"/tmp/memprobe-rate-limit-{os.getuid()}"}
     }
     assert cluster.jobs_elsewhere(nodes) and cluster.global_resource(nodes, "llm_slots") == 4
     for untouched in (
