@@ -86,12 +86,24 @@ CONFIG = ("--configfile", "bench.yaml")
 EMBED = "embed_service"  # the run's embedding server's command line
 
 
-def tree_cpu(root: int) -> tuple[float, dict[str, float]]:
+def kind_of(pid: int, root: int, cmd: bytes) -> str:
+    """What a process of the run is, by its command line."""
+    if pid == root:
+        return "snakemake"
+    words = cmd.split(b"\0")
+    if EMBED.encode() in cmd:
+        return "embedding server"
+    if any(w.startswith(b"scripts/") for w in words[:3]):
+        return "jobs"
+    return Path(words[0].decode(errors="replace")).name or "?"
+
+
+def tree_cpu(root: int) -> tuple[float, dict[int, tuple[str, float]]]:
     """CPU seconds of a process tree so far: every live process's own and its reaped
     children's (/proc/PID/stat utime, stime, cutime, cstime), so a job that has ended counts
-    in its parent's; and the live processes' own CPU by kind (snakemake, embedding server)."""
+    in its parent's; and each live process's kind and own CPU."""
     tick = os.sysconf("SC_CLK_TCK")
-    total, kinds = 0.0, {"snakemake": 0.0, "embedding server": 0.0}
+    total, live = 0.0, {}
     for pid in [root, *rb._descendants(root)]:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -100,11 +112,8 @@ def tree_cpu(root: int) -> tuple[float, dict[str, float]]:
             continue
         own = (int(fields[11]) + int(fields[12])) / tick
         total += own + (int(fields[13]) + int(fields[14])) / tick
-        if pid == root:
-            kinds["snakemake"] = own
-        elif EMBED.encode() in cmd:
-            kinds["embedding server"] += own
-    return total, kinds
+        live[pid] = (kind_of(pid, root, cmd), own)
+    return total, live
 
 
 @dataclass
@@ -124,7 +133,7 @@ class Monitor(threading.Thread):
         super().__init__(daemon=True)
         self.root, self.endpoint, self.base_url, self.sample_s = root, endpoint, base_url, sample_s
         self.peak = 0
-        self.kinds: dict[str, float] = {}
+        self.seen: dict[int, tuple[str, float]] = {}  # every process seen: its kind, its CPU
         self.samples: list[Sample] = []
         self.t0 = time.monotonic()
         self.done = threading.Event()
@@ -148,12 +157,20 @@ class Monitor(threading.Thread):
         while not self.done.wait(0.5):
             pids = [self.root, *rb._descendants(self.root)]
             self.peak = max(self.peak, sum(rss(p) for p in pids))
-            _, kinds = tree_cpu(self.root)
-            for kind, cpu in kinds.items():  # the largest seen: they are stopped before the end
-                self.kinds[kind] = max(self.kinds.get(kind, 0.0), cpu)
+            _, live = tree_cpu(self.root)
+            self.seen.update(live)  # the last seen: a process is gone before the end
             if time.monotonic() >= next_at:
                 self.sample()
                 next_at += self.sample_s
+
+    @property
+    def kinds(self) -> dict[str, float]:
+        """The CPU of the processes seen alive, by kind (one that lived under 0.5 s is missed:
+        the rest of ``cpu_by_kind_s``)."""
+        out: dict[str, float] = {}
+        for kind, cpu in self.seen.values():
+            out[kind] = out.get(kind, 0.0) + cpu
+        return out
 
     def window(self, ramp_s: float, window_s: float) -> tuple[Sample, Sample] | None:
         """The window's first and last samples, once it has ended (None before)."""
@@ -196,22 +213,59 @@ def run_args(args: argparse.Namespace) -> list[str]:
     return [*out, *CONFIG, "--keep-going"]
 
 
-def job_cpu(stats_dir: Path) -> dict[str, float]:
-    """The jobs' own CPU (memprobe/llm/cpu_cost.py's records): start-up (interpreter, imports,
+def job_records(stats_dir: Path) -> list[dict]:
+    return [json.loads(f.read_text()) for f in sorted(stats_dir.glob("*.json"))]
+
+
+def job_parts(j: dict) -> dict[str, float]:
+    """A job's own CPU (memprobe/llm/cpu_cost.py's record): start-up (interpreter, imports,
     config, inputs, until the first LLM client), the openai client's build, the LLM calls
     (paid, replayed: the client, cache, rate limiter, ledger, HTTP), the rest (the stage's and
     the memory system's own work, embedding requests included)."""
+    calls = sum(j.get(f"{k}_cpu_s", 0.0) for k in ("paid", "replayed", "failed"))
+    client = j.get("client_cpu_s", 0.0)  # inside the first paid call
+    return {
+        "start-up": j["startup_cpu_s"],
+        "client build": client,
+        "calls": calls - client,
+        "other": j["cpu_s"] - j["startup_cpu_s"] - calls,
+    }
+
+
+def job_cpu(stats_dir: Path) -> dict[str, float]:
     out = {"jobs": 0.0, "start-up": 0.0, "client build": 0.0, "calls": 0.0, "other": 0.0}
-    for f in stats_dir.glob("*.json"):
-        j = json.loads(f.read_text())
-        calls = sum(j.get(f"{k}_cpu_s", 0.0) for k in ("paid", "replayed", "failed"))
-        client = j.get("client_cpu_s", 0.0)  # inside the first paid call
+    for j in job_records(stats_dir):
         out["jobs"] += 1
-        out["start-up"] += j["startup_cpu_s"]
-        out["client build"] += client
-        out["calls"] += calls - client
-        out["other"] += j["cpu_s"] - j["startup_cpu_s"] - calls
+        for part, cpu in job_parts(j).items():
+            out[part] += cpu
     return {k: round(v, 2) for k, v in out.items()}
+
+
+def jobs_by_rule(stats_dir: Path) -> dict[str, dict[str, float]]:
+    """Per rule: jobs, paid calls, and each part's CPU ms per job."""
+    by: dict[str, dict[str, float]] = {}
+    for j in job_records(stats_dir):
+        c = by.setdefault(j["rule"], {"jobs": 0, "paid": 0})
+        c["jobs"] += 1
+        c["paid"] += j.get("paid", 0)
+        for part, cpu in job_parts(j).items():
+            c[part] = c.get(part, 0.0) + cpu
+    per_job = {"jobs", "paid"}
+    return {
+        rule: {k: v if k in per_job else round(1000 * v / c["jobs"], 1) for k, v in c.items()}
+        for rule, c in sorted(by.items())
+    }
+
+
+def cpu_by_kind(kinds: dict[str, float], jobs: dict[str, float], cpu: float, endpoint: float):
+    """The run's CPU by process kind: Snakemake, the embedding server, the jobs (their own
+    records, by part), job shells and other processes seen, and the rest (processes too short
+    to be seen); the fake endpoint apart."""
+    out = {k: v for k, v in kinds.items() if k != "jobs"}
+    out.update({f"jobs: {k}": v for k, v in jobs.items() if k != "jobs"})
+    out["unseen (short processes)"] = cpu - sum(out.values())
+    out["fake endpoint (apart)"] = endpoint
+    return {k: round(v, 2) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
 
 
 def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
@@ -313,19 +367,8 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
             "cpu_s": cpu,
             "endpoint_cpu_s": endpoint_cpu,
             "snakemake_cpu_s": monitor.kinds.get("snakemake", 0.0),
-            "cpu_by_kind_s": {
-                "snakemake": round(monitor.kinds.get("snakemake", 0.0), 2),
-                "embedding server": round(monitor.kinds.get("embedding server", 0.0), 2),
-                **{f"jobs: {k}": v for k, v in jobs.items() if k != "jobs"},
-                "job shells and the rest": round(
-                    cpu
-                    - monitor.kinds.get("snakemake", 0.0)
-                    - monitor.kinds.get("embedding server", 0.0)
-                    - sum(v for k, v in jobs.items() if k != "jobs"),
-                    2,
-                ),
-                "fake endpoint (apart)": round(endpoint_cpu, 2),
-            },
+            "cpu_by_kind_s": cpu_by_kind(monitor.kinds, jobs, cpu, endpoint_cpu),
+            "jobs_by_rule": jobs_by_rule(stats_dir),
             "jobs_measured": int(jobs["jobs"]),
             "samples": [s.__dict__ for s in monitor.samples],
             "window": window_figures(monitor, ramp_s, window_s) if args.window_min else None,
