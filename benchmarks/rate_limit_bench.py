@@ -529,6 +529,9 @@ def main() -> None:
     )
     ap.add_argument("--sample-s", type=float, default=60.0, help="seconds between samples")
     ap.add_argument("--name", help="write the limited pass to benchmarks/results/NAME.json")
+    ap.add_argument(
+        "--note", help="what the record is (a short dev pass, ...): shown in RESULTS.md"
+    )
     ap.add_argument("--no-dag-build", action="store_true", help="skip the paper DAG timing")
     args = ap.parse_args()
     if args.outcomes is None:
@@ -610,6 +613,7 @@ def record(args: argparse.Namespace, r: dict, name: str) -> dict:
         "peak_rss_mib": round(r["peak_rss"] / 2**20),
         "commit": bench_record.commit(),
         "command": bench_record.command("rate_limit_bench.py"),
+        "note": args.note,
         "finished": r["ok"] and not r["stopped"],
         "stopped_after_window": r["stopped"] and r["name"] == "limited",
         "window": w,
