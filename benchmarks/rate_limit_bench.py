@@ -37,8 +37,8 @@ check after a submission), on the one-machine SLURM of ``.ci/local-slurm`` (docs
 The jobs run under slurmd, outside this bench's process tree: their CPU is not measured.
 
 Each pass is also a record, ``benchmarks/results/<--name>.json`` (benchmarks/bench_record.py;
-``--name`` unset: no record), from which ``python benchmarks/results_md.py`` makes
-RESULTS.md's generated section.
+``--name`` unset: no record); RESULTS.md's records section is then made again from them
+(benchmarks/results_md.py).
 
 For each: wall time against the bound max(critical path, paid requests / RPM, their tokens /
 TPM) (critical path: run_bench's, from the same run's DAG and ledger; requests and tokens: those
@@ -72,6 +72,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_record  # noqa: E402
+import results_md  # noqa: E402
 import run_bench as rb  # noqa: E402
 
 from memprobe.config.loading import set_dotted, snakemake_merge  # noqa: E402
@@ -547,6 +548,7 @@ def main() -> None:
             suffix = "" if r["name"] == "limited" else "-unlimited"
             path = bench_record.write(record(args, r, f"{args.name}{suffix}"))
             print(f"rate_limit_bench: {path.relative_to(rb.ROOT)}", file=sys.stderr)
+        results_md.main([])  # RESULTS.md's records section, made again with the new one
     dag_s = None if args.no_dag_build else dag_build(args)
     cmd = "python benchmarks/rate_limit_bench.py " + " ".join(sys.argv[1:])
     lines = [
