@@ -138,6 +138,7 @@ class Monitor(threading.Thread):
         self.samples: list[Sample] = []
         self.t0 = time.monotonic()
         self.done = threading.Event()
+        self.errors = 0  # looks that failed (each retried)
 
     def sample(self) -> None:
         counts = stats(self.base_url)
@@ -153,16 +154,26 @@ class Monitor(threading.Thread):
         )
 
     def run(self) -> None:
-        self.sample()
-        next_at = self.t0 + self.sample_s
-        while not self.done.wait(0.5):
-            pids = [self.root, *rb._descendants(self.root)]
-            self.peak = max(self.peak, sum(rss(p) for p in pids))
-            _, live = tree_cpu(self.root)
-            self.seen.update(live)  # the last seen: a process is gone before the end
-            if time.monotonic() >= next_at:
-                self.sample()
-                next_at += self.sample_s
+        # A failed look (the endpoint's stats slow to answer on a loaded machine, a process
+        # gone mid-read) is retried at the next tick: a dead monitor would never see the
+        # window end, and --stop-after-window would never stop the run.
+        next_at = self.t0
+        while True:
+            try:
+                pids = [self.root, *rb._descendants(self.root)]
+                self.peak = max(self.peak, sum(rss(p) for p in pids))
+                _, live = tree_cpu(self.root)
+                for pid, (kind, cpu) in live.items():  # the last CPU seen, the first kind:
+                    known = self.seen.get(pid)  # an exited, unreaped one has no command line
+                    self.seen[pid] = (known[0] if known and kind == "?" else kind, cpu)
+                if time.monotonic() >= next_at:
+                    self.sample()
+                    next_at += self.sample_s
+            except Exception as err:  # noqa: BLE001
+                self.errors += 1
+                print(f"rate_limit_bench: monitor: {err!r} (retried)", file=sys.stderr)
+            if self.done.wait(0.5):
+                return
 
     @property
     def kinds(self) -> dict[str, float]:
@@ -304,6 +315,7 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
             stderr=errlog,
             text=True,
             env=env,
+            start_new_session=True,  # its own process group: a stop reaches its jobs too
         )
         monitor = Monitor(proc.pid, endpoint.pid, base_url, args.sample_s)
         monitor.start()
@@ -311,11 +323,17 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
         cap = None if limited else args.stop_unlimited_after
         stopped = False
         while proc.poll() is None:
-            time.sleep(1.0)
-            over = cap is not None and time.monotonic() - t0 > cap
+            try:
+                time.sleep(1.0)
+                over = cap is not None and time.monotonic() - t0 > cap
+            except KeyboardInterrupt:  # the user's Ctrl-C stops the run as a cap would
+                over = True
             ended = args.stop_after_window and monitor.window(ramp_s, window_s)
-            if (over or ended) and not stopped:  # Ctrl-C: Snakemake stops its jobs and exits
-                proc.send_signal(signal.SIGINT)
+            if (over or ended) and not stopped:
+                # A terminal's Ctrl-C: SIGINT to Snakemake and its jobs. Snakemake's local
+                # executor does not stop running jobs itself: sent to Snakemake alone, the
+                # rollouts ran on to their end (minutes after the window).
+                os.killpg(proc.pid, signal.SIGINT)
                 stopped = True
         wall = time.monotonic() - t0
         monitor.sample()  # the run's end
@@ -580,7 +598,7 @@ def main() -> None:
         "`--stop-unlimited-after` or its window: its row counts what it did until then.",
         "",
     ]
-    if not args.no_limited:
+    if not args.no_limited and "predicted_prior" in runs[0]:  # a stopped pass has no estimate
         lines += estimate_table(runs[0])
     if dag_s is not None:
         lines += [f"DAG build of config/paper.yaml (`snakemake -n --quiet`): {dag_s:.1f} s.", ""]
@@ -636,6 +654,7 @@ def record(args: argparse.Namespace, r: dict, name: str) -> dict:
         "cpu_s": round(r["cpu_s"], 1),
         "cpu_ms_per_paid_call_whole_run": round(whole_cpu, 1) if whole_cpu else None,
         "cpu_by_kind_s": r["cpu_by_kind_s"],
+        "jobs_by_rule": r["jobs_by_rule"],
         "jobs_measured": r["jobs_measured"],
         "machine": bench_record.machine(),
         "samples": r["samples"],
