@@ -128,6 +128,12 @@ class MemTSettings(VllmServing, GpuPlacement):
     # release's Chroma did); false embeds only the distilled content.
     embed_source: bool = False
     """embed each item's document (content + source turns, the release) instead of its content"""
+    # Where a memt job encodes: in the job itself, on the host that serves Mem-T (its GPU host,
+    # a cluster node), or through the run's embedding server on the machine that drives the
+    # other systems. The vectors are the same either way (one model, one thread).
+    encode_in_job: bool | None = None
+    """encode in the memt job, not through the run's embedding server (unset: in the job when
+    `serve` is true, on the GPU host that serves Mem-T)"""
     # ReAct requests stop at the closing tool-call tag (the release's stop sequence).
     stop_at_tool_call: bool = False
     """ReAct requests stop at `</tool_call>` (the release's stop sequence)"""
@@ -184,6 +190,11 @@ def _preflight(cfg: Config, local_files: bool) -> list[str]:
     return out
 
 
+def _encodes_in_job(cfg: Config) -> bool:
+    m = settings_of(cfg)
+    return m.serve if m.encode_in_job is None else m.encode_in_job
+
+
 def _key_variables(cfg: Config) -> list[str]:
     m = settings_of(cfg)
     return [m.api_key_env] if m.endpoint and m.api_key_env else []
@@ -194,10 +205,18 @@ def _key_variables(cfg: Config) -> list[str]:
     searchable=True,
     llm_writer=True,
     embeds=True,
+    encodes_in_job=_encodes_in_job,
     prompts=("memt_formation", "memt_update", "memt_retrieve", "memt_tool_result", "memt_nudge"),
     settings=MemTSettings,
     # How its server is reached and where its jobs go, never what they write.
-    runtime_settings=("api_key_env", "vllm_bin", "startup_timeout_s", "gpu_model", "cpus_per_gpu"),
+    runtime_settings=(
+        "api_key_env",
+        "vllm_bin",
+        "startup_timeout_s",
+        "gpu_model",
+        "cpus_per_gpu",
+        "encode_in_job",  # where the same vectors are computed
+    ),
     reads=("compat.memt_discovery_order",),
     parts=("memprobe.agents.memt_store",),  # its tool calls and vector store
     check=_check,
@@ -233,7 +252,9 @@ class MemT(MemorySystem):
     def reset(self, user_id: str) -> None:
         super().reset(user_id)
         s = self.settings
-        self.store = VectorStore(s.embedder, s.embed_source, s.embedder_max_seq_length)
+        self.store = VectorStore(
+            s.embedder, s.embed_source, s.embedder_max_seq_length, _encodes_in_job(self.config)
+        )
         self.n_turns = 0
         self.counters = {"f": 0, "e": 0}
         self.stats: Counter[str] = Counter()

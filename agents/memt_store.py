@@ -99,9 +99,14 @@ class VectorStore:
     """
 
     def __init__(
-        self, embedder: str | None, embed_source: bool = False, max_seq_length: int | None = None
+        self,
+        embedder: str | None,
+        embed_source: bool = False,
+        max_seq_length: int | None = None,
+        in_job: bool = False,
     ) -> None:
         self.embedder = embedder
+        self.in_job = in_job  # encode in this process (its own host), not the run's server
         self.embed_source = embed_source
         self.max_seq_length = max_seq_length
         self.items: dict[str, dict[str, dict[str, Any]]] = {c: {} for c in COLLECTIONS}
@@ -113,7 +118,8 @@ class VectorStore:
         a new encode would give: a ReAct step often asks every collection the same query."""
         vec = self._recent.get(text)
         if vec is None:
-            vec = embeddings.encode([text], self.embedder, self.max_seq_length)[0]
+            encode = embeddings.encode_local if self.in_job else embeddings.encode
+            vec = encode([text], self.embedder, max_seq_length=self.max_seq_length)[0]
             if len(self._recent) >= EMBED_RECENT:
                 del self._recent[next(iter(self._recent))]
             self._recent[text] = vec

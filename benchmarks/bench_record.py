@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -53,7 +54,8 @@ def commit() -> str:
 
 
 def command(script: str) -> str:
-    return " ".join(["python", f"benchmarks/{script}", *sys.argv[1:]])
+    """The command line that ran, quoted for a shell (a --note has spaces)."""
+    return shlex.join(["python", f"benchmarks/{script}", *sys.argv[1:]])
 
 
 def machine() -> dict[str, Any]:

@@ -37,8 +37,8 @@ check after a submission), on the one-machine SLURM of ``.ci/local-slurm`` (docs
 The jobs run under slurmd, outside this bench's process tree: their CPU is not measured.
 
 Each pass is also a record, ``benchmarks/results/<--name>.json`` (benchmarks/bench_record.py;
-``--name`` unset: no record), from which ``python benchmarks/results_md.py`` makes
-RESULTS.md's generated section.
+``--name`` unset: no record); RESULTS.md's records section is then made again from them
+(benchmarks/results_md.py).
 
 For each: wall time against the bound max(critical path, paid requests / RPM, their tokens /
 TPM) (critical path: run_bench's, from the same run's DAG and ledger; requests and tokens: those
@@ -72,6 +72,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_record  # noqa: E402
+import results_md  # noqa: E402
 import run_bench as rb  # noqa: E402
 
 from memprobe.config.loading import set_dotted, snakemake_merge  # noqa: E402
@@ -86,12 +87,24 @@ CONFIG = ("--configfile", "bench.yaml")
 EMBED = "embed_service"  # the run's embedding server's command line
 
 
-def tree_cpu(root: int) -> tuple[float, dict[str, float]]:
+def kind_of(pid: int, root: int, cmd: bytes) -> str:
+    """What a process of the run is, by its command line."""
+    if pid == root:
+        return "snakemake"
+    words = cmd.split(b"\0")
+    if EMBED.encode() in cmd:
+        return "embedding server"
+    if any(w.startswith(b"scripts/") for w in words[:3]):
+        return "jobs"
+    return Path(words[0].decode(errors="replace")).name or "?"
+
+
+def tree_cpu(root: int) -> tuple[float, dict[int, tuple[str, float]]]:
     """CPU seconds of a process tree so far: every live process's own and its reaped
     children's (/proc/PID/stat utime, stime, cutime, cstime), so a job that has ended counts
-    in its parent's; and the live processes' own CPU by kind (snakemake, embedding server)."""
+    in its parent's; and each live process's kind and own CPU."""
     tick = os.sysconf("SC_CLK_TCK")
-    total, kinds = 0.0, {"snakemake": 0.0, "embedding server": 0.0}
+    total, live = 0.0, {}
     for pid in [root, *rb._descendants(root)]:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -100,11 +113,8 @@ def tree_cpu(root: int) -> tuple[float, dict[str, float]]:
             continue
         own = (int(fields[11]) + int(fields[12])) / tick
         total += own + (int(fields[13]) + int(fields[14])) / tick
-        if pid == root:
-            kinds["snakemake"] = own
-        elif EMBED.encode() in cmd:
-            kinds["embedding server"] += own
-    return total, kinds
+        live[pid] = (kind_of(pid, root, cmd), own)
+    return total, live
 
 
 @dataclass
@@ -124,10 +134,11 @@ class Monitor(threading.Thread):
         super().__init__(daemon=True)
         self.root, self.endpoint, self.base_url, self.sample_s = root, endpoint, base_url, sample_s
         self.peak = 0
-        self.kinds: dict[str, float] = {}
+        self.seen: dict[int, tuple[str, float]] = {}  # every process seen: its kind, its CPU
         self.samples: list[Sample] = []
         self.t0 = time.monotonic()
         self.done = threading.Event()
+        self.errors = 0  # looks that failed (each retried)
 
     def sample(self) -> None:
         counts = stats(self.base_url)
@@ -143,17 +154,35 @@ class Monitor(threading.Thread):
         )
 
     def run(self) -> None:
-        self.sample()
-        next_at = self.t0 + self.sample_s
-        while not self.done.wait(0.5):
-            pids = [self.root, *rb._descendants(self.root)]
-            self.peak = max(self.peak, sum(rss(p) for p in pids))
-            _, kinds = tree_cpu(self.root)
-            for kind, cpu in kinds.items():  # the largest seen: they are stopped before the end
-                self.kinds[kind] = max(self.kinds.get(kind, 0.0), cpu)
-            if time.monotonic() >= next_at:
-                self.sample()
-                next_at += self.sample_s
+        # A failed look (the endpoint's stats slow to answer on a loaded machine, a process
+        # gone mid-read) is retried at the next tick: a dead monitor would never see the
+        # window end, and --stop-after-window would never stop the run.
+        next_at = self.t0
+        while True:
+            try:
+                pids = [self.root, *rb._descendants(self.root)]
+                self.peak = max(self.peak, sum(rss(p) for p in pids))
+                _, live = tree_cpu(self.root)
+                for pid, (kind, cpu) in live.items():  # the last CPU seen, the first kind:
+                    known = self.seen.get(pid)  # an exited, unreaped one has no command line
+                    self.seen[pid] = (known[0] if known and kind == "?" else kind, cpu)
+                if time.monotonic() >= next_at:
+                    self.sample()
+                    next_at += self.sample_s
+            except Exception as err:  # noqa: BLE001
+                self.errors += 1
+                print(f"rate_limit_bench: monitor: {err!r} (retried)", file=sys.stderr)
+            if self.done.wait(0.5):
+                return
+
+    @property
+    def kinds(self) -> dict[str, float]:
+        """The CPU of the processes seen alive, by kind (one that lived under 0.5 s is missed:
+        the rest of ``cpu_by_kind_s``)."""
+        out: dict[str, float] = {}
+        for kind, cpu in self.seen.values():
+            out[kind] = out.get(kind, 0.0) + cpu
+        return out
 
     def window(self, ramp_s: float, window_s: float) -> tuple[Sample, Sample] | None:
         """The window's first and last samples, once it has ended (None before)."""
@@ -196,22 +225,59 @@ def run_args(args: argparse.Namespace) -> list[str]:
     return [*out, *CONFIG, "--keep-going"]
 
 
-def job_cpu(stats_dir: Path) -> dict[str, float]:
-    """The jobs' own CPU (memprobe/llm/cpu_cost.py's records): start-up (interpreter, imports,
+def job_records(stats_dir: Path) -> list[dict]:
+    return [json.loads(f.read_text()) for f in sorted(stats_dir.glob("*.json"))]
+
+
+def job_parts(j: dict) -> dict[str, float]:
+    """A job's own CPU (memprobe/llm/cpu_cost.py's record): start-up (interpreter, imports,
     config, inputs, until the first LLM client), the openai client's build, the LLM calls
     (paid, replayed: the client, cache, rate limiter, ledger, HTTP), the rest (the stage's and
     the memory system's own work, embedding requests included)."""
+    calls = sum(j.get(f"{k}_cpu_s", 0.0) for k in ("paid", "replayed", "failed"))
+    client = j.get("client_cpu_s", 0.0)  # inside the first paid call
+    return {
+        "start-up": j["startup_cpu_s"],
+        "client build": client,
+        "calls": calls - client,
+        "other": j["cpu_s"] - j["startup_cpu_s"] - calls,
+    }
+
+
+def job_cpu(stats_dir: Path) -> dict[str, float]:
     out = {"jobs": 0.0, "start-up": 0.0, "client build": 0.0, "calls": 0.0, "other": 0.0}
-    for f in stats_dir.glob("*.json"):
-        j = json.loads(f.read_text())
-        calls = sum(j.get(f"{k}_cpu_s", 0.0) for k in ("paid", "replayed", "failed"))
-        client = j.get("client_cpu_s", 0.0)  # inside the first paid call
+    for j in job_records(stats_dir):
         out["jobs"] += 1
-        out["start-up"] += j["startup_cpu_s"]
-        out["client build"] += client
-        out["calls"] += calls - client
-        out["other"] += j["cpu_s"] - j["startup_cpu_s"] - calls
+        for part, cpu in job_parts(j).items():
+            out[part] += cpu
     return {k: round(v, 2) for k, v in out.items()}
+
+
+def jobs_by_rule(stats_dir: Path) -> dict[str, dict[str, float]]:
+    """Per rule: jobs, paid calls, and each part's CPU ms per job."""
+    by: dict[str, dict[str, float]] = {}
+    for j in job_records(stats_dir):
+        c = by.setdefault(j["rule"], {"jobs": 0, "paid": 0})
+        c["jobs"] += 1
+        c["paid"] += j.get("paid", 0)
+        for part, cpu in job_parts(j).items():
+            c[part] = c.get(part, 0.0) + cpu
+    per_job = {"jobs", "paid"}
+    return {
+        rule: {k: v if k in per_job else round(1000 * v / c["jobs"], 1) for k, v in c.items()}
+        for rule, c in sorted(by.items())
+    }
+
+
+def cpu_by_kind(kinds: dict[str, float], jobs: dict[str, float], cpu: float, endpoint: float):
+    """The run's CPU by process kind: Snakemake, the embedding server, the jobs (their own
+    records, by part), job shells and other processes seen, and the rest (processes too short
+    to be seen); the fake endpoint apart."""
+    out = {k: v for k, v in kinds.items() if k != "jobs"}
+    out.update({f"jobs: {k}": v for k, v in jobs.items() if k != "jobs"})
+    out["unseen (short processes)"] = cpu - sum(out.values())
+    out["fake endpoint (apart)"] = endpoint
+    return {k: round(v, 2) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
 
 
 def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
@@ -249,6 +315,7 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
             stderr=errlog,
             text=True,
             env=env,
+            start_new_session=True,  # its own process group: a stop reaches its jobs too
         )
         monitor = Monitor(proc.pid, endpoint.pid, base_url, args.sample_s)
         monitor.start()
@@ -256,11 +323,17 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
         cap = None if limited else args.stop_unlimited_after
         stopped = False
         while proc.poll() is None:
-            time.sleep(1.0)
-            over = cap is not None and time.monotonic() - t0 > cap
+            try:
+                time.sleep(1.0)
+                over = cap is not None and time.monotonic() - t0 > cap
+            except KeyboardInterrupt:  # the user's Ctrl-C stops the run as a cap would
+                over = True
             ended = args.stop_after_window and monitor.window(ramp_s, window_s)
-            if (over or ended) and not stopped:  # Ctrl-C: Snakemake stops its jobs and exits
-                proc.send_signal(signal.SIGINT)
+            if (over or ended) and not stopped:
+                # A terminal's Ctrl-C: SIGINT to Snakemake and its jobs. Snakemake's local
+                # executor does not stop running jobs itself: sent to Snakemake alone, the
+                # rollouts ran on to their end (minutes after the window).
+                os.killpg(proc.pid, signal.SIGINT)
                 stopped = True
         wall = time.monotonic() - t0
         monitor.sample()  # the run's end
@@ -313,19 +386,8 @@ def one_pass(args: argparse.Namespace, name: str, limited: bool) -> dict:
             "cpu_s": cpu,
             "endpoint_cpu_s": endpoint_cpu,
             "snakemake_cpu_s": monitor.kinds.get("snakemake", 0.0),
-            "cpu_by_kind_s": {
-                "snakemake": round(monitor.kinds.get("snakemake", 0.0), 2),
-                "embedding server": round(monitor.kinds.get("embedding server", 0.0), 2),
-                **{f"jobs: {k}": v for k, v in jobs.items() if k != "jobs"},
-                "job shells and the rest": round(
-                    cpu
-                    - monitor.kinds.get("snakemake", 0.0)
-                    - monitor.kinds.get("embedding server", 0.0)
-                    - sum(v for k, v in jobs.items() if k != "jobs"),
-                    2,
-                ),
-                "fake endpoint (apart)": round(endpoint_cpu, 2),
-            },
+            "cpu_by_kind_s": cpu_by_kind(monitor.kinds, jobs, cpu, endpoint_cpu),
+            "jobs_by_rule": jobs_by_rule(stats_dir),
             "jobs_measured": int(jobs["jobs"]),
             "samples": [s.__dict__ for s in monitor.samples],
             "window": window_figures(monitor, ramp_s, window_s) if args.window_min else None,
@@ -486,6 +548,9 @@ def main() -> None:
     )
     ap.add_argument("--sample-s", type=float, default=60.0, help="seconds between samples")
     ap.add_argument("--name", help="write the limited pass to benchmarks/results/NAME.json")
+    ap.add_argument(
+        "--note", help="what the record is (a short dev pass, ...): shown in RESULTS.md"
+    )
     ap.add_argument("--no-dag-build", action="store_true", help="skip the paper DAG timing")
     args = ap.parse_args()
     if args.outcomes is None:
@@ -501,6 +566,7 @@ def main() -> None:
             suffix = "" if r["name"] == "limited" else "-unlimited"
             path = bench_record.write(record(args, r, f"{args.name}{suffix}"))
             print(f"rate_limit_bench: {path.relative_to(rb.ROOT)}", file=sys.stderr)
+        results_md.main([])  # RESULTS.md's records section, made again with the new one
     dag_s = None if args.no_dag_build else dag_build(args)
     cmd = "python benchmarks/rate_limit_bench.py " + " ".join(sys.argv[1:])
     lines = [
@@ -532,7 +598,7 @@ def main() -> None:
         "`--stop-unlimited-after` or its window: its row counts what it did until then.",
         "",
     ]
-    if not args.no_limited:
+    if not args.no_limited and "predicted_prior" in runs[0]:  # a stopped pass has no estimate
         lines += estimate_table(runs[0])
     if dag_s is not None:
         lines += [f"DAG build of config/paper.yaml (`snakemake -n --quiet`): {dag_s:.1f} s.", ""]
@@ -567,6 +633,7 @@ def record(args: argparse.Namespace, r: dict, name: str) -> dict:
         "peak_rss_mib": round(r["peak_rss"] / 2**20),
         "commit": bench_record.commit(),
         "command": bench_record.command("rate_limit_bench.py"),
+        "note": args.note,
         "finished": r["ok"] and not r["stopped"],
         "stopped_after_window": r["stopped"] and r["name"] == "limited",
         "window": w,
@@ -587,6 +654,7 @@ def record(args: argparse.Namespace, r: dict, name: str) -> dict:
         "cpu_s": round(r["cpu_s"], 1),
         "cpu_ms_per_paid_call_whole_run": round(whole_cpu, 1) if whole_cpu else None,
         "cpu_by_kind_s": r["cpu_by_kind_s"],
+        "jobs_by_rule": r["jobs_by_rule"],
         "jobs_measured": r["jobs_measured"],
         "machine": bench_record.machine(),
         "samples": r["samples"],

@@ -15,6 +15,7 @@ from memprobe.workflow import cluster, code_inputs, compat, config_slices, dag_l
 from memprobe.workflow import job_resources, lifecycle, paths, shell_job
 
 compat.install_one_pending_round()  # one pending scheduler round, not one per finished job
+compat.install_cached_function_params()  # a function's parameters read once, not per call
 
 # The config Snakemake merged, validated: a bad key stops the run in one line naming the layer.
 CFG = dag_load.run_config(workflow, config)

@@ -172,6 +172,7 @@ FREE: dict[str, str] = {
     "system_settings.memt.gpu_model": _PLACEMENT,
     "system_settings.memt.cpus_per_gpu": _PLACEMENT,
     "system_settings.memt.startup_timeout_s": _PLACEMENT,
+    "system_settings.memt.encode_in_job": _PLACEMENT + "; the same encoder either way",
     "system_settings.memt.vllm_args": (
         "the site's vllm serve flags (GPU memory, parallelism); the weights' served name and "
         "the context are set by memprobe"

@@ -101,6 +101,9 @@ class SystemSpec(_Frozen):
     searchable: bool  # has search(): retrieve mode applies
     llm_writer: bool = False  # its write path calls an LLM (the writer role)
     embeds: bool = False  # calls memprobe.serving.embeddings (the run's embedding server serves it)
+    # ``encodes_in_job(cfg)``: whether, under this config, its jobs encode in-process instead of
+    # through the run's embedding server (its settings put them on a host of their own).
+    encodes_in_job: Callable[[Any], bool] | None = None
     prompts: tuple[str, ...] = ()  # its own prompt files (<prompt_dir>/<name>.md), rollout inputs
     # Where its prompt files are: a folder beside its module (a plugin ships its own), or None
     # for the repository's prompts/ (the built-ins).
@@ -134,6 +137,10 @@ class SystemSpec(_Frozen):
     @property
     def module(self) -> str:
         return self.target.split(":", 1)[0]
+
+    def uses_run_embedder(self, cfg: Any) -> bool:
+        """Whether its jobs send their encodes to the run's embedding server under ``cfg``."""
+        return self.embeds and not (self.encodes_in_job and self.encodes_in_job(cfg))
 
     def source_files(self) -> list[str]:
         """Its module's file and its parts', declared as rule inputs so that editing one

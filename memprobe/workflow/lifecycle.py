@@ -77,7 +77,7 @@ class Run:
                 preflight.check(cfg, local_files=local)
             except preflight.PreflightError as err:
                 stop(err)
-        embeds = any(registry.spec(s).embeds for s in cfg.systems)
+        embeds = any(registry.spec(s).uses_run_embedder(cfg) for s in cfg.systems)
         if needs.embeddings and embeds and local and not cfg.release.import_runs:
             self.embed_server = True
             try:

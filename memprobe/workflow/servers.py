@@ -26,7 +26,8 @@ class Needs:
     roles: frozenset[str]  # the LLM roles the scheduled jobs call
     systems: frozenset[str]  # the memory systems the scheduled jobs run
     served_llm: bool  # a role is served by a model the run serves itself (its backend starts it)
-    embeddings: bool  # a scheduled job's memory system, or its offline judge, embeds
+    # a scheduled job's memory system encodes through the run's server, or its offline judge
+    embeddings: bool
     judging: bool  # a scheduled job grades labels with the run's judge (any form)
 
     @property
@@ -57,6 +58,6 @@ def needs(cfg: Config, jobs: Iterable[tuple[str, Mapping[str, str]]]) -> Needs:
         roles=frozenset(roles),
         systems=frozenset(systems),
         served_llm=any(cfg.served_context(r) for r in roles),
-        embeddings=offline_judge or any(registry.spec(s).embeds for s in systems),
+        embeddings=offline_judge or any(registry.spec(s).uses_run_embedder(cfg) for s in systems),
         judging=judging,
     )

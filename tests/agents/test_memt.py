@@ -345,6 +345,39 @@ def test_paper_memt_embeds_documents_with_their_source_and_stops_react_at_the_to
     assert updates and all('"turn_time": "t000' in b["messages"][-1]["content"] for b in updates)
 
 
+@pytest.mark.parametrize(
+    ("settings", "in_job"),
+    [({}, False), ({"encode_in_job": True}, True), ({"serve": True}, True)],
+)
+def test_its_encodes_run_in_its_job_where_it_serves_mem_t(tmp_path, monkeypatch, settings, in_job):
+    """Where memt's jobs serve Mem-T themselves (serve: true, their GPU host) or the run says
+    so (encode_in_job), its store encodes in the job; else through the run's server."""
+    from memprobe.agents import memt
+
+    from memprobe.serving import embeddings
+
+    paths: list[str] = []
+
+    def through(where):
+        def encode(texts, path=None, copy=0, max_seq_length=None):
+            paths.extend(where for _ in texts)
+            return text_vectors(texts)
+
+        return encode
+
+    monkeypatch.setattr(embeddings, "encode", through("run's server"))
+    monkeypatch.setattr(embeddings, "encode_local", through("in the job"))
+    cfg = memt_config("http://127.0.0.1:9/v1")
+    for key, value in settings.items():
+        setattr(cfg.system_settings.memt, key, value)
+    agent = make_agent(cfg, tmp_path)
+    agent._policy = Scripted(['<tool_call>{"name": "finish", "arguments": {}}</tool_call>'])
+    agent.end_turn(1, "I keep bees on my roof.", [])
+    agent.search("what does the user keep", 3)
+    assert paths and set(paths) == {"in the job" if in_job else "run's server"}
+    assert memt.MemT.spec.uses_run_embedder(cfg) is not in_job
+
+
 def test_its_preflight_wants_its_files_where_its_jobs_run(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     raw = {

@@ -135,3 +135,45 @@ def test_no_module_but_compat_reaches_into_snakemake_s_privates():
         if p.name != "compat.py" and private.search(p.read_text(encoding="utf-8"))
     ]
     assert not found, found
+
+
+@pytest.mark.parametrize("module", compat.FUNCTION_PARAMS_USERS)
+def test_every_module_whose_parameter_lookup_compat_replaces_has_one(module):
+    import importlib
+
+    assert callable(importlib.import_module(module).get_function_params)
+
+
+def test_a_function_s_parameters_are_read_once_however_often_snakemake_asks(monkeypatch):
+    """The paper's dry run asks 37,000 times for the parameters of a few hundred functions."""
+    import inspect
+
+    import snakemake.common
+    import snakemake.jobs
+    import snakemake.rules
+
+    for module in (snakemake.common, snakemake.rules, snakemake.jobs):
+        monkeypatch.setattr(module, "get_function_params", snakemake.common.get_function_params)
+    reads: list[object] = []
+    signature = inspect.signature
+
+    def counted(func, *args, **kwargs):
+        reads.append(func)
+        return signature(func, *args, **kwargs)
+
+    monkeypatch.setattr(inspect, "signature", counted)
+    compat.install_cached_function_params()
+    compat.install_cached_function_params()  # idempotent: one layer
+
+    def input_function(wildcards, input):
+        return []
+
+    def another(wildcards, **kwargs):
+        return []
+
+    for _ in range(3):
+        assert list(snakemake.rules.get_function_params(input_function)) == ["wildcards", "input"]
+        aux = snakemake.common.get_input_function_aux_params(another, {"wildcards": 1, "x": 2})
+        assert aux == {"wildcards": 1, "x": 2}  # **kwargs: Snakemake passes every candidate
+    assert reads == [input_function, another]
+    assert snakemake.jobs.get_function_params is snakemake.rules.get_function_params

@@ -121,6 +121,7 @@ RUNTIME_VALUES = {
     "system_settings.memt.startup_timeout_s": 9.0,
     "system_settings.memt.gpu_model": "a100",
     "system_settings.memt.cpus_per_gpu": 2,
+    "system_settings.memt.encode_in_job": True,
 }
 
 

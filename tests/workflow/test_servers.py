@@ -40,3 +40,13 @@ def test_the_offline_judge_starts_no_llm_server_and_embeds():
     # an LLM judge with the offline one beside it (cross_check) needs both
     both = servers.needs(load_config({**scorer, "judge": {"cross_check": True}}), [judge])
     assert both.roles == {"judge"} and both.served_llm and both.embeddings
+
+
+def test_a_system_that_encodes_in_its_own_jobs_needs_no_embedding_server():
+    """memt with encode_in_job (or serve: true): its jobs encode on their own host."""
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["memt"])
+    rollout = ("rollout", {**U, "system": "memt"})
+    for memt, served in (({}, True), ({"encode_in_job": True}, False)):
+        raw["system_settings"] = {"memt": {"endpoint": "http://127.0.0.1:9/v1", **memt}}
+        need = servers.needs(load_config(raw), [rollout])
+        assert need.embeddings is served and need.systems == {"memt"}, memt
