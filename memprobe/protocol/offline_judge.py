@@ -360,7 +360,7 @@ def grader(params: Params, axes: dict[str, str], encode: Encode | None = None) -
 
 
 # -- fitting ----------------------------------------------------------------------------
-SHIPPED = Variant(name="15 features + category + bilinear r=32 (ridge 3)", rank=32, ridge=3.0)
+SHIPPED = Variant(name="15 features + category + bilinear r=48 (ridge 3)", rank=48, ridge=3.0)
 
 
 def _principal_axes(enc: Encoded, rank: int) -> tuple[np.ndarray, np.ndarray]:

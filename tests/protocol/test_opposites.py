@@ -32,5 +32,14 @@ def test_a_negation_or_contrast_cue_within_two_words_flips_the_pole():
 
 def test_pole_and_cue_words_match_whole_hyphenated_words_only():
     assert sides("a no-nonsense tone") == {"warmth": -1}  # a pole word, not the cue "no"
-    assert sides("wants wording without brochure-like fluff") == {}  # not "like"
+    assert sides("needs concrete, school-like wording") == {}  # not "like"
     assert sides("low-friction guidance") == {}  # not "friction"
+
+
+def test_words_for_the_thing_dealt_with_take_no_side():
+    """The revision read on users 1-25: these described the problem, the shift, the material
+    or the week, not the person, where the cue fired."""
+    assert sides("breaks messy problems into workable steps") == {}
+    assert sides("got through a chaotic shift") == {}
+    assert sides("knows basic vehicle inspection concepts") == {}
+    assert sides("unclear plans make the week feel longer") == {}
