@@ -220,5 +220,5 @@ def test_the_replay_compares_with_the_release_import_under_the_paper_protocol():
     raw = merged("config/config.yaml", "config/paper.yaml", "config/replay.yaml")
     raw["release_dir"] = "/path/to/release"
     cfg = load_config(raw)
-    assert cfg.compare.runs == ["release"] and cfg.run.name == "replay"
+    assert cfg.compare.runs == ["release"] and cfg.run.name == "release-replay"
     assert load_config({**raw, "compare": {"runs": []}}).compare.runs == []

@@ -27,7 +27,7 @@ def replay_config(base_url: str, **over) -> dict:
         n_users=2,
         systems=["longctx_full"],
         rollout={"replay": REPLAY_RUN},
-        run={"name": "replay"},
+        run={"name": "release-replay"},  # as config/replay.yaml
         **over,
     )
 
@@ -115,10 +115,13 @@ def test_a_replay_next_to_the_release_import_on_the_same_users(endpoint, workflo
         assert (float(r["ci_low"]), float(r["ci_high"])) == pytest.approx((low, high), abs=1e-6)
         # the judges differ (the endpoint's model and our prompt vs the paper's judge)
         assert r["note"].startswith(
-            "judges differ (replay vs release): model fake-model vs gpt-5.4-mini, prompt "
+            "judges differ (release-replay vs release): model fake-model vs gpt-5.4-mini, prompt "
             "prompts/recovery_judge.md ("
         )
-        assert "replay's judge not calibrated against the paper's judge (anchors: κ" in r["note"]
+        assert (
+            "release-replay's judge not calibrated against the paper's judge (anchors: κ"
+            in r["note"]
+        )
     memt_dump = next(
         r
         for r in rows
@@ -134,7 +137,7 @@ def test_a_replay_next_to_the_release_import_on_the_same_users(endpoint, workflo
     page = page_data(replay / "inspect" / "cases" / "user_001_04.html")
     rows_ = {(r["run"], r["system"]): r["cells"] for r in page["compared"]["rows"]}
     assert set(rows_) == {
-        ("replay", "longctx_full"),
+        ("release-replay", "longctx_full"),
         ("release", "nomem"),
         ("release", "longctx_full"),
         ("release", "memt"),

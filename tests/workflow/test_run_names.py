@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from memprobe.config.loading import load_config
 from memprobe.workflow import run_names
-from tests.helpers.workflow import tiny_config
+from tests.helpers.workflow import ROOT, tiny_config
 
 
 def cfg(name: str):
@@ -61,3 +62,18 @@ def test_a_name_the_default_run_uses_is_one_line(name, where, what):
 @pytest.mark.parametrize("name", ["smoke", "paper", "default", "audit", "persona-0a1b", "nomem2"])
 def test_other_names_are_free(name):
     assert run_names.clash(cfg(name), rule_files(name)) is None
+
+
+SHIPPED = sorted(
+    p.relative_to(ROOT).as_posix()
+    for p in [*ROOT.glob("config/*.yaml"), *ROOT.glob("config/examples/*.yaml")]
+    if "run" in (yaml.safe_load(p.read_text(encoding="utf-8")) or {})
+)
+
+
+@pytest.mark.parametrize("path", SHIPPED)
+def test_each_shipped_configs_run_name_is_free(path):
+    """config/replay.yaml's run was named `replay`, which is also rule replay's log folder of
+    the default run: the shipped command stopped at DAG load."""
+    name = yaml.safe_load((ROOT / path).read_text(encoding="utf-8"))["run"]["name"]
+    assert name and run_names.clash(cfg(name), rule_files(name)) is None, path
