@@ -220,6 +220,8 @@ def run_args(args: argparse.Namespace) -> list[str]:
         out += ["--executor", "slurm", "--workflow-profile", "profiles/slurm"]
         out += ["--jobs", str(args.jobs or args.llm_slots)]
         out += ["--slurm-init-seconds-before-status-checks", str(args.slurm_init_s)]
+        if args.max_jobs_per_timespan:
+            out += ["--max-jobs-per-timespan", args.max_jobs_per_timespan]
     else:
         out += ["--cores", str(args.cores)]
     return [*out, *CONFIG, "--keep-going"]
@@ -532,6 +534,11 @@ def main() -> None:
         type=int,
         default=5,
         help="--slurm-init-seconds-before-status-checks (the plugin's default: 40)",
+    )
+    ap.add_argument(
+        "--max-jobs-per-timespan",
+        help="Snakemake's --max-jobs-per-timespan (e.g. 1/2s: start-ups one after another on "
+        "a small one-host cluster instead of all at once); unset: Snakemake's 100/1s",
     )
     ap.add_argument(
         "--share",

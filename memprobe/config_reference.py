@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from memprobe.config.field_docs import description
 from memprobe.config.llm import llm_settings_model
 from memprobe.config.loading import WORKFLOW_CONFIG
 from memprobe.config.schema import Config
@@ -125,26 +126,28 @@ def _leaves(
             key_type, value = typing.get_args(annotation)
             if sub := _model(value):
                 slot = f"<{name.removesuffix('s')}>"
-                section.about += f"\n\n`{key}.{slot}`: {_doc(sub)} {_keys(key, slot, info)}"
+                keys = _keys(key, slot, info, description(model, name))
+                section.about += f"\n\n`{key}.{slot}`: {_doc(sub)} {keys}"
                 yield from _leaves(sub, f"{key}.{slot}.", section)
                 continue
-        if not info.description:
+        meaning = description(model, name)
+        if not meaning:
             raise ValueError(
                 f"{model.__module__}.{model.__qualname__}.{name}: no description "
                 "(write a docstring under the field)"
             )
         default = "required" if info.is_required() else info.get_default(call_default_factory=True)
-        yield key, " ".join(info.description.split()), default_cell(default)
+        yield key, " ".join(meaning.split()), default_cell(default)
 
 
-def _keys(key: str, slot: str, info: Any) -> str:
+def _keys(key: str, slot: str, info: Any, meaning: str | None) -> str:
     """What a mapping's keys may be: an enumeration's values, else what its field says."""
     key_type = typing.get_args(info.annotation)[0]
     if values := typing.get_args(key_type):
         return f"`{slot}` is one of {', '.join(f'`{v}`' for v in values)}."
-    if not info.description:
+    if not meaning:
         raise ValueError(f"{key}: no description (say what its keys are)")
-    return f"`{key}` is {' '.join(info.description.split())}."
+    return f"`{key}` is {' '.join(meaning.split())}."
 
 
 def _cell(text: str) -> str:

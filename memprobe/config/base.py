@@ -22,8 +22,8 @@ class KeyedError(ValueError):
 
 
 class Strict(BaseModel):
-    # A field's docstring is its description: docs/configuration.md is generated from them.
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
+    # The docstring under a field is its meaning in docs/configuration.md (config/field_docs.py).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 # A query parameter that carries a credential (``?api-key=``, ``&access_token=``, ``sig=``).

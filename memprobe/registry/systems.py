@@ -44,9 +44,9 @@ class _Frozen(BaseModel):
 
 class Settings(BaseModel):
     """Base of a system's settings model: unknown keys and non-finite numbers are errors; a
-    field's docstring is its description (docs/configuration.md)."""
+    field's docstring is its meaning in docs/configuration.md (config/field_docs.py)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class GpuPlacement(Settings):

@@ -77,6 +77,20 @@ def require_local_cluster() -> None:
         pytest.skip(f"kills slurmd: needs root and the {LOCAL_CLUSTER} cluster of .ci/local-slurm")
 
 
+# A group id ends in the user id (profiles/slurm: user-{user}, score-{system}-{user}); the
+# workflow's rule names have no underscore.
+GROUP_COMMENT = re.compile(r"rule_(?P<group>[a-z]+-(?:\w+-)?user_\d+)_(?P<rules>[a-z_]+)$")
+
+
+def rules_of(comment: str) -> set[str]:
+    """The rules a SLURM job of this comment runs: its one rule, or its group's."""
+    match = GROUP_COMMENT.match(comment)
+    if match:
+        return set(match.group("rules").split("_"))
+    match = re.match(r"rule_(.+?)(?:_wildcards_.*)?$", comment)
+    return {match.group(1)} if match else set()
+
+
 @dataclass
 class Job:
     """One SLURM job as ``scontrol show job`` shows it, with every state it was seen in."""
@@ -91,13 +105,24 @@ class Job:
 
     @property
     def comment(self) -> str:
-        """The plugin's ``rule_<rule>_wildcards_<values>``."""
+        """The plugin's ``rule_<rule>_wildcards_<values>``, or for a group job (profiles/slurm's
+        ``groups``) ``rule_<group id>_<its rules, sorted, joined by _>``."""
         return self.fields.get("Comment", "")
 
     @property
+    def group(self) -> str:
+        """A group job's id (``user-user_001``, ``score-memt-user_001``), else ''."""
+        match = GROUP_COMMENT.match(self.comment)
+        return match.group("group") if match else ""
+
+    @property
+    def rules(self) -> set[str]:
+        return rules_of(self.comment)
+
+    @property
     def rule(self) -> str:
-        match = re.match(r"rule_(.+?)(?:_wildcards_.*)?$", self.comment)
-        return match.group(1) if match else ""
+        """The job's one rule; '' for a group job."""
+        return next(iter(self.rules)) if len(self.rules) == 1 and not self.group else ""
 
     @property
     def gpu(self) -> str:

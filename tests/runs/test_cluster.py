@@ -210,3 +210,35 @@ def test_only_memt_jobs_get_the_large_memory_and_runtime(workflow_factory):
     for system in ("nomem", "longctx_full"):
         assert sizes[("rollout", system)] == {(4000, 120)}, system
     assert sizes[("probe", "longctx_full")] == {(4000, 120)}
+
+
+@pytest.mark.workflow
+def test_the_slurm_profile_submits_a_users_and_a_scorings_short_jobs_as_one(workflow_factory):
+    """profiles/slurm's groups: a SLURM job step starts a Snakemake of its own, so the short
+    jobs ride together: one job per user (persona, bank, tasks) and one per system x user
+    after its rollout (preference, slot-fill, judge, attribution, both modes). Rollouts and
+    probes are submitted alone (memt's ask for a GPU, which a group's jobs would have to share)."""
+    raw = tiny_config("http://127.0.0.1:9/v1", systems=["nomem", "longctx_full", "memt"])
+    raw.setdefault("system_settings", {})["memt"] = {
+        "endpoint": "http://127.0.0.1:9/v1",
+        "gpu_model": "a100",
+    }
+    wf = workflow_factory(raw)
+    proc = wf.run("-n", "--executor", "slurm", "--workflow-profile", "profiles/slurm")
+    log = proc.stdout + proc.stderr
+    groups = {
+        gid: sorted(re.findall(r"^\s+rule (\w+):", block, re.M))
+        for gid, block in re.findall(r"Group job (\S+) \(.*\):\n((?:[ \t].*\n|\n)*)", log)
+    }
+    users = [f"user_{i:03d}" for i in range(1, raw["n_users"] + 1)]
+    scoring = {
+        "nomem": ["attribution", "judge", "preference", "slotfill"],
+        "longctx_full": ["attribution"] * 2 + ["judge"] * 2 + ["preference"] + ["slotfill"] * 2,
+    }
+    scoring["memt"] = scoring["longctx_full"]
+    expected = {f"user-{u}": ["bank", "persona", "tasks"] for u in users}
+    expected |= {f"score-{s}-{u}": rules for s, rules in scoring.items() for u in users}
+    assert groups == expected
+    alone = set(re.findall(r"^rule (\w+):", log, re.M))  # not indented: a job by itself
+    grouped = {rule for rules in expected.values() for rule in rules}
+    assert {"rollout", "probe", "oracle"} <= alone and not alone & grouped, alone
