@@ -82,6 +82,12 @@ def require_local_cluster() -> None:
 GROUP_COMMENT = re.compile(r"rule_(?P<group>[a-z]+-(?:\w+-)?user_\d+)_(?P<rules>[a-z_]+)$")
 
 
+def group_blocks(log: str) -> dict[str, str]:
+    """A Snakemake log's group jobs: each id and its block (the jobs it lists, indented, after
+    ``Group job <id> (jobs in lexicogr. order):``)."""
+    return dict(re.findall(r"Group job (\S+) \(.*\):\n((?:[ \t].*\n|\n)*)", log))
+
+
 def rules_of(comment: str) -> set[str]:
     """The rules a SLURM job of this comment runs: its one rule, or its group's."""
     match = GROUP_COMMENT.match(comment)

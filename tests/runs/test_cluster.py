@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from memprobe.registry import systems as registry
+from tests.helpers.slurm import group_blocks
 from tests.helpers.workflow import ROOT, SNAKEMAKE, tiny_config
 
 SLURM_TOOLS = (
@@ -228,7 +229,7 @@ def test_the_slurm_profile_submits_a_users_and_a_scorings_short_jobs_as_one(work
     log = proc.stdout + proc.stderr
     groups = {
         gid: sorted(re.findall(r"^\s+rule (\w+):", block, re.M))
-        for gid, block in re.findall(r"Group job (\S+) \(.*\):\n((?:[ \t].*\n|\n)*)", log)
+        for gid, block in group_blocks(log).items()
     }
     users = [f"user_{i:03d}" for i in range(1, raw["n_users"] + 1)]
     scoring = {

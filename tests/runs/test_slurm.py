@@ -154,8 +154,7 @@ def finished_comments(log: str, comments: dict[int, str]) -> set[str]:
     }
     finished = {int(n) for n in re.findall(r"Finished jobid: (\d+)", log)}
     seen = {comments[submitted[n]] for n in finished if n in submitted}
-    # A group's block lists its jobs, indented, after "Group job <id> (...):".
-    for group, block in re.findall(r"Group job (\S+) \(.*\):\n((?:[ \t].*\n|\n)*)", log):
+    for group, block in slurm.group_blocks(log).items():
         if {int(n) for n in re.findall(r"jobid: (\d+)", block)} <= finished:
             seen |= {c for c in comments.values() if c.startswith(f"rule_{group}_")}
     return seen
