@@ -128,7 +128,7 @@ class Job:
     @property
     def rule(self) -> str:
         """The job's one rule; '' for a group job."""
-        return next(iter(self.rules)) if len(self.rules) == 1 and not self.group else ""
+        return "" if self.group else next(iter(self.rules), "")
 
     @property
     def gpu(self) -> str:
