@@ -178,6 +178,8 @@ FREE: dict[str, str] = {
         "the context are set by memprobe"
     ),
     "progress.interval_s": _REPORT,
+    "cluster_embedding.server": _PLACEMENT + "; the same vectors either way",
+    "cluster_embedding.idle_exit_s": _PLACEMENT,
     "compare.runs": _REPORT + " (other runs' scores set beside this run's)",
     "progress.prices.<price>.input": _REPORT,
     "progress.prices.<price>.output": _REPORT,

@@ -66,6 +66,16 @@ class Progress(Strict):
     `model`): its prices, for the money so far"""
 
 
+class ClusterEmbedding(Strict):
+    """How jobs on a cluster's nodes encode with a local embedding model (docs/cluster.md)."""
+
+    server: Literal["node", "job"] = "node"
+    """`node`: one embedding server per node, started by the run's first job there that
+    encodes and shared by its later ones; `job`: each job loads the model itself"""
+    idle_exit_s: float = Field(default=120.0, gt=0)
+    """a node's server exits after this many seconds without a request"""
+
+
 class WriterSettings(Strict):
     """One system's ``writer`` role settings, over ``llm.roles.writer`` and the ``llm`` defaults.
 
@@ -264,6 +274,8 @@ class Config(Strict):
     llm: Annotated[SerializeAsAny[LLMSettings], BeforeValidator(with_backend_settings)]
     progress: Progress = Field(default_factory=Progress)
     """the run's progress line: how often, and the prices for its money figure"""
+    cluster_embedding: ClusterEmbedding = Field(default_factory=ClusterEmbedding)
+    """on a cluster, where jobs' encodes run: a server per node, or each job"""
 
     @field_validator("dims_per_category")
     @classmethod

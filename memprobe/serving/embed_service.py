@@ -36,6 +36,8 @@ import queue
 import secrets
 import sys
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from memprobe.serving import served_process
@@ -44,6 +46,7 @@ from memprobe.serving import served_process
 from memprobe.serving.embed_client import SOCKET_ENV, TOKEN_ENV, TOKEN_HEADER, Unreachable
 from memprobe.serving.embed_client import encode_remote as encode_remote
 from memprobe.serving.json_http import QuietJSONHandler
+from memprobe.serving.node_embed import TOKEN_IN_ENV
 
 log = logging.getLogger("memprobe")
 
@@ -83,6 +86,26 @@ class _State:
         for copy in reversed(range(self.n_small)):
             self.small.put(copy)
         self.bulk = threading.Lock()
+        # Requests in progress and when the last one ended: a node server exits when idle.
+        self._busy = 0
+        self._since = time.monotonic()
+        self._activity = threading.Lock()
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        with self._activity:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._activity:
+                self._busy -= 1
+                self._since = time.monotonic()
+
+    def idle_for(self) -> float:
+        """Seconds since the last request ended; 0 while one is in progress."""
+        with self._activity:
+            return 0.0 if self._busy else time.monotonic() - self._since
 
 
 def _load_default(state: _State) -> None:
@@ -112,6 +135,14 @@ def _torch_threads() -> int:
 def _handler(state: _State) -> type[QuietJSONHandler]:
     class Handler(QuietJSONHandler):
         def do_GET(self) -> None:
+            with state.request():
+                self._get()
+
+        def do_POST(self) -> None:
+            with state.request():
+                self._post()
+
+        def _get(self) -> None:
             if self.path != "/health":
                 return self._send(404, {"error": "not found"})
             if state.failed:
@@ -119,7 +150,7 @@ def _handler(state: _State) -> type[QuietJSONHandler]:
             ready = state.ready.is_set()  # listening is what start waits for
             self._send(200, {"ready": ready, "threads": _torch_threads() if ready else None})
 
-        def do_POST(self) -> None:
+        def _post(self) -> None:
             if self.path != "/encode":
                 return self._send(404, {"error": "not found"})
             if not secrets.compare_digest(self.headers.get(TOKEN_HEADER, ""), state.token):
@@ -157,10 +188,37 @@ def _handler(state: _State) -> type[QuietJSONHandler]:
     return Handler
 
 
-def serve(socket_path: str, token_env: str, lanes: int) -> None:
+def _exit_when_idle(
+    server: served_process.UnixHTTPServer, state: _State, idle_s: float, lock: str
+) -> None:
+    """A node's server (memprobe/serving/node_embed.py): gone after ``idle_s`` without a
+    request. Its socket goes first, under the lock a starting job holds, so a job either finds
+    this server answering or starts the next one, never a socket nobody serves."""
+    import fcntl
+
+    while True:
+        time.sleep(min(1.0, idle_s / 4))
+        if state.idle_for() < idle_s:
+            continue
+        with open(lock, "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            if state.idle_for() < idle_s:  # a job asked while we waited for the lock
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(server.server_address)  # type: ignore[arg-type]
+        server.shutdown()
+        return
+
+
+def serve(
+    socket_path: str, token_env: str, lanes: int, idle_exit: tuple[float, str] | None = None
+) -> None:
     state = _State(os.environ.pop(token_env), lanes)
     server = served_process.UnixHTTPServer(socket_path, _handler(state))
     threading.Thread(target=_load_default, args=(state,), daemon=True).start()
+    if idle_exit:
+        watch = (server, state, *idle_exit)
+        threading.Thread(target=_exit_when_idle, args=watch, daemon=True).start()
     server.serve_forever()
 
 
@@ -180,7 +238,7 @@ class Server(served_process.ServedProcess):
 
     def start(self, bind_timeout_s: float) -> str:
         cmd = [sys.executable, "-m", "memprobe.serving.embed_service", "--socket", str(self.uds)]
-        self.launch(cmd, served_process.child_env(_MEMPROBE_EMBED_TOKEN_IN=self.token))
+        self.launch(cmd, served_process.child_env(**{TOKEN_IN_ENV: self.token}))
         self.ready_or_stopped(lambda: self.healthy_and_ours(bind_timeout_s, poll_s=0.05))
         return str(self.uds)
 
@@ -225,13 +283,22 @@ def stop_for_run() -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memprobe.serving.embed_service")
     ap.add_argument("--socket", required=True, help="the Unix socket to listen on")
+    ap.add_argument(
+        "--idle-exit-s",
+        type=float,
+        help="a node's server: exit after this many seconds without a request",
+    )
+    ap.add_argument("--lock", help="with --idle-exit-s: the node's start lock (node_embed.py)")
     args = ap.parse_args(argv)
+    if (args.idle_exit_s is None) != (args.lock is None):
+        ap.error("--idle-exit-s and --lock go together")
     try:
         lanes = small_lanes()
     except ValueError as err:  # one line in the server's log; the run's jobs encode themselves
         print(f"memprobe embedding server: {err}", file=sys.stderr)
         return 2
-    serve(args.socket, "_MEMPROBE_EMBED_TOKEN_IN", lanes)
+    idle_exit = None if args.lock is None else (args.idle_exit_s, args.lock)
+    serve(args.socket, TOKEN_IN_ENV, lanes, idle_exit)
     return 0
 
 

@@ -69,10 +69,11 @@ def load_model(path: str | None = None, copy: int = 0, max_seq_length: int | Non
 
 
 def served() -> bool:
-    """Whether :func:`encode` sends its texts to the run's embedding server (no model here)."""
+    """Whether :func:`encode` sends its texts to an embedding server, the run's or this
+    node's (no model here)."""
     from memprobe.serving import embed_client
 
-    return not _in_process and bool(os.environ.get(embed_client.SOCKET_ENV))
+    return not _in_process and embed_client.configured()
 
 
 def encode(
@@ -81,8 +82,8 @@ def encode(
     """Normalised float32 embeddings, one row per text.
 
     From the run's embedding server when the Snakefile started one (memprobe/serving/
-    embed_service.py: the model is loaded once per run, not once per job), else from a model
-    loaded here.
+    embed_service.py: the model is loaded once per run, not once per job), or from this cluster
+    node's (memprobe/serving/node_embed.py), else from a model loaded here.
     """
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
@@ -93,7 +94,7 @@ def encode(
         try:
             return embed_client.encode_remote(texts, path, max_seq_length=max_seq_length)
         except embed_client.Unreachable as err:
-            if os.environ.get(embed_client.SOCKET_ENV):
+            if embed_client.configured():
                 log.warning("memprobe: %s; loading the embedding model in this job", err)
             _in_process = True  # one try per job: the fallback holds the model from here on
     return encode_local(texts, path, max_seq_length=max_seq_length)

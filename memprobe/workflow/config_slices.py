@@ -117,6 +117,7 @@ RUNTIME_ONLY: tuple[str, ...] = (
     "llm.api_key_env",
     "llm.rate_limit",  # the pace of the calls, never their replies
     "progress",  # read by the Snakemake process alone
+    "cluster_embedding",  # where the encodes run, never the vectors
 )
 
 # Keys that decide which jobs exist and which files they read (Snakemake sees those changes as

@@ -16,6 +16,7 @@ stand-ins and what the judge's checks found.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 from memprobe.config.schema import Config
 from memprobe.llm.providers import ProviderError, backend
 from memprobe.registry import systems as registry
-from memprobe.serving import embed_service
+from memprobe.serving import embed_service, node_embed
 from memprobe.spec import stand_in_log
 from memprobe.spec.records import RecordError
 from memprobe.workflow import cluster, preflight, servers, slurm_status, step
@@ -78,12 +79,8 @@ class Run:
             except preflight.PreflightError as err:
                 stop(err)
         embeds = any(registry.spec(s).uses_run_embedder(cfg) for s in cfg.systems)
-        if needs.embeddings and embeds and local and not cfg.release.import_runs:
-            self.embed_server = True
-            try:
-                embed_service.start_for_run(f"{self.paths.logs}/embed_server.log")
-            except embed_service.Unreachable as err:
-                say(f"memprobe: {err}; jobs will load the embedding model")
+        if needs.embeddings and embeds and not cfg.release.import_runs:
+            self.start_embedding(local)
         if needs.served_llm:
             try:
                 backend(cfg.llm.backend).start(
@@ -95,6 +92,19 @@ class Run:
         if stopping and needs.judging and not cfg.release.import_runs:
             self.calibrate(judge_files)
         self.start_progress(workflow)
+
+    def start_embedding(self, local: bool) -> None:
+        """The run's embedding server, or on a cluster the name and token its nodes' servers
+        go by (memprobe/serving/node_embed.py: each node's first job that encodes starts one)."""
+        if not local:
+            if self.cfg.cluster_embedding.server == "node":
+                name_node_servers(self.cfg.cluster_embedding.idle_exit_s)
+            return
+        self.embed_server = True
+        try:
+            embed_service.start_for_run(f"{self.paths.logs}/embed_server.log")
+        except embed_service.Unreachable as err:
+            say(f"memprobe: {err}; jobs will load the embedding model")
 
     def calibrate(self, files: JudgeFiles) -> None:
         """``judge.calibration.on_fail: stop``: the judge's calibration, before any job (the
@@ -163,6 +173,16 @@ class Run:
         if not self.cfg.release.import_runs:  # imported runs made no LLM call here
             for line in stand_in_lines(workflow, ledgers):
                 say(line)
+
+
+def name_node_servers(idle_s: float) -> None:
+    """Under a cluster executor: the run's name, token and idle time for its nodes' embedding
+    servers, in the environment its jobs inherit (sbatch passes it on; never their argv)."""
+    import secrets
+
+    os.environ[node_embed.NODE_ENV] = secrets.token_hex(8)
+    os.environ[embed_service.TOKEN_ENV] = secrets.token_hex(16)
+    os.environ[node_embed.IDLE_ENV] = repr(float(idle_s))
 
 
 def stand_in_lines(workflow: Any, ledgers: list[str]) -> list[str]:

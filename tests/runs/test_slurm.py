@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from memprobe.llm import rate_limit
+from memprobe.serving import node_embed
 from memprobe.testing.background import Background
 from memprobe.testing.memt_standin import StandIn
 from memprobe.workflow import shell_job
@@ -47,6 +48,8 @@ MEMT_ROLLOUT = "rule_rollout_wildcards_memt_user_001"
 USER_GROUP = "user-user_001"  # profiles/slurm's groups: persona, bank and tasks in one job
 HOLD_S = 90  # the fake endpoint's reply delay while the node fails (it is declared in ~35 s)
 GPU_TRES = "gres:gpu:a100:1"
+MEMT_GPU = ("rollout", "probe")  # memt's rules that hold the GPU, and encode
+FALLBACK = "loading the embedding model in this job"  # memprobe/serving/embeddings.py
 
 
 def count_requests(background: Background) -> list[str]:
@@ -184,6 +187,7 @@ def wait_until(what: str, test, timeout_s: float = 600) -> None:
 @dataclass
 class Disrupted:
     wf: Workflow
+    started: float  # time.time() before the first invocation
     jobs: list[slurm.Job]  # every SLURM job of the run, across its invocations
     failed_node: list[int]  # the jobs running when the node was declared failed
     node_down_s: float
@@ -219,6 +223,7 @@ def disrupted(servers, reference, tmp_path_factory) -> Disrupted:
             return subprocess.Popen(cmd, cwd=wf.root, env=env, stdout=out, stderr=subprocess.STDOUT)
 
     servers.reset()
+    started = time.time()
     watch = slurm.Watch(wf.root)
     logs = [wf.root / "first-invocation.log", wf.root / "second-invocation.log"]
     runs = [start(logs[0])]
@@ -279,6 +284,7 @@ def disrupted(servers, reference, tmp_path_factory) -> Disrupted:
     killed_log = logs[0].read_text()
     return Disrupted(
         wf,
+        started,
         jobs,
         running,
         node_down_s,
@@ -377,6 +383,19 @@ def test_the_tables_equal_the_local_runs_and_nothing_was_paid_twice(disrupted, r
     assert not reference.requests - disrupted.requests
     again = disrupted.requests - reference.requests
     assert set(again.values()) <= {1} and sum(again.values()) <= cut_off, again
+
+
+def test_memt_s_jobs_encode_on_their_node_s_embedding_server(disrupted):
+    """cluster_embedding.server: node (the default): memt's rollout and probe (Mem-T on an
+    endpoint encodes with the run's embedder) send their texts to the node's server, started
+    by the first of them (memprobe/serving/node_embed.py); no job loads the model itself."""
+    folder = node_embed.node_dir()
+    started = [p for p in folder.glob("*.log") if p.stat().st_mtime >= disrupted.started]
+    assert started, f"no node embedding server started in {folder}"
+    for rule in MEMT_GPU:  # they ran
+        assert list((disrupted.wf.logs / rule / "memt").glob("*.log")), rule
+    fell_back = [p for p in disrupted.wf.logs.rglob("*.log") if FALLBACK in p.read_text()]
+    assert not fell_back, fell_back
 
 
 def test_a_failed_node_s_jobs_are_resubmitted(disrupted):

@@ -110,6 +110,7 @@ RUNTIME_VALUES = {
     "llm.api_key_env": "OTHER_KEY",
     "llm.rate_limit": {"requests_per_minute": 60, "tokens_per_minute": 9000, "share": 0.5},
     "progress": {"interval_s": 5.0, "prices": {"m": {"input": 1.0, "output": 2.0}}},
+    "cluster_embedding": {"server": "job", "idle_exit_s": 30.0},
     "llm.local.threads": 3,
     "llm.local.context_tokens": 8192,
     "llm.local.parallel": 3,

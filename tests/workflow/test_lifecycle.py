@@ -4,6 +4,7 @@ started and says which replies were stand-ins."""
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -104,3 +105,21 @@ def test_the_end_stops_the_servers_even_when_the_progress_summary_fails(
     run.end(SimpleNamespace(), ledgers=[])
     assert stopped == ["backend", "embed", "progress"]
     assert "memprobe: no progress summary (ValueError: a ledger row" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("server", ["node", "job"])
+def test_on_a_cluster_the_run_names_its_node_servers_and_starts_none(tmp_path, monkeypatch, server):
+    from memprobe.serving import embed_client, node_embed
+
+    for name in (node_embed.NODE_ENV, embed_client.TOKEN_ENV, node_embed.IDLE_ENV):
+        monkeypatch.setenv(name, "")  # so that what the run sets is undone after the test
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(lifecycle.embed_service, "start_for_run", pytest.fail)
+    run = run_of(tmp_path, cluster_embedding={"server": server, "idle_exit_s": 45})
+    run.start_embedding(local=False)
+    assert not run.embed_server
+    named = {n: os.environ.get(n) for n in (node_embed.NODE_ENV, node_embed.IDLE_ENV)}
+    if server == "job":  # each job loads the model itself
+        assert named == dict.fromkeys(named) and not embed_client.configured()
+    else:
+        assert named[node_embed.IDLE_ENV] == "45.0" and embed_client.configured()
