@@ -117,6 +117,26 @@ def tree_cpu(root: int) -> tuple[float, dict[int, tuple[str, float]]]:
     return total, live
 
 
+def node_servers() -> dict[int, tuple[str, float]]:
+    """A cluster run's node embedding servers (memprobe/serving/node_embed.py: started by a
+    job, not Snakemake's descendants) and their CPU so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+            if EMBED.encode() not in cmd or b"--idle-exit-s" not in cmd:
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[int(entry.name)] = (
+            "embedding server (node)",
+            (int(fields[11]) + int(fields[12])) / tick,
+        )
+    return found
+
+
 @dataclass
 class Sample:
     t: float  # seconds after the run started
@@ -163,6 +183,7 @@ class Monitor(threading.Thread):
                 pids = [self.root, *rb._descendants(self.root)]
                 self.peak = max(self.peak, sum(rss(p) for p in pids))
                 _, live = tree_cpu(self.root)
+                live.update(node_servers())
                 for pid, (kind, cpu) in live.items():  # the last CPU seen, the first kind:
                     known = self.seen.get(pid)  # an exited, unreaped one has no command line
                     self.seen[pid] = (known[0] if known and kind == "?" else kind, cpu)
