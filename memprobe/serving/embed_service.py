@@ -196,6 +196,7 @@ def _exit_when_idle(
     this server answering or starts the next one, never a socket nobody serves."""
     import fcntl
 
+    bound = os.stat(server.server_address).st_ino  # type: ignore[arg-type]
     while True:
         time.sleep(min(1.0, idle_s / 4))
         if state.idle_for() < idle_s:
@@ -205,7 +206,9 @@ def _exit_when_idle(
             if state.idle_for() < idle_s:  # a job asked while we waited for the lock
                 continue
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(server.server_address)  # type: ignore[arg-type]
+                if os.stat(server.server_address).st_ino == bound:  # type: ignore[arg-type]
+                    os.unlink(server.server_address)  # type: ignore[arg-type]
+                # else another server took the address (this one was taken for dead): its own
         server.shutdown()
         return
 

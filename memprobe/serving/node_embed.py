@@ -63,7 +63,9 @@ def lock_path(run: str) -> Path:
 
 
 def listening(sock: str) -> bool:
-    return served_process.status("http://localhost/health", uds=sock, timeout_s=2.0) == 200
+    # A server busy encoding still answers /health on a thread of its own; the wait is long
+    # enough for a loaded node, since a live server taken for dead would be started twice.
+    return served_process.status("http://localhost/health", uds=sock, timeout_s=10.0) == 200
 
 
 def ensure(run: str, token: str, idle_s: float, timeout_s: float = 30.0) -> str:

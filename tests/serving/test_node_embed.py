@@ -101,3 +101,19 @@ def test_without_a_node_or_a_token_there_is_no_server(node, monkeypatch):
     assert not embed_client.configured()
     with pytest.raises(embed_client.Unreachable, match="no embedding server"):
         embed_client.encode_remote(TEXTS, None)
+
+
+def test_a_server_taken_for_dead_leaves_its_successor_s_socket_alone(node):
+    """A live server whose socket a job removed (it did not answer /health in time) and that
+    another replaced: when the first leaves idle, the address stays the second's."""
+    token = os.environ[embed_client.TOKEN_ENV]
+    sock = node_embed.ensure(node, token, idle_s=1.0)
+    first = served_process.peer_pid(sock)
+    os.unlink(sock)
+    node_embed.ensure(node, token, idle_s=30)
+    second = served_process.peer_pid(sock)
+    deadline = time.monotonic() + 20
+    while first in servers(node) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert servers(node) == [second]
+    assert node_embed.listening(sock) and served_process.peer_pid(sock) == second
