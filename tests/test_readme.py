@@ -72,7 +72,7 @@ RUN_BY = [
         r"^memprobe shared-words\b",
         "tests/release/test_shared_words.py::test_the_command_exits_1_and_lists_a_shared_run",
     ),
-    (r"^pip install -e '\.\[(dev|kubernetes)\]'", ".ci/run"),
+    (r"^pip install -e '\.\[(dev|kubernetes|slurm)\]'", ".ci/run"),
     (r"^pip install '\.\[kubernetes\]'", ".ci/run"),
     (
         r"^memprobe fake-endpoint",
