@@ -6,9 +6,11 @@ Mem-T rollout. The Snakefile's ``onstart`` launches this server when a configure
 embeds in-process; it listens at once and loads the model in the background while the
 first jobs (persona, bank, tasks: no embeddings) run. Jobs inherit ``MEMPROBE_EMBED_SOCKET`` and
 ``MEMPROBE_EMBED_TOKEN``; :func:`memprobe.serving.embeddings.encode` sends its texts here and falls
-back to loading the model itself when the server can't be reached (a cluster node, a script
-run outside Snakemake). Both paths call the same ``SentenceTransformer.encode`` on the same
-model, so the vectors are the same; the server returns them as raw float32 bytes.
+back to loading the model itself when the server can't be reached (a script run outside
+Snakemake). On a cluster the same server runs once per node, started by a job
+(memprobe/serving/node_embed.py, ``--idle-exit-s``). Every path calls the same
+``SentenceTransformer.encode`` on the same model, so the vectors are the same; the server
+returns them as raw float32 bytes.
 
 It listens on a Unix socket in a directory only this user can enter (no port another local
 user could take first, or connect to), and the parent checks that the socket's listener is
