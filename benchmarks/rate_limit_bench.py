@@ -120,20 +120,16 @@ def tree_cpu(root: int) -> tuple[float, dict[int, tuple[str, float]]]:
 def node_servers() -> dict[int, tuple[str, float]]:
     """A cluster run's node embedding servers (memprobe/serving/node_embed.py: started by a
     job, not Snakemake's descendants) and their CPU so far."""
-    tick = os.sysconf("SC_CLK_TCK")
     found = {}
     for entry in Path("/proc").iterdir():
         try:
             cmd = (entry / "cmdline").read_bytes()
-            if EMBED.encode() not in cmd or b"--idle-exit-s" not in cmd:
-                continue
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        found[int(entry.name)] = (
-            "embedding server (node)",
-            (int(fields[11]) + int(fields[12])) / tick,
-        )
+        if EMBED.encode() in cmd and b"--idle-exit-s" in cmd:
+            cpu = rb.proc_cpu(int(entry.name))
+            if cpu == cpu:  # NaN: it ended since the listing
+                found[int(entry.name)] = ("embedding server (node)", cpu)
     return found
 
 
