@@ -22,7 +22,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from memprobe.serving import served_process
@@ -91,14 +90,15 @@ def ensure(run: str, token: str, idle_s: float, timeout_s: float = 30.0) -> str:
                 start_new_session=True,  # not this job's: it serves the node's later jobs
                 close_fds=True,
             )
-        deadline = time.monotonic() + timeout_s
-        while not served_process.listener_is_ours(proc, "http://localhost", sock):
-            if proc.poll() is not None:
-                raise OSError(f"node embedding server exited with {proc.returncode} (see {log})")
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise OSError(f"node embedding server did not listen within {timeout_s:.0f}s")
-            time.sleep(0.05)
+        try:  # /health answers once it listens, before the model has loaded
+            served_process.wait_healthy(proc, "http://localhost", timeout_s, 0.05, uds=sock)
+        except served_process.NotHealthy as err:
+            if err.exit_code is not None:
+                raise OSError(
+                    f"node embedding server exited with {err.exit_code} (see {log})"
+                ) from None
+            proc.kill()
+            raise OSError(f"node embedding server did not listen within {timeout_s:.0f}s") from None
         return sock
 
 
