@@ -24,6 +24,8 @@ if CFG.rollout.replay:
             job_log("replay", "{system}/{user}"),
             usage=usage_log("replay", "system", "user"),
         priority: PRIORITY.rollout
+        group:
+            rollout_group
         conda:
             "../envs/memprobe.yaml"
         resources:
@@ -60,6 +62,8 @@ else:
             job_log("rollout", "{system}/{user}"),
             usage=usage_log("rollout", "system", "user"),
         priority: PRIORITY.rollout
+        group:
+            rollout_group
         conda:
             "../envs/memprobe.yaml"
         resources:
