@@ -161,11 +161,6 @@ LLM_JOB = RES.llm_job
 PRIORITY = job_resources.Priorities(CFG)
 
 
-def rollout_group(wildcards):
-    """A rollout's cluster group where the profile packs them (memprobe/workflow/cluster.py)."""
-    return cluster.rollout_group(workflow, wildcards.system, RES.gpu_count(wildcards))
-
-
 def slotfill_memory(wildcards):
     """dump_all reads the whole store; retrieve reads the recorded top-k items."""
     if wildcards.mode == "dump_all":

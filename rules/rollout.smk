@@ -24,8 +24,6 @@ if CFG.rollout.replay:
             job_log("replay", "{system}/{user}"),
             usage=usage_log("replay", "system", "user"),
         priority: PRIORITY.rollout
-        group:
-            rollout_group
         conda:
             "../envs/memprobe.yaml"
         resources:
@@ -62,8 +60,6 @@ else:
             job_log("rollout", "{system}/{user}"),
             usage=usage_log("rollout", "system", "user"),
         priority: PRIORITY.rollout
-        group:
-            rollout_group
         conda:
             "../envs/memprobe.yaml"
         resources:

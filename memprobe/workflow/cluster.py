@@ -12,9 +12,6 @@ Snakefile changes for them (rules/common.smk).
 - Nodes share no lock (SQLite file locks do not hold over NFS): each node keeps its rate-limit
   buckets on local disk, in a folder of this user's (``/tmp/memprobe-rate-limit-<uid>``, 0700,
   checked for owner), and takes 1/llm_slots of every limit.
-- Rollouts ride together where the profile asks (``group-components: rollouts-{system}=N``):
-  N users' rollouts of one system in one job, which saves the per-job start-ups of a cluster
-  job; a system whose rollouts ask for GPUs (memt) keeps one job each (``rollout_group``).
 - Under the SLURM executor, a status command that sees jobs finish, also on a cluster without
   accounting (memprobe/workflow/slurm_status.py), or one line saying why none can.
 """
@@ -34,23 +31,6 @@ def global_resource(workflow: Any, name: str) -> int | None:
     """A --resources (or profile) limit's number; None where unset (--cores on a cluster)."""
     value = workflow.global_resources.get(name)
     return getattr(value, "value", value)
-
-
-ROLLOUT_GROUP = "rollouts-{system}"  # the group's name in a profile's group-components
-
-
-def rollout_group(workflow: Any, system: str, gpus: int | None) -> str | None:
-    """A rollout job's group: one per system, so that ``group-components`` packs its users'
-    rollouts, which run about as long, into a job; None (a job alone) where the profile does
-    not ask for it, or where the system's rollouts ask for GPUs: a group would sum them into
-    one job whose rollouts' servers all take the first GPU."""
-    if gpus or ROLLOUT_GROUP not in workflow.group_settings.group_components:
-        return None
-    name = ROLLOUT_GROUP.format(system=system)
-    # Snakemake finds a group's component count under the name with its wildcards unfilled;
-    # it notes that name itself only for a `group:` string, not for a callable's result.
-    workflow.parent_groupids[name] = ROLLOUT_GROUP
-    return name
 
 
 def jobs_elsewhere(workflow: Any) -> bool:
