@@ -161,6 +161,11 @@ LLM_JOB = RES.llm_job
 PRIORITY = job_resources.Priorities(CFG)
 
 
+def probe_group(wildcards):
+    """On a cluster, a probe rides with its slot-fill (memprobe/workflow/cluster.py)."""
+    return cluster.probe_group(workflow, dict(wildcards.items()), RES.gpu_count(wildcards), K)
+
+
 def slotfill_memory(wildcards):
     """dump_all reads the whole store; retrieve reads the recorded top-k items."""
     if wildcards.mode == "dump_all":

@@ -114,6 +114,8 @@ rule probe:
         job_log("probe", "{system}/{user}_k{k}"),
         usage=usage_log("probe", "system", "user", "k"),
     priority: PRIORITY.scoring["probe"]
+    group:
+        probe_group
     conda:
         "../envs/memprobe.yaml"
     resources:

@@ -12,6 +12,8 @@ Snakefile changes for them (rules/common.smk).
 - Nodes share no lock (SQLite file locks do not hold over NFS): each node keeps its rate-limit
   buckets on local disk, in a folder of this user's (``/tmp/memprobe-rate-limit-<uid>``, 0700,
   checked for owner), and takes 1/llm_slots of every limit.
+- A probe rides with the slot-fill that reads it, where the profile groups that one
+  (``probe_group``): one job and one status check fewer between a rollout and its scoring.
 - Under the SLURM executor, a status command that sees jobs finish, also on a cluster without
   accounting (memprobe/workflow/slurm_status.py), or one line saying why none can.
 """
@@ -31,6 +33,27 @@ def global_resource(workflow: Any, name: str) -> int | None:
     """A --resources (or profile) limit's number; None where unset (--cores on a cluster)."""
     value = workflow.global_resources.get(name)
     return getattr(value, "value", value)
+
+
+def probe_group(
+    workflow: Any, wildcards: dict[str, str], gpus: int | None, primary_k: int
+) -> str | None:
+    """A probe job's group: the one the profile gives rule slotfill (the retrieve-mode
+    slot-fill reads the probe's file), filled with the probe's wildcards. None, a job alone,
+    where the profile groups no slot-fill or names a wildcard the probe lacks, for another k's
+    probe (the sweep's slot-fill reads it), and where the system's probe asks for a GPU (memt):
+    the group would ask for it too, and a group's jobs must agree on the GPU model."""
+    pattern = workflow.group_settings.overwrite_groups.get("slotfill")
+    if pattern is None or gpus or int(wildcards["k"]) != primary_k:
+        return None
+    try:
+        name = pattern.format(**wildcards)
+    except (KeyError, IndexError):
+        return None
+    # Where Snakemake looks up group-components: the name with its wildcards unfilled (it
+    # notes it for the profile's rules, not for a callable's result).
+    workflow.parent_groupids[name] = pattern
+    return name
 
 
 def jobs_elsewhere(workflow: Any) -> bool:

@@ -217,8 +217,9 @@ def test_only_memt_jobs_get_the_large_memory_and_runtime(workflow_factory):
 def test_the_slurm_profile_submits_a_users_and_a_scorings_short_jobs_as_one(workflow_factory):
     """profiles/slurm's groups: a SLURM job step starts a Snakemake of its own, so the short
     jobs ride together: one job per user (persona, bank, tasks) and one per system x user
-    after its rollout (preference, slot-fill, judge, attribution, both modes). Rollouts and
-    probes are submitted alone (memt's ask for a GPU, which a group's jobs would have to share)."""
+    after its rollout (its probe, preference, slot-fill, judge, attribution, both modes).
+    Rollouts are submitted alone, and so is memt's probe (it asks for a GPU, which a group's
+    jobs would have to share)."""
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["nomem", "longctx_full", "memt"])
     raw.setdefault("system_settings", {})["memt"] = {
         "endpoint": "http://127.0.0.1:9/v1",
@@ -234,12 +235,17 @@ def test_the_slurm_profile_submits_a_users_and_a_scorings_short_jobs_as_one(work
     users = [f"user_{i:03d}" for i in range(1, raw["n_users"] + 1)]
     scoring = {
         "nomem": ["attribution", "judge", "preference", "slotfill"],
-        "longctx_full": ["attribution"] * 2 + ["judge"] * 2 + ["preference"] + ["slotfill"] * 2,
+        "memt": ["attribution"] * 2 + ["judge"] * 2 + ["preference"] + ["slotfill"] * 2,
     }
-    scoring["memt"] = scoring["longctx_full"]
+    scoring["longctx_full"] = sorted([*scoring["memt"], "probe"])
     expected = {f"user-{u}": ["bank", "persona", "tasks"] for u in users}
     expected |= {f"score-{s}-{u}": rules for s, rules in scoring.items() for u in users}
     assert groups == expected
-    alone = set(re.findall(r"^rule (\w+):", log, re.M))  # not indented: a job by itself
-    grouped = {rule for rules in expected.values() for rule in rules}
-    assert {"rollout", "probe", "oracle"} <= alone and not alone & grouped, alone
+    alone: dict[str, set[str]] = {}  # not indented: a job by itself
+    for rule, lines in re.findall(r"^rule (\w+):\n((?:[ \t].*\n)*)", log, re.M):
+        wildcards = re.search(r"wildcards: (.*)", lines)
+        alone.setdefault(rule, set()).add(wildcards.group(1) if wildcards else "")
+    grouped = {rule for rules in expected.values() for rule in rules} - {"probe"}
+    assert {"rollout", "probe", "oracle"} <= set(alone) and not set(alone) & grouped, alone
+    probes = {w.rsplit(", k=", 1)[0] for w in alone["probe"]}
+    assert probes == {f"system=memt, user={u}" for u in users}, alone["probe"]

@@ -80,3 +80,23 @@ def test_each_node_takes_its_share_of_the_rate_limit_on_local_disk():
     ):
         cluster.share_rate_limit_across_nodes(untouched, {})
         assert untouched.config_settings.config_args is None
+
+
+def grouping(groups: dict[str, str]) -> SimpleNamespace:
+    return SimpleNamespace(
+        group_settings=SimpleNamespace(overwrite_groups=groups), parent_groupids={}
+    )
+
+
+def test_a_probe_rides_with_the_slot_fill_that_reads_it():
+    """The profile's slot-fill group, filled with the probe's wildcards, noted under its
+    pattern (where Snakemake looks up group-components); none where it would be wrong."""
+    wf = grouping({"slotfill": "score-{system}-{user}"})
+    probe = {"system": "amem", "user": "user_001", "k": "10"}
+    assert cluster.probe_group(wf, probe, None, 10) == "score-amem-user_001"
+    assert wf.parent_groupids == {"score-amem-user_001": "score-{system}-{user}"}
+    assert cluster.probe_group(wf, probe, 1, 10) is None  # memt's: it asks for a GPU
+    assert cluster.probe_group(wf, {**probe, "k": "5"}, None, 10) is None  # the sweep's
+    assert cluster.probe_group(grouping({}), probe, None, 10) is None  # no slot-fill group
+    by_mode = grouping({"slotfill": "score-{system}-{mode}"})
+    assert cluster.probe_group(by_mode, probe, None, 10) is None  # a wildcard it lacks
