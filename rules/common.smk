@@ -38,6 +38,11 @@ def settings(rule):
     return SLICER.params(rule)
 
 
+# Each Snakemake (on a cluster, two per job) reads the scripts' imports from the run's folder
+# instead of parsing some 45 files again (memprobe/workflow/code_inputs.py).
+code_inputs.keep_imports_in(shell_job.CONFIG_DIR)
+
+
 def library(script):
     """The memprobe modules scripts/<script>.py runs, from its imports: rule inputs, so editing
     one reruns the rule's jobs (memprobe/workflow/code_inputs.py)."""

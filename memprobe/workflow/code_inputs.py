@@ -11,11 +11,20 @@ The inputs are the files of the package the DAG loads, which must be the package
 in a checkout that shares another checkout's venv, the Snakefile's folder puts this checkout's
 ``memprobe/`` first at DAG load while each job's script imports the one the venv installed, so
 an edit here would rerun jobs that never run it (``foreign_code`` stops that run).
+
+Every Snakemake reads the imports again: the one you start, and on a cluster two more per job,
+each parsing some 45 files (a tenth of a second of CPU, beside the second or so Snakemake takes
+to start). ``keep_imports_in`` (rules/common.smk) keeps each file's imports in the run's
+``.snakemake/memprobe/imports.json`` under a hash of its text: a Snakemake that finds the same
+text there reads its imports instead of parsing it; an edited file has another hash and is
+parsed again.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -38,17 +47,69 @@ PLUMBING = (
 )
 
 
-@cache  # scripts share modules: each file is parsed once per DAG load (45 files, not 112)
-def imported(path: Path) -> frozenset[str]:
-    """Every dotted name a file imports absolutely: ``import a.b`` gives a.b; ``from a import
-    b`` gives a and a.b (b may be a module or a name in a)."""
+class KeptImports:
+    """The imports of the files this process read, by the hash of their text, in a JSON file
+    that the next Snakemake reads (the run's ``.snakemake/memprobe/imports.json``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.known: dict[str, list[str]] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            self.known = {}
+        self.used: dict[str, list[str]] = {}
+
+    def get(self, key: str) -> list[str] | None:
+        if key in self.known:
+            self.used[key] = self.known[key]
+        return self.used.get(key)
+
+    def add(self, key: str, names: frozenset[str]) -> None:
+        """Note a parsed file's imports and rewrite the file with those this process used (a
+        Snakemake reads every rule's script, so the ones of earlier edits drop out)."""
+        self.used[key] = sorted(names)
+        from memprobe.spec.records import write_atomic
+
+        try:
+            write_atomic(self.path, json.dumps(self.used, sort_keys=True))
+        except OSError:
+            pass  # a folder we may not write: the next Snakemake parses again
+
+
+_kept: KeptImports | None = None
+
+
+def keep_imports_in(folder: Path) -> None:
+    """Read and keep the files' imports in ``folder`` from now on (see the module's doc)."""
+    global _kept
+    _kept = KeptImports(folder / "imports.json")
+    imported.cache_clear()
+
+
+def _parse(text: str) -> frozenset[str]:
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
     return frozenset(names)
+
+
+@cache  # scripts share modules: each file is read once per DAG load (45 files, not 112)
+def imported(path: Path) -> frozenset[str]:
+    """Every dotted name a file imports absolutely: ``import a.b`` gives a.b; ``from a import
+    b`` gives a and a.b (b may be a module or a name in a)."""
+    text = path.read_text(encoding="utf-8")
+    if _kept is None:
+        return _parse(text)
+    key = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    known = _kept.get(key)
+    if known is not None:
+        return frozenset(known)
+    names = _parse(text)
+    _kept.add(key, names)
+    return names
 
 
 def source(module: str) -> Path | None:

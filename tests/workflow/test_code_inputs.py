@@ -108,3 +108,31 @@ def test_a_second_checkout_sharing_the_venv_stops_at_dag_load(workflow_factory):
     said = [ln for ln in proc.stderr.splitlines() if ln.startswith("memprobe:")]
     assert proc.returncode != 0 and len(said) == 1, proc.stderr[-3000:]
     assert f"{wf.root}: its jobs would import the memprobe package at {ROOT}" in said[0]
+
+
+def test_a_later_snakemake_reads_the_kept_imports_and_parses_an_edited_file_again(
+    tmp_path, monkeypatch
+):
+    """keep_imports_in: the first reader parses and keeps each file's imports; the next finds
+    the same text's imports there and parses nothing; an edited file is parsed again."""
+    script = tmp_path / "job.py"
+    script.write_text("from memprobe.protocol import bank\n")
+    first = code_inputs.logic_modules.__wrapped__(str(script))
+    code_inputs.keep_imports_in(tmp_path / "kept")
+    assert code_inputs.logic_modules.__wrapped__(str(script)) == first
+    assert (tmp_path / "kept" / "imports.json").is_file()
+
+    code_inputs.keep_imports_in(tmp_path / "kept")  # the next process
+    parsed = []
+    real_parse = code_inputs._parse
+    monkeypatch.setattr(code_inputs, "_parse", lambda text: parsed.append(text) or real_parse(text))
+    assert code_inputs.logic_modules.__wrapped__(str(script)) == first
+    assert parsed == []
+    script.write_text("from memprobe.protocol import judge\n")
+    code_inputs.imported.cache_clear()
+    assert "memprobe.protocol.judge" in code_inputs.logic_modules.__wrapped__(str(script))
+    assert parsed[0] == "from memprobe.protocol import judge\n"  # then judge's own modules
+    bank = (code_inputs.PACKAGE / "protocol" / "bank.py").read_text(encoding="utf-8")
+    assert bank not in parsed  # kept from the first reader
+    monkeypatch.setattr(code_inputs, "_kept", None)
+    code_inputs.imported.cache_clear()
