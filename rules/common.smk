@@ -168,7 +168,14 @@ PRIORITY = job_resources.Priorities(CFG)
 
 def probe_group(wildcards):
     """On a cluster, a probe rides with its slot-fill (memprobe/workflow/cluster.py)."""
-    return cluster.probe_group(workflow, dict(wildcards.items()), RES.gpu_count(wildcards), K)
+    return cluster.probe_group(
+        workflow, dict(wildcards.items()), RES.gpu_count(wildcards), K
+    )
+
+
+def oracle_group(wildcards):
+    """On a cluster, a user's oracle rides in the scoring of the first system to finish."""
+    return cluster.oracle_group(workflow, wildcards.user, PRIORITY.shortest_rollouts)
 
 
 def slotfill_memory(wildcards):

@@ -86,7 +86,8 @@ rule oracle:
         code="scripts/oracle.py",
         lib=library("oracle"),
         # The run's copies, not the shared files: ready with the rollouts, it waits behind them
-        # (priority) instead of taking a job slot from the longest chain.
+        # (priority) instead of taking a job slot from the longest chain; on a cluster it rides
+        # in the scoring group of the system whose rollouts end first (oracle_group).
         bank=run_user("bank"),
         tasks=run_user("tasks"),
         prompt=prompt("attribution_oracle"),
@@ -96,6 +97,8 @@ rule oracle:
         job_log("oracle", "{user}"),
         usage=usage_log("oracle", "user"),
     priority: PRIORITY.scoring["oracle"]
+    group:
+        oracle_group
     conda:
         "../envs/memprobe.yaml"
     resources:

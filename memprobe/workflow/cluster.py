@@ -13,7 +13,9 @@ Snakefile changes for them (rules/common.smk).
   buckets on local disk, in a folder of this user's (``/tmp/memprobe-rate-limit-<uid>``, 0700,
   checked for owner), and takes 1/llm_slots of every limit.
 - A probe rides with the slot-fill that reads it, where the profile groups that one
-  (``probe_group``): one job and one status check fewer between a rollout and its scoring.
+  (``probe_group``): one job and one status check fewer between a rollout and its scoring; a
+  user's oracle rides in the scoring group of the system whose rollouts end first
+  (``oracle_group``), not as a job of its own beside the rollouts' start.
 - Under the SLURM executor, a status command that sees jobs finish, also on a cluster without
   accounting (memprobe/workflow/slurm_status.py), or one line saying why none can.
 """
@@ -35,16 +37,11 @@ def global_resource(workflow: Any, name: str) -> int | None:
     return getattr(value, "value", value)
 
 
-def probe_group(
-    workflow: Any, wildcards: dict[str, str], gpus: int | None, primary_k: int
-) -> str | None:
-    """A probe job's group: the one the profile gives rule slotfill (the retrieve-mode
-    slot-fill reads the probe's file), filled with the probe's wildcards. None, a job alone,
-    where the profile groups no slot-fill or names a wildcard the probe lacks, for another k's
-    probe (the sweep's slot-fill reads it), and where the system's probe asks for a GPU (memt):
-    the group would ask for it too, and a group's jobs must agree on the GPU model."""
+def scoring_group(workflow: Any, wildcards: dict[str, str]) -> str | None:
+    """The group the profile gives rule slotfill (a system x user's scoring), filled with
+    ``wildcards``; None where the profile groups no slot-fill or names a wildcard not given."""
     pattern = workflow.group_settings.overwrite_groups.get("slotfill")
-    if pattern is None or gpus or int(wildcards["k"]) != primary_k:
+    if pattern is None:
         return None
     try:
         name = pattern.format(**wildcards)
@@ -54,6 +51,25 @@ def probe_group(
     # notes it for the profile's rules, not for a callable's result).
     workflow.parent_groupids[name] = pattern
     return name
+
+
+def probe_group(
+    workflow: Any, wildcards: dict[str, str], gpus: int | None, primary_k: int
+) -> str | None:
+    """A probe job's group: its scoring group (the retrieve-mode slot-fill reads the probe's
+    file). None, a job alone, for another k's probe (the sweep's slot-fill reads it), and where
+    the system's probe asks for a GPU (memt): the group would ask for it too, and a group's
+    jobs must agree on the GPU model."""
+    if gpus or int(wildcards["k"]) != primary_k:
+        return None
+    return scoring_group(workflow, wildcards)
+
+
+def oracle_group(workflow: Any, user: str, host: str) -> str | None:
+    """A user's oracle job's group: the scoring group of ``host`` for the user, the system whose
+    rollouts end first. The other systems' attributions read the oracle too, so their
+    scoring waits for that group; it is the first to start anyway."""
+    return scoring_group(workflow, {"system": host, "user": user})
 
 
 def jobs_elsewhere(workflow: Any) -> bool:

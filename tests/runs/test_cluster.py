@@ -217,9 +217,10 @@ def test_only_memt_jobs_get_the_large_memory_and_runtime(workflow_factory):
 def test_the_slurm_profile_submits_a_users_and_a_scorings_short_jobs_as_one(workflow_factory):
     """profiles/slurm's groups: a SLURM job step starts a Snakemake of its own, so the short
     jobs ride together: one job per user (persona, bank, tasks) and one per system x user
-    after its rollout (its probe, preference, slot-fill, judge, attribution, both modes).
-    Rollouts are submitted alone, and so is memt's probe (it asks for a GPU, which a group's
-    jobs would have to share)."""
+    after its rollout (its probe, preference, slot-fill, judge, attribution, both modes), the
+    user's oracle in that of the system whose rollouts end first. Rollouts are submitted
+    alone, and so is memt's probe (it asks for a GPU, which a group's jobs would have to
+    share)."""
     raw = tiny_config("http://127.0.0.1:9/v1", systems=["nomem", "longctx_full", "memt"])
     raw.setdefault("system_settings", {})["memt"] = {
         "endpoint": "http://127.0.0.1:9/v1",
@@ -234,7 +235,7 @@ def test_the_slurm_profile_submits_a_users_and_a_scorings_short_jobs_as_one(work
     }
     users = [f"user_{i:03d}" for i in range(1, raw["n_users"] + 1)]
     scoring = {
-        "nomem": ["attribution", "judge", "preference", "slotfill"],
+        "nomem": ["attribution", "judge", "oracle", "preference", "slotfill"],
         "memt": ["attribution"] * 2 + ["judge"] * 2 + ["preference"] + ["slotfill"] * 2,
     }
     scoring["longctx_full"] = sorted([*scoring["memt"], "probe"])
@@ -246,6 +247,6 @@ def test_the_slurm_profile_submits_a_users_and_a_scorings_short_jobs_as_one(work
         wildcards = re.search(r"wildcards: (.*)", lines)
         alone.setdefault(rule, set()).add(wildcards.group(1) if wildcards else "")
     grouped = {rule for rules in expected.values() for rule in rules} - {"probe"}
-    assert {"rollout", "probe", "oracle"} <= set(alone) and not set(alone) & grouped, alone
+    assert {"rollout", "probe"} <= set(alone) and not set(alone) & grouped, alone
     probes = {w.rsplit(", k=", 1)[0] for w in alone["probe"]}
     assert probes == {f"system=memt, user={u}" for u in users}, alone["probe"]

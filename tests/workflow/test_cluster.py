@@ -100,3 +100,10 @@ def test_a_probe_rides_with_the_slot_fill_that_reads_it():
     assert cluster.probe_group(grouping({}), probe, None, 10) is None  # no slot-fill group
     by_mode = grouping({"slotfill": "score-{system}-{mode}"})
     assert cluster.probe_group(by_mode, probe, None, 10) is None  # a wildcard it lacks
+
+
+def test_a_users_oracle_rides_in_the_scoring_of_the_first_system_to_finish():
+    wf = grouping({"slotfill": "score-{system}-{user}"})
+    assert cluster.oracle_group(wf, "user_002", "nomem") == "score-nomem-user_002"
+    assert wf.parent_groupids == {"score-nomem-user_002": "score-{system}-{user}"}
+    assert cluster.oracle_group(grouping({}), "user_002", "nomem") is None

@@ -45,6 +45,7 @@ def test_users_come_first_then_rollouts_by_their_calls_then_scoring_in_chain_ord
     rollouts = {s: prio.rollout(wildcards(s)) for s in ("nomem", "memt")}
     assert prio.user > max(rollouts.values()) > min(rollouts.values())
     assert rollouts["memt"] > rollouts["nomem"]  # its write path calls per turn
+    assert prio.shortest_rollouts == "nomem"  # the oracles ride in its scoring (cluster.py)
     assert min(rollouts.values()) > max(prio.scoring.values())
     order = sorted(prio.scoring, key=prio.scoring.__getitem__, reverse=True)
     assert order == ["oracle", "probe", "slotfill", "judge", "attribution"]
