@@ -25,10 +25,9 @@ from typing import Any
 from memprobe.config.schema import Config
 from memprobe.llm.providers import ProviderError, backend
 from memprobe.registry import systems as registry
-from memprobe.serving import embed_service, node_embed
 from memprobe.spec import stand_in_log
 from memprobe.spec.records import RecordError
-from memprobe.workflow import cluster, preflight, servers, slurm_status, step
+from memprobe.workflow import cluster, preflight, slurm_status
 from memprobe.workflow.dag_load import stop
 from memprobe.workflow.paths import RunPaths
 
@@ -61,6 +60,8 @@ class Run:
 
     # -- onstart ----------------------------------------------------------------------------
     def start(self, workflow: Any, config: dict[str, Any], judge_files: JudgeFiles) -> None:
+        from memprobe.workflow import servers
+
         cfg = self.cfg
         jobs = ((j.rule.name, dict(j.wildcards.items())) for j in workflow.dag.needrun_jobs())
         needs = servers.needs(cfg, jobs)
@@ -96,6 +97,8 @@ class Run:
     def start_embedding(self, local: bool) -> None:
         """The run's embedding server, or on a cluster the name and token its nodes' servers
         go by (memprobe/serving/node_embed.py: each node's first job that encodes starts one)."""
+        from memprobe.serving import embed_service
+
         if not local:
             if self.cfg.cluster_embedding.server == "node":
                 name_node_servers(self.cfg.cluster_embedding.idle_exit_s)
@@ -111,6 +114,7 @@ class Run:
         calibration job itself then replays the same calls from the response cache)."""
         from memprobe.protocol import calibration
         from memprobe.release import judge_verdicts
+        from memprobe.workflow import step
 
         try:
             with step.wire_to(f"{self.paths.logs}/judge_calibration_onstart.log"):
@@ -164,6 +168,8 @@ class Run:
             backend(self.cfg.llm.backend).stop(self.cfg)
         finally:
             if self.embed_server:
+                from memprobe.serving import embed_service
+
                 embed_service.stop_for_run()
         while self.progress:
             try:
@@ -179,6 +185,8 @@ def name_node_servers(idle_s: float) -> None:
     """Under a cluster executor: the run's name, token and idle time for its nodes' embedding
     servers, in the environment its jobs inherit (sbatch passes it on; never their argv)."""
     import secrets
+
+    from memprobe.serving import embed_service, node_embed
 
     os.environ[node_embed.NODE_ENV] = secrets.token_hex(8)
     os.environ[embed_service.TOKEN_ENV] = secrets.token_hex(16)

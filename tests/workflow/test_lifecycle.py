@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from memprobe.config.loading import load_config
+from memprobe.serving import embed_service
 from memprobe.spec import stand_in_log
 from memprobe.spec.records import StandIn
 from memprobe.workflow import lifecycle, paths
@@ -98,7 +99,7 @@ def test_the_end_stops_the_servers_even_when_the_progress_summary_fails(
             raise ValueError("a ledger row the summary could not read")
 
     monkeypatch.setattr(lifecycle, "backend", lambda name: Backend())
-    monkeypatch.setattr(lifecycle.embed_service, "stop_for_run", lambda: stopped.append("embed"))
+    monkeypatch.setattr(embed_service, "stop_for_run", lambda: stopped.append("embed"))
     run = run_of(tmp_path)
     run.embed_server = True
     run.progress.append(Summary())
@@ -114,7 +115,7 @@ def test_on_a_cluster_the_run_names_its_node_servers_and_starts_none(tmp_path, m
     for name in (node_embed.NODE_ENV, embed_client.TOKEN_ENV, node_embed.IDLE_ENV):
         monkeypatch.setenv(name, "")  # so that what the run sets is undone after the test
         monkeypatch.delenv(name)
-    monkeypatch.setattr(lifecycle.embed_service, "start_for_run", pytest.fail)
+    monkeypatch.setattr(embed_service, "start_for_run", pytest.fail)
     run = run_of(tmp_path, cluster_embedding={"server": server, "idle_exit_s": 45})
     run.start_embedding(local=False)
     assert not run.embed_server
