@@ -198,7 +198,8 @@ def test_only_memt_jobs_get_the_large_memory_and_runtime(workflow_factory):
     wf = workflow_factory(raw)
     proc = wf.run("-n", "--executor", "slurm", "--workflow-profile", "profiles/slurm")
     sizes = {}
-    for block in (proc.stdout + proc.stderr).split("\nrule ")[1:]:
+    # a job alone, or one of a group's (indented): a probe rides in its scoring group
+    for block in re.split(r"\n[ \t]*rule ", proc.stdout + proc.stderr)[1:]:
         rule = block.split(":")[0]
         wildcards = re.search(r"wildcards: (.*)", block)
         res = re.search(r"resources: (.*)", block)
