@@ -80,7 +80,6 @@ class Priorities:
 
         calls = estimate_calls.protocol_calls(cfg, estimate_rates.priors(cfg))
         roles = ("assistant", "simulator", "writer")
-        self.cfg_systems = list(cfg.systems)
         self.calls = {s: sum(calls.get((s, r), 0.0) for r in roles) for s in cfg.systems}
         self.scoring = SCORING_PRIORITY
         top = ROLLOUT_PRIORITY + round(max(self.calls.values(), default=0.0))
@@ -89,7 +88,7 @@ class Priorities:
     @property
     def shortest_rollouts(self) -> str:
         """The system whose rollouts make the fewest calls (end first at a rate limit)."""
-        return min(self.cfg_systems, key=lambda s: self.calls[s])
+        return min(self.calls, key=self.calls.__getitem__)  # the config's order breaks ties
 
     def rollout(self, wildcards: Any) -> int:
         return ROLLOUT_PRIORITY + round(self.calls[wildcards.system])
