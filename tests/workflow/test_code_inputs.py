@@ -115,6 +115,7 @@ def test_a_later_snakemake_reads_the_kept_imports_and_parses_an_edited_file_agai
 ):
     """keep_imports_in: the first reader parses and keeps each file's imports; the next finds
     the same text's imports there and parses nothing; an edited file is parsed again."""
+    monkeypatch.setattr(code_inputs, "_kept", None)  # undone after the test, failed or not
     script = tmp_path / "job.py"
     script.write_text("from memprobe.protocol import bank\n")
     first = code_inputs.logic_modules.__wrapped__(str(script))
@@ -134,5 +135,4 @@ def test_a_later_snakemake_reads_the_kept_imports_and_parses_an_edited_file_agai
     assert parsed[0] == "from memprobe.protocol import judge\n"  # then judge's own modules
     bank = (code_inputs.PACKAGE / "protocol" / "bank.py").read_text(encoding="utf-8")
     assert bank not in parsed  # kept from the first reader
-    monkeypatch.setattr(code_inputs, "_kept", None)
     code_inputs.imported.cache_clear()
